@@ -1,0 +1,7 @@
+"""``python -m tracer`` — the same as the ``tracer`` command."""
+
+import sys
+
+from tracer.cli import main
+
+sys.exit(main())

@@ -1,0 +1,62 @@
+"""The ``tracer`` command line: one Typer app, one module per command.
+
+Library code raises :class:`tracer.errors.TracerError`; :func:`main` alone turns it into one line on stderr
+and exit code 2, so no user ever sees a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from tracer.errors import TracerError
+
+app = typer.Typer(
+    name="tracer",
+    help=(
+        "See how PyTorch work runs in parallel across GPUs, CUDA streams and the CPU, and how much copy "
+        "traffic hides behind compute.\n\n"
+        "Typical use: `tracer record compute-copy` (run a scenario under the profiler), "
+        "`tracer summary runs/...` (numbers), `tracer dashboard` (pictures)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+)
+
+# Each command module registers itself on `app` when imported.
+from tracer.cli import summary as _summary  # noqa: E402,F401
+
+for _optional in ("record", "export", "dashboard"):
+    try:
+        __import__(f"tracer.cli.{_optional}")
+    except ModuleNotFoundError as exc:  # a command whose module is not written yet
+        if exc.name != f"tracer.cli.{_optional}":
+            raise
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; return the exit code (0 success, 2 bad input, 130 interrupted)."""
+    try:
+        app(args=argv, prog_name="tracer", standalone_mode=False)
+    except TracerError as exc:
+        print(f"tracer: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tracer: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit as exc:  # typer.Exit raised inside a command
+        return int(exc.code or 0)
+    except Exception as exc:  # click usage errors: one line, exit 2, like argparse
+        import click
+
+        if isinstance(exc, click.exceptions.Abort):
+            print("tracer: aborted", file=sys.stderr)
+            return 130
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0

@@ -1,0 +1,172 @@
+"""The canonical timeline: one row per interval, one schema for every trace format.
+
+Every parser ends with :func:`validate`; every analysis, figure and exporter reads only these columns.
+Times are integer nanoseconds on the trace's own clock (Kineto: ``baseTimeNanoseconds`` + ``ts``;
+nsys: the session's nanosecond timestamps), never float microseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracer.errors import TraceFormatError
+
+SCHEMA_VERSION = 1
+
+#: What an interval is. GPU work: kernel, memcpy, memset. Host: cpu_op (framework operators), runtime
+#: (CUDA runtime API), driver (CUDA driver API), range (NVTX / record_function / user annotation on a host
+#: thread), sync (CUDA synchronisation activity). gpu_range: an annotation projected onto a GPU stream by the
+#: profiler itself (Kineto's gpu_user_annotation). other: anything a trace holds that tracer does not model.
+KINDS: tuple[str, ...] = (
+    "kernel",
+    "memcpy",
+    "memset",
+    "cpu_op",
+    "runtime",
+    "driver",
+    "range",
+    "gpu_range",
+    "sync",
+    "other",
+)
+GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
+
+#: Direction of a copy; "" for rows that are not copies. PtoP is peer-to-peer between two GPUs.
+COPY_KINDS: tuple[str, ...] = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Other")
+
+HOST_DEVICE = -1
+HOST_STREAM = -1
+
+#: Column name -> dtype. The order here is the order of the columns.
+COLUMNS: dict[str, Any] = {
+    "start_ns": np.dtype("int64"),
+    "end_ns": np.dtype("int64"),
+    "kind": pd.CategoricalDtype(list(KINDS)),
+    "copy_kind": pd.CategoricalDtype(list(COPY_KINDS)),
+    "name": "category",
+    "device": np.dtype("int16"),
+    "stream": np.dtype("int32"),
+    "pid": np.dtype("int64"),
+    "tid": np.dtype("int64"),
+    "rank": np.dtype("int16"),
+    "bytes": pd.Int64Dtype(),
+    "correlation": pd.Int64Dtype(),
+}
+
+
+@dataclass
+class TraceMeta:
+    """What a trace says about itself, beside its intervals."""
+
+    format: str  # "kineto" | "nsys" | "parquet"
+    source: str = ""  # the file it was read from
+    #: GPU index -> device name ("NVIDIA H200")
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    #: pid -> process name; (pid, tid) keys are stored as "pid:tid" strings so that they survive JSON
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[str, str] = field(default_factory=dict)
+    #: anything else worth keeping (CUDA versions, capture settings ...)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "source": self.source,
+            "gpu_names": {str(k): v for k, v in self.gpu_names.items()},
+            "process_names": {str(k): v for k, v in self.process_names.items()},
+            "thread_names": dict(self.thread_names),
+            "extra": self.extra,
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TraceMeta:
+        # New fields are read with a default so that old files keep loading.
+        return cls(
+            format=str(d.get("format", "")),
+            source=str(d.get("source", "")),
+            gpu_names={int(k): str(v) for k, v in d.get("gpu_names", {}).items()},
+            process_names={int(k): str(v) for k, v in d.get("process_names", {}).items()},
+            thread_names={str(k): str(v) for k, v in d.get("thread_names", {}).items()},
+            extra=dict(d.get("extra", {})),
+        )
+
+
+@dataclass
+class Timeline:
+    """A parsed trace: the intervals (``events``, schema :data:`COLUMNS`) and what the trace says of itself."""
+
+    events: pd.DataFrame
+    meta: TraceMeta
+
+    @property
+    def gpu_devices(self) -> list[int]:
+        """GPU indices that hold GPU work or are named by the trace, ascending."""
+        ev = self.events
+        seen = set(ev.loc[ev["device"] >= 0, "device"].unique().tolist())
+        return sorted(seen | set(self.meta.gpu_names))
+
+
+def empty_events() -> pd.DataFrame:
+    """A zero-row frame with the canonical columns and dtypes."""
+    return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in COLUMNS.items()})
+
+
+def build_events(columns: dict[str, Any]) -> pd.DataFrame:
+    """Make a canonical frame from column arrays; missing optional columns get their neutral value.
+
+    ``kind`` / ``copy_kind`` / ``name`` may be given as strings or as categoricals. Rows are sorted by
+    start then end so that every consumer can rely on time order.
+    """
+    n = len(columns["start_ns"])
+    defaults: dict[str, Any] = {
+        "copy_kind": "",
+        "device": HOST_DEVICE,
+        "stream": HOST_STREAM,
+        "pid": -1,
+        "tid": -1,
+        "rank": 0,
+        "bytes": pd.NA,
+        "correlation": pd.NA,
+    }
+    data: dict[str, Any] = {}
+    for col, dtype in COLUMNS.items():
+        if col in columns:
+            value = columns[col]
+        elif col in defaults:
+            value = [defaults[col]] * n if defaults[col] is pd.NA else np.full(n, defaults[col])
+        else:
+            raise KeyError(f"build_events needs column {col!r}")
+        data[col] = pd.Series(value, dtype=dtype) if not isinstance(value, pd.Series) else value.astype(dtype)
+        data[col].index = pd.RangeIndex(n)
+    df = pd.DataFrame(data)
+    order = np.lexsort((df["end_ns"].to_numpy(), df["start_ns"].to_numpy()))
+    return df.iloc[order].reset_index(drop=True)
+
+
+def validate(events: pd.DataFrame, source: str = "") -> pd.DataFrame:
+    """Check that ``events`` has exactly the canonical columns, dtypes and sane intervals; return it.
+
+    Raises :class:`TraceFormatError` naming ``source``: a parser that produced a bad frame has a bug or met
+    input it does not understand, and either way the user should hear about it rather than see wrong numbers.
+    """
+    cols = list(events.columns)
+    if cols != list(COLUMNS):
+        raise TraceFormatError(source, f"timeline columns {cols} differ from the schema {list(COLUMNS)}")
+    for col, dtype in COLUMNS.items():
+        actual = events[col].dtype
+        if isinstance(dtype, pd.CategoricalDtype) and dtype.categories is not None and len(dtype.categories):
+            ok = isinstance(actual, pd.CategoricalDtype) and list(actual.categories) == list(dtype.categories)
+        elif dtype == "category":
+            ok = isinstance(actual, pd.CategoricalDtype)
+        else:
+            ok = actual == dtype
+        if not ok:
+            raise TraceFormatError(source, f"timeline column {col!r} has dtype {actual}, expected {dtype}")
+    if len(events) and bool((events["end_ns"].to_numpy() < events["start_ns"].to_numpy()).any()):
+        raise TraceFormatError(source, "timeline has intervals that end before they start")
+    return events
