@@ -26,6 +26,23 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        print(f"tracer {version('tracer')}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """A group callback, so that every command is a subcommand even while only one exists."""
+
+
 # Each command module registers itself on `app` when imported.
 from tracer.cli import summary as _summary  # noqa: E402,F401
 
@@ -40,7 +57,9 @@ for _optional in ("record", "export", "dashboard"):
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 2 bad input, 130 interrupted)."""
     try:
-        app(args=argv, prog_name="tracer", standalone_mode=False)
+        rc = app(args=argv, prog_name="tracer", standalone_mode=False)
+        if isinstance(rc, int):
+            return rc
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
         return 2

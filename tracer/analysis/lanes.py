@@ -1,0 +1,27 @@
+"""Per-lane figures: a lane is one (device, stream) of GPU work."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tracer.analysis import intervals as iv
+from tracer.analysis.overlap import gpu_work
+
+
+def lane_stats(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per (device, stream): kernels, memcpys, memsets (counts) and busy_ns (union of its work)."""
+    work = gpu_work(events)
+    cols = ["device", "stream", "kernels", "memcpys", "memsets", "busy_ns"]
+    if work.empty:
+        return pd.DataFrame({c: pd.Series([], dtype="int64") for c in cols})
+    counts = (
+        pd.crosstab([work["device"], work["stream"]], work["kind"].astype(str))
+        .reindex(columns=["kernel", "memcpy", "memset"], fill_value=0)
+        .rename(columns={"kernel": "kernels", "memcpy": "memcpys", "memset": "memsets"})
+    )
+    key = work["device"].astype("int64") * (1 << 32) + work["stream"].astype("int64")
+    busy = iv.grouped_union_total(key.to_numpy(), work["start_ns"].to_numpy(), work["end_ns"].to_numpy())
+    out = counts.reset_index()
+    out["busy_ns"] = (out["device"].astype("int64") * (1 << 32) + out["stream"].astype("int64")).map(busy).fillna(0)
+    out = out.astype({"device": "int64", "stream": "int64", "busy_ns": "int64"})
+    return out[cols].sort_values(["device", "stream"]).reset_index(drop=True)

@@ -1,0 +1,39 @@
+"""The summary of a timeline as plain data: what `tracer summary --json` prints and run directories store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracer.analysis.lanes import lane_stats
+from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, gpu_span_ns, span_ns
+from tracer.analysis.ranges import range_summary
+from tracer.timeline import Timeline
+
+
+def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
+    """Per-device compute/copy/overlap, per-lane counts, span; plus ranges, GPU names and concurrency.
+
+    Shape (other keys may be added, none removed)::
+
+        {"format": "kineto" | "nsys" | ..., "devices": {"0": {...}}, "lanes": [{...}], "span_ns": int}
+    """
+    ev = timeline.events
+    devices = {str(d.device): d.as_dict() for d in device_overlap(ev)}
+    lanes = [{k: int(v) for k, v in row.items()} for row in lane_stats(ev).to_dict("records")]
+    out: dict[str, Any] = {
+        "format": timeline.meta.format,
+        "source": timeline.meta.source,
+        "devices": devices,
+        "lanes": lanes,
+        "span_ns": span_ns(ev),
+        "gpu_span_ns": gpu_span_ns(ev),
+        "gpu_names": {str(k): v for k, v in sorted(timeline.meta.gpu_names.items())},
+        "concurrent_gpus_ns": {str(k): v for k, v in concurrent_devices_ns(ev).items()},
+        "events": int(len(ev)),
+    }
+    if ranges:
+        rs = range_summary(ev)
+        out["ranges"] = [
+            {k: (int(v) if k != "name" else str(v)) for k, v in row.items()} for row in rs.to_dict("records")
+        ]
+    return out

@@ -1,0 +1,123 @@
+"""`tracer summary`: compute, copy and overlap per GPU, per stream, per NVTX range."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from tracer.cli import app
+from tracer.errors import TracerError
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "–"
+
+
+def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any]:
+    """Rich renderables for a summary dict (see :func:`tracer.analysis.summary.summarize`)."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out: list[Any] = []
+    gpu_span = summary.get("gpu_span_ns", 0)
+    head = Text.assemble(
+        (summary.get("source", ""), "bold"),
+        f"  [{summary['format']}]  span {_ms(summary['span_ns'])} ms",
+        f", GPU work over {_ms(gpu_span)} ms" if gpu_span else "",
+        f", {summary.get('events', 0):,} intervals",
+    )
+    out.append(head)
+    names = summary.get("gpu_names", {})
+    if not summary["devices"]:
+        out.append(Text("No GPU work in this trace (CPU-only run?).", style="yellow"))
+    else:
+        gpus = ", ".join(f"GPU {k} = {v}" for k, v in names.items())
+        t = Table(
+            box=box.SIMPLE_HEAD,
+            title="Per GPU (ms): compute = kernels, copy = memcpys, overlap = copy hidden behind compute",
+            caption=gpus or None,
+        )
+        for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden", "busy", "busy/span"):
+            t.add_column(col, justify="right")
+        for dev, d in summary["devices"].items():
+            t.add_row(dev, f"{d['kernels']:,}", f"{d['memcpys']:,}", _ms(d["compute_ns"]), _ms(d["copy_ns"]),
+                      _ms(d["overlap_ns"]), _pct(d["overlap_ns"], d["copy_ns"]), _ms(d["busy_ns"]),
+                      _pct(d["busy_ns"], gpu_span))
+        out.append(t)
+        lanes = Table(box=box.SIMPLE_HEAD, title="Per stream")
+        for col in ("GPU", "stream", "kernels", "memcpys", "memsets", "busy ms"):
+            lanes.add_column(col, justify="right")
+        for lane in summary["lanes"]:
+            lanes.add_row(str(lane["device"]), str(lane["stream"]), f"{lane['kernels']:,}", f"{lane['memcpys']:,}",
+                          f"{lane['memsets']:,}", _ms(lane["busy_ns"]))
+        out.append(lanes)
+        conc = summary.get("concurrent_gpus_ns", {})
+        if len(summary["devices"]) > 1 and conc:
+            together = sum(v for k, v in conc.items() if int(k) >= 2)
+            out.append(Text(f"Two or more GPUs busy at once for {_ms(together)} ms "
+                            f"({_pct(together, sum(conc.values()))} of the time any GPU was busy)."))
+    ranges = summary.get("ranges") or []
+    if ranges:
+        r = Table(box=box.SIMPLE_HEAD, title="NVTX / record_function ranges → the GPU work they launched")
+        for col in ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys"):
+            r.add_column(col, justify="left" if col == "range" else "right")
+        for row in ranges[:max_ranges]:
+            r.add_row(row["name"][:60], f"{row['count']:,}", _ms(row["host_ns"]), _ms(row["gpu_busy_ns"]),
+                      f"{row['kernels']:,}", f"{row['memcpys']:,}")
+        if len(ranges) > max_ranges:
+            r.caption = f"{len(ranges) - max_ranges} more ranges in --json"
+        out.append(r)
+    return out
+
+
+@app.command()
+def summary(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(help="Trace files (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) or run directories."),
+    ],
+    json: Annotated[bool, typer.Option("--json", help="Print JSON (one object per PATH, one per line).")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
+    ] = False,
+) -> None:
+    """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
+
+    compute = union of a GPU's kernel intervals, copy = union of its memcpy intervals, overlap = their
+    intersection (copy time hidden behind compute), busy = union of all its GPU work. Times in ms (ns in --json).
+    """
+    from rich.console import Console
+
+    from tracer.analysis.summary import summarize
+    from tracer.parsers import load_trace
+
+    console = Console()
+    failed: list[TracerError] = []
+    for path in paths:
+        try:
+            result = summarize(load_trace(path, cache=not no_cache))
+        except TracerError as exc:
+            if len(paths) == 1:
+                raise
+            # One bad file in a batch does not stop the others; report it and go on.
+            print(f"tracer: error: {exc}", file=sys.stderr)
+            failed.append(exc)
+            continue
+        if json:
+            sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+            sys.stdout.flush()
+        else:
+            for renderable in render_summary(result):
+                console.print(renderable)
+            console.print()
+    if failed:
+        raise typer.Exit(2)

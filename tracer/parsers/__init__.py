@@ -1,0 +1,221 @@
+"""Open any trace tracer understands and return one canonical :class:`~tracer.timeline.Timeline`.
+
+The format is told from the content, not the suffix: gzip is looked through, then the first bytes say
+SQLite (an Nsight Systems export), Parquet (a stored timeline) or JSON (Kineto / Chrome). ``.nsys-rep``
+reports are converted with ``nsys export`` when nsys is installed. Run directories written by
+``tracer record`` are opened through their stored timeline.
+
+Importing this package imports neither Dash nor Plotly.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError
+from tracer.timeline import SCHEMA_VERSION, Timeline
+
+GZIP_MAGIC = b"\x1f\x8b"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+PARQUET_MAGIC = b"PAR1"
+NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
+
+#: Files a run directory may hold, in the order they are preferred as the run's timeline.
+RUN_TIMELINE = "timeline.parquet"
+RUN_TRACE_CANDIDATES = ("trace.json.gz", "trace.json", "report.sqlite.gz", "report.sqlite", "report.nsys-rep")
+RUN_META = "meta.json"
+
+#: Parsed Kineto traces at least this large get a Parquet cache beside them (see :func:`cache_path`).
+CACHE_MIN_BYTES = 4 * 1024 * 1024
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Return "kineto", "nsys-sqlite", "nsys-rep", "parquet" or "run-dir" for ``path``, from its content."""
+    p = Path(path)
+    if p.is_dir():
+        return "run-dir"
+    head = _read_head(p)
+    if head[:2] == GZIP_MAGIC:
+        try:
+            with gzip.open(p, "rb") as f:
+                head = f.read(64)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TraceFormatError(p, f"damaged gzip file: {exc}") from None
+        if not head:
+            raise TraceFormatError(p, "gzip file holds nothing (empty trace)")
+    if head.startswith(SQLITE_MAGIC):
+        return "nsys-sqlite"
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if stripped[:1] in (b"{", b"["):
+        return "kineto"
+    if p.name.endswith(NSYS_REP_SUFFIXES):
+        return "nsys-rep"
+    raise TraceFormatError(
+        p, "unrecognised content: expected a Kineto/Chrome JSON trace, an nsys SQLite export, a .nsys-rep or Parquet"
+    )
+
+
+def _read_head(p: Path) -> bytes:
+    if not p.exists():
+        raise InputNotFoundError(p, "no such file or directory")
+    try:
+        with open(p, "rb") as f:
+            head = f.read(64)
+    except OSError as exc:
+        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+    if not head:
+        raise TraceFormatError(p, "empty file")
+    return head
+
+
+def read_bytes(p: Path) -> bytes:
+    """The file's bytes, gunzipped if it is gzip; a clear error if the gzip stream is cut short."""
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+    if data[:2] == GZIP_MAGIC:
+        try:
+            data = gzip.decompress(data)
+        except EOFError:
+            raise TraceFormatError(p, "truncated gzip file: it ends before the trace does") from None
+        except (OSError, zlib.error) as exc:
+            raise TraceFormatError(p, f"damaged gzip file: {exc}") from None
+    return data
+
+
+def cache_path(path: Path) -> Path:
+    """Where the Parquet cache of a parsed trace lives: a hidden file beside it."""
+    return path.with_name(f".{path.name}.tracer.parquet")
+
+
+def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
+    """Parse ``path`` (trace file or run directory) into a :class:`Timeline`.
+
+    With ``cache`` (the default), a Kineto trace of at least :data:`CACHE_MIN_BYTES` is stored as Parquet
+    beside itself after the first parse and read from there while its size and mtime are unchanged.
+    """
+    p = Path(path)
+    fmt = detect_format(p)
+    if fmt == "run-dir":
+        return _load_run_dir(p, cache=cache)
+    if fmt == "parquet":
+        from tracer.storage import read_timeline_parquet
+
+        return read_timeline_parquet(p)
+    if fmt == "nsys-sqlite":
+        return _load_sqlite(p)
+    if fmt == "nsys-rep":
+        return _load_nsys_rep(p)
+    return _load_kineto(p, cache=cache)
+
+
+def _load_kineto(p: Path, *, cache: bool) -> Timeline:
+    from tracer.parsers.kineto import parse_kineto_bytes
+
+    stat = p.stat()
+    key = {"source_size": stat.st_size, "source_mtime_ns": stat.st_mtime_ns, "schema_version": SCHEMA_VERSION}
+    use_cache = cache and stat.st_size >= CACHE_MIN_BYTES
+    if use_cache:
+        cached = _read_cache(p, key)
+        if cached is not None:
+            return cached
+    timeline = parse_kineto_bytes(read_bytes(p), str(p))
+    if use_cache:
+        _write_cache(p, timeline, key)
+    return timeline
+
+
+def _read_cache(p: Path, key: dict[str, int]) -> Timeline | None:
+    from tracer.storage import read_parquet_meta, read_timeline_parquet
+
+    cp = cache_path(p)
+    if not cp.exists():
+        return None
+    try:
+        if {k: read_parquet_meta(cp).get("cache_key", {}).get(k) for k in key} != key:
+            return None
+        timeline = read_timeline_parquet(cp)
+    except Exception:  # a stale or damaged cache is never worth an error: parse afresh
+        return None
+    timeline.meta.source = str(p)
+    timeline.meta.extra.pop("stored_as", None)
+    timeline.meta.extra.pop("cache_key", None)
+    return timeline
+
+
+def _write_cache(p: Path, timeline: Timeline, key: dict[str, int]) -> None:
+    from tracer.storage import write_timeline_parquet
+
+    try:
+        write_timeline_parquet(timeline, cache_path(p), extra_meta={"cache_key": key})
+    except OSError:
+        pass  # a read-only directory just means no cache
+
+
+def _load_sqlite(p: Path) -> Timeline:
+    from tracer.parsers.nsys import parse_nsys_sqlite
+
+    with open(p, "rb") as f:
+        gz = f.read(2) == GZIP_MAGIC
+    if not gz:
+        return parse_nsys_sqlite(p)
+    # SQLite needs a real file: unpack the gzipped export to a temporary one.
+    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        out.write_bytes(read_bytes(p))
+        return parse_nsys_sqlite(out, source=str(p))
+
+
+def _load_nsys_rep(p: Path) -> Timeline:
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise ToolMissingError(
+            p,
+            "a .nsys-rep needs Nsight Systems to read; nsys is not on PATH. Export it where nsys is installed "
+            f"with `nsys export --type sqlite -o {p.with_suffix('.sqlite').name} {p.name}` and open the .sqlite",
+        )
+    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        proc = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(p)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0 or not out.exists():
+            last = (proc.stderr or proc.stdout).strip().splitlines()
+            raise TraceFormatError(p, f"nsys export failed: {last[-1] if last else f'exit {proc.returncode}'}")
+        from tracer.parsers.nsys import parse_nsys_sqlite
+
+        return parse_nsys_sqlite(out, source=str(p))
+
+
+def _load_run_dir(p: Path, *, cache: bool) -> Timeline:
+    import orjson
+
+    run_meta: dict[str, object] = {}
+    if (p / RUN_META).exists():
+        try:
+            run_meta = orjson.loads((p / RUN_META).read_bytes())
+        except orjson.JSONDecodeError as exc:
+            raise TraceFormatError(p / RUN_META, f"invalid JSON: {exc}") from None
+    candidates = [p / RUN_TIMELINE, *(p / c for c in RUN_TRACE_CANDIDATES)]
+    for c in candidates:
+        if c.exists():
+            timeline = load_trace(c, cache=cache)
+            break
+    else:
+        raise TraceFormatError(
+            p, f"directory is not a tracer run: none of {', '.join(c.name for c in candidates)} is in it"
+        )
+    timeline.meta.extra["run"] = run_meta
+    timeline.meta.extra["run_dir"] = str(p)
+    return timeline
