@@ -55,27 +55,17 @@ for _optional in ("record", "export", "dashboard"):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 success, 2 bad input, 130 interrupted)."""
+    """Run the CLI; return the exit code (0 success, 1 failure, 2 bad input or usage, 130 interrupted)."""
     try:
-        rc = app(args=argv, prog_name="tracer", standalone_mode=False)
-        if isinstance(rc, int):
-            return rc
+        # Standalone mode: click prints usage errors itself (one line plus a hint, exit 2).
+        app(args=argv, prog_name="tracer", standalone_mode=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
         return 130
-    except SystemExit as exc:  # typer.Exit raised inside a command
-        return int(exc.code or 0)
-    except Exception as exc:  # click usage errors: one line, exit 2, like argparse
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
-            print("tracer: aborted", file=sys.stderr)
-            return 130
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
     return 0

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh machine, then run them: `./scripts/test.sh [pytest args]`.
+# - a virtual environment in .venv with the CPU build of torch (fast; a GPU is never needed for the tests)
+# - Debian's chromium for the dashboard's browser tests (installed only if missing, and only as root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+# torch first and pinned: 2.13.0 resolves to a local CPU wheel here; the project's own range (torch>=2.2)
+# is then already satisfied, so pip downloads no multi-GB CUDA build.
+pip_install() {  # quiet on success, the whole log on failure
+  local log; log=$(mktemp)
+  if ! .venv/bin/pip install -q --disable-pip-version-check "$@" >"$log" 2>&1; then
+    grep -v "is ignored" "$log" >&2; rm -f "$log"; exit 1
+  fi
+  rm -f "$log"
+}
+pip_install torch==2.13.0
+pip_install -e '.[test]'
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian's chromium for the browser tests ..."
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: could not install chromium; browser tests will fail under CI" >&2
+fi
+exec .venv/bin/python -m pytest "$@"

@@ -1,0 +1,129 @@
+"""`tracer summary`: the JSON contract, the table, and one clear line for every kind of bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+def test_summary_json_shape(data_dir):
+    proc = run_cli("summary", "--json", str(data_dir / "copy_side_stream.json.gz"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["format"] == "kineto"
+    assert set(out["devices"]) == {"0"}
+    assert out["devices"]["0"] == {
+        "compute_ns": 130922834,
+        "copy_ns": 57973729,
+        "overlap_ns": 56818859,
+        "busy_ns": 132077704,
+        "kernels": 50,
+        "memcpys": 50,
+        "memsets": 0,
+    }
+    assert out["lanes"] == [
+        {"device": 0, "stream": 7, "kernels": 50, "memcpys": 0, "memsets": 0, "busy_ns": 130922834},
+        {"device": 0, "stream": 21, "kernels": 0, "memcpys": 50, "memsets": 0, "busy_ns": 57973729},
+    ]
+    assert isinstance(out["span_ns"], int) and out["span_ns"] >= 132077704
+
+
+def test_summary_json_nsys_via_python_m(data_dir):
+    proc = run_cli("summary", "--json", str(data_dir / "nsys_compute_copy.sqlite.gz"), module=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["format"] == "nsys"
+    assert out["devices"]["0"]["kernels"] == 11
+
+
+def test_summary_table(data_dir):
+    proc = run_cli("summary", str(data_dir / "copy_side_stream.json.gz"))
+    assert proc.returncode == 0, proc.stderr
+    assert "98.0%" in proc.stdout  # copy hidden behind compute
+    assert "NVIDIA H200" in proc.stdout
+
+
+def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (file, a phrase the one-line error must contain)"""
+    empty = tmp / "empty.json"
+    empty.write_bytes(b"")
+    truncated = tmp / "truncated.json"
+    truncated.write_bytes(gzip.decompress((data / "two_streams.json.gz").read_bytes())[:5000])
+    truncated_gz = tmp / "truncated.json.gz"
+    truncated_gz.write_bytes((data / "two_streams.json.gz").read_bytes()[:3000])
+    not_trace = tmp / "config.json"
+    not_trace.write_text('{"learning_rate": 0.1}')
+    wrong_types = tmp / "wrong.json"
+    wrong_types.write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
+    other_db = tmp / "app.sqlite"
+    con = sqlite3.connect(other_db)
+    con.execute("CREATE TABLE users (id INTEGER)")
+    con.commit()
+    con.close()
+    rand = tmp / "random.bin"
+    rand.write_bytes(bytes(range(256)) * 20)
+    text = tmp / "notes.txt"
+    text.write_text("hello")
+    return {
+        "missing": (tmp / "nope.json", "no such file"),
+        "empty": (empty, "empty file"),
+        "truncated": (truncated, "truncated JSON"),
+        "truncated-gzip": (truncated_gz, "truncated gzip"),
+        "not-a-trace": (not_trace, "not a Kineto/Chrome trace"),
+        "wrong-field-types": (wrong_types, "not a Kineto/Chrome trace"),
+        "other-sqlite": (other_db, "not an Nsight Systems export"),
+        "random-bytes": (rand, "unrecognised content"),
+        "text": (text, "unrecognised content"),
+        "nsys-rep-without-nsys": (_fake_rep(tmp), "nsys export --type sqlite"),
+        "empty-dir": (_empty_dir(tmp), "not a tracer run"),
+    }
+
+
+def _fake_rep(tmp: Path) -> Path:
+    p = tmp / "report.nsys-rep"
+    p.write_bytes(b"\x00\x01binary report")
+    return p
+
+
+def _empty_dir(tmp: Path) -> Path:
+    p = tmp / "emptyrun"
+    p.mkdir()
+    return p
+
+
+BAD = [
+    "missing", "empty", "truncated", "truncated-gzip", "not-a-trace", "wrong-field-types", "other-sqlite",
+    "random-bytes", "text", "nsys-rep-without-nsys", "empty-dir",
+]
+
+
+@pytest.mark.parametrize("case", BAD)
+def test_bad_input_one_line_exit_2(tmp_path, data_dir, case, monkeypatch):
+    path, phrase = _bad_inputs(tmp_path, data_dir)[case]
+    proc = run_cli("summary", str(path))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert str(path) in lines[0]
+    assert phrase in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_one_bad_file_does_not_stop_the_batch(tmp_path, data_dir):
+    proc = run_cli("summary", "--json", str(tmp_path / "nope.json"), str(data_dir / "two_streams.json.gz"))
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr
+    assert json.loads(proc.stdout)["devices"]["0"]["kernels"] == 100
+
+
+def test_unknown_command_is_a_usage_error():
+    proc = run_cli("frobnicate")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
