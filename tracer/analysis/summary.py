@@ -7,6 +7,7 @@ from typing import Any
 from tracer.analysis.lanes import lane_stats
 from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, gpu_span_ns, span_ns
 from tracer.analysis.ranges import range_summary
+from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
 from tracer.timeline import Timeline
 
 
@@ -31,6 +32,23 @@ def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
         "concurrent_gpus_ns": {str(k): v for k, v in concurrent_devices_ns(ev).items()},
         "events": int(len(ev)),
     }
+    for dev, d in devices.items():
+        gaps = idle_gaps(ev, int(dev))
+        d_extra = {
+            "idle_gaps": int(len(gaps)),
+            "idle_ns": int(gaps["gap_ns"].sum()) if len(gaps) else 0,
+            "longest_gap_ns": int(gaps["gap_ns"].iloc[0]) if len(gaps) else 0,
+        }
+        out.setdefault("idle", {})[dev] = d_extra
+    out["top_kernels"] = [
+        {"name": r["name"], "count": int(r["count"]), "total_ns": int(r["total_ns"]), "mean_ns": int(r["mean_ns"])}
+        for r in kernel_summary(ev, top=10).to_dict("records")
+    ]
+    out["copies"] = [
+        {"device": int(r["device"]), "copy_kind": r["copy_kind"], "count": int(r["count"]), "bytes": int(r["bytes"]),
+         "total_ns": int(r["total_ns"]), "gb_per_s": round(float(r["gb_per_s"]), 3)}
+        for r in copy_summary(ev).to_dict("records")
+    ]
     if ranges:
         rs = range_summary(ev)
         out["ranges"] = [

@@ -60,6 +60,24 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
             lanes.add_row(str(lane["device"]), str(lane["stream"]), f"{lane['kernels']:,}", f"{lane['memcpys']:,}",
                           f"{lane['memsets']:,}", _ms(lane["busy_ns"]))
         out.append(lanes)
+        copies = summary.get("copies") or []
+        if copies:
+            ct = Table(box=box.SIMPLE_HEAD, title="Copies by direction")
+            for col in ("GPU", "direction", "count", "MB", "copy ms", "GB/s"):
+                ct.add_column(col, justify="right")
+            for c in copies:
+                ct.add_row(str(c["device"]), c["copy_kind"], f"{c['count']:,}", f"{c['bytes'] / 1e6:,.1f}",
+                           _ms(c["total_ns"]), f"{c['gb_per_s']:.1f}")
+            out.append(ct)
+        kernels = summary.get("top_kernels") or []
+        if kernels:
+            kt = Table(box=box.SIMPLE_HEAD, title="Top kernels by total time")
+            for col in ("kernel", "count", "total ms", "mean µs"):
+                kt.add_column(col, justify="left" if col == "kernel" else "right")
+            for k in kernels[:5]:
+                name = k["name"] if len(k["name"]) <= 50 else k["name"][:49] + "…"
+                kt.add_row(name, f"{k['count']:,}", _ms(k["total_ns"]), f"{k['mean_ns'] / 1e3:,.1f}")
+            out.append(kt)
         conc = summary.get("concurrent_gpus_ns", {})
         if len(summary["devices"]) > 1 and conc:
             together = sum(v for k, v in conc.items() if int(k) >= 2)

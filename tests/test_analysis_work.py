@@ -1,0 +1,51 @@
+import pandas as pd
+
+from tracer.analysis.overlap import concurrent_devices_ns
+from tracer.analysis.summary import summarize
+from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
+from tracer.timeline import Timeline, TraceMeta, build_events
+
+
+def timeline() -> pd.DataFrame:
+    return build_events(
+        {
+            "start_ns": [0, 100, 300, 50, 0],
+            "end_ns": [100, 200, 400, 150, 1000],
+            "kind": ["kernel", "kernel", "memcpy", "kernel", "cpu_op"],
+            "copy_kind": ["", "", "DtoH", "", ""],
+            "name": ["a", "b", "Memcpy DtoH", "a", "op"],
+            "device": [0, 0, 0, 1, -1],
+            "stream": [7, 7, 9, 7, -1],
+            "bytes": pd.array([None, None, 1000, None, None], dtype="Int64"),
+        }
+    )
+
+
+def test_kernel_summary():
+    ks = kernel_summary(timeline()).set_index("name")
+    assert ks.loc["a", "count"] == 2 and ks.loc["a", "total_ns"] == 200
+    assert ks.loc["b", "total_ns"] == 100
+    assert abs(ks["share"].sum() - 1) < 1e-9
+
+
+def test_copy_summary_bandwidth():
+    cs = copy_summary(timeline())
+    assert cs[["device", "copy_kind", "count", "bytes", "total_ns"]].values.tolist() == [[0, "DtoH", 1, 1000, 100]]
+    assert cs["gb_per_s"].iloc[0] == 10.0  # 1000 B in 100 ns
+
+
+def test_idle_gaps():
+    gaps = idle_gaps(timeline(), 0)
+    assert gaps[["start_ns", "end_ns", "gap_ns"]].values.tolist() == [[200, 300, 100]]
+
+
+def test_concurrency_of_two_gpus():
+    # GPU 0 busy [0,200)+[300,400), GPU 1 busy [50,150): both at once for 100 ns
+    assert concurrent_devices_ns(timeline()) == {1: 200, 2: 100}
+
+
+def test_summary_has_every_gpu_and_no_host():
+    s = summarize(Timeline(timeline(), TraceMeta(format="test")))
+    assert set(s["devices"]) == {"0", "1"}
+    assert s["devices"]["0"]["overlap_ns"] == 0
+    assert s["span_ns"] == 1000

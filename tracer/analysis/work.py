@@ -1,0 +1,55 @@
+"""What ran on the GPUs: kernels by name, copies by direction with bandwidth, idle gaps per device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from tracer.analysis import intervals as iv
+from tracer.analysis.overlap import gpu_work
+
+
+def kernel_summary(events: pd.DataFrame, top: int | None = None) -> pd.DataFrame:
+    """Per kernel name: count, total/mean/min/max duration (ns) and share of all kernel time, longest first."""
+    k = events[(events["kind"] == "kernel") & (events["device"] >= 0)]
+    cols = ["name", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share"]
+    if k.empty:
+        return pd.DataFrame(columns=cols)
+    dur = (k["end_ns"] - k["start_ns"]).rename("dur")
+    g = dur.groupby(k["name"].astype(str)).agg(["size", "sum", "mean", "min", "max"])
+    g.columns = ["count", "total_ns", "mean_ns", "min_ns", "max_ns"]
+    g["mean_ns"] = g["mean_ns"].round().astype("int64")
+    g["share"] = g["total_ns"] / g["total_ns"].sum()
+    g = g.sort_values("total_ns", ascending=False).rename_axis("name").reset_index()
+    return g.head(top) if top else g
+
+
+def copy_summary(events: pd.DataFrame) -> pd.DataFrame:
+    """Per (device, copy direction): count, bytes, total duration and bandwidth in GB/s (bytes / busy time)."""
+    c = events[(events["kind"] == "memcpy") & (events["device"] >= 0)]
+    cols = ["device", "copy_kind", "count", "bytes", "total_ns", "gb_per_s"]
+    if c.empty:
+        return pd.DataFrame(columns=cols)
+    df = pd.DataFrame(
+        {
+            "device": c["device"].astype("int64"),
+            "copy_kind": c["copy_kind"].astype(str),
+            "bytes": c["bytes"].fillna(0).astype("int64"),
+            "dur": (c["end_ns"] - c["start_ns"]).astype("int64"),
+        }
+    )
+    g = df.groupby(["device", "copy_kind"]).agg(count=("dur", "size"), bytes=("bytes", "sum"), total_ns=("dur", "sum"))
+    g["gb_per_s"] = np.where(g["total_ns"] > 0, g["bytes"] / g["total_ns"].clip(lower=1), 0.0)  # B/ns == GB/s
+    return g.reset_index()[cols]
+
+
+def idle_gaps(events: pd.DataFrame, device: int, min_ns: int = 0) -> pd.DataFrame:
+    """Stretches between a device's first and last GPU work where it did nothing, longest first."""
+    work = gpu_work(events)
+    s, e = iv.union(*(work.loc[work["device"] == device, c].to_numpy() for c in ("start_ns", "end_ns")))
+    if s.size < 2:
+        return pd.DataFrame({"start_ns": [], "end_ns": [], "gap_ns": []}, dtype="int64")
+    gaps = pd.DataFrame({"start_ns": e[:-1], "end_ns": s[1:]})
+    gaps["gap_ns"] = gaps["end_ns"] - gaps["start_ns"]
+    gaps = gaps[gaps["gap_ns"] >= max(min_ns, 1)]
+    return gaps.sort_values("gap_ns", ascending=False, ignore_index=True)
