@@ -24,4 +24,5 @@ def lane_stats(events: pd.DataFrame) -> pd.DataFrame:
     out = counts.reset_index()
     out["busy_ns"] = (out["device"].astype("int64") * (1 << 32) + out["stream"].astype("int64")).map(busy).fillna(0)
     out = out.astype({"device": "int64", "stream": "int64", "busy_ns": "int64"})
+    out.columns.name = None
     return out[cols].sort_values(["device", "stream"]).reset_index(drop=True)
