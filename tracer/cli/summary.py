@@ -97,6 +97,22 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
     return out
 
 
+def _progress(console: Any, path: Path) -> Any:
+    """A spinner on stderr while a big trace is parsed (nothing for small ones or when not on a terminal)."""
+    import contextlib
+
+    try:
+        size = path.stat().st_size if path.is_file() else 0
+    except OSError:
+        size = 0
+    if size < PROGRESS_MIN_BYTES or not console.is_terminal:
+        return contextlib.nullcontext()
+    return console.status(f"Parsing {path.name} ({size / 1e6:,.0f} MB) …")
+
+
+PROGRESS_MIN_BYTES = 20_000_000
+
+
 @app.command()
 def summary(
     paths: Annotated[
@@ -119,10 +135,12 @@ def summary(
     from tracer.parsers import load_trace
 
     console = Console()
+    status_console = Console(stderr=True)
     failed: list[TracerError] = []
     for path in paths:
         try:
-            result = summarize(load_trace(path, cache=not no_cache))
+            with _progress(status_console, path):
+                result = summarize(load_trace(path, cache=not no_cache))
         except TracerError as exc:
             if len(paths) == 1:
                 raise
