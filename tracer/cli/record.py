@@ -1,0 +1,160 @@
+"""`tracer record` (run a scenario under a profiler, write a run directory) and `tracer scenarios` (list them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tracer.cli import app
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f}"
+
+
+def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> list[Any]:
+    """Rich renderables: wall times, derived figures, checks, overlap per GPU, where the run is."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
+    out: list[Any] = []
+    devices = ", ".join(meta["devices"])
+    gpus = ", ".join(f"{k}: {v}" for k, v in meta.get("gpu_names", {}).items())
+    out.append(Text.assemble(
+        (meta["scenario"], "bold"),
+        f"  variant {meta['variant']}  ·  {meta['mode']} ({devices}{'; ' + gpus if gpus else ''})",
+        f"  ·  backend {meta['backend']}",
+    ))
+    times = Table(box=box.SIMPLE_HEAD, title="Wall time per variant (ms; synchronised before and after)")
+    times.add_column("variant / part")
+    times.add_column("ms", justify="right")
+    times.add_column("", justify="left")
+    unprofiled = set(meta.get("unprofiled_times", []))
+    for name, secs in meta["wall_times_s"].items():
+        times.add_row(name, _s(secs), "reference, not profiled" if name in unprofiled else "")
+    out.append(times)
+    if meta.get("derived"):
+        d = Table(box=box.SIMPLE_HEAD, title="Derived")
+        d.add_column("figure")
+        d.add_column("value", justify="right")
+        for k, v in meta["derived"].items():
+            d.add_row(k, f"{v:,.3f}" if not float(v).is_integer() else f"{int(v):,}")
+        out.append(d)
+    devs = summary.get("devices") or {}
+    if devs:
+        t = Table(box=box.SIMPLE_HEAD, title="Per GPU, profiled window (ms): overlap = copy time hidden behind compute")
+        for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden"):
+            t.add_column(col, justify="right")
+        for dev, v in devs.items():
+            hidden = f"{100 * v['overlap_ns'] / v['copy_ns']:.0f}%" if v["copy_ns"] else "–"
+            t.add_row(dev, f"{v['kernels']:,}", f"{v['memcpys']:,}", f"{v['compute_ns'] / 1e6:,.1f}",
+                      f"{v['copy_ns'] / 1e6:,.1f}", f"{v['overlap_ns'] / 1e6:,.1f}", hidden)
+        out.append(t)
+    checks = meta.get("checks", {})
+    ok = all(c["ok"] for c in checks.values())
+    out.append(Text(
+        ("checks passed: " if ok else "CHECKS FAILED: ") + "; ".join(checks),
+        style="green" if ok else "bold red",
+    ))
+    for note in meta.get("notes", []):
+        out.append(Text(f"note: {note}", style="dim"))
+    out.append(Text.assemble("run written to ", (str(path), "bold"),
+                             f"  (`tracer summary {path}` for the full summary)"))
+    return out
+
+
+@app.command()
+def record(
+    scenario: Annotated[str, typer.Argument(help="Scenario name; `tracer scenarios` lists them.")],
+    device: Annotated[
+        str, typer.Option("--device", "-d", help="auto | cpu | cuda | cuda:0,cuda:1,... (one GPU: streams stand in "
+                                                 "for devices; CPU: threads do)")
+    ] = "auto",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory that receives the run directory.")] = Path("runs"),
+    backend: Annotated[str, typer.Option("--backend", "-b", help="torch (torch.profiler) or nsys (Nsight Systems).")]
+    = "torch",
+    param: Annotated[
+        list[str] | None,
+        typer.Option("--param", "-p", help="NAME=VALUE, repeatable: e.g. -p n=10 -p size=1000 -p variant=side-stream."),
+    ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory's path.")] = False,
+) -> None:
+    """Run SCENARIO under a profiler and write a run directory: trace, Parquet timeline, meta.json, summary.json.
+
+    The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
+    """
+    from rich.console import Console
+
+    from scenarios import parse_param_args, ScenarioError
+    from tracer.errors import UsageError
+    from tracer.record import record as do_record
+
+    try:
+        params = parse_param_args(param)
+    except ScenarioError as exc:
+        raise UsageError("", str(exc)) from None
+    err = Console(stderr=True)
+    console = Console()
+    status = err.status("starting …") if (err.is_terminal and not quiet) else None
+
+    def progress(msg: str) -> None:
+        if status is not None:
+            status.update(msg)
+
+    if status is not None:
+        status.start()
+    try:
+        run = do_record(scenario, device=device, out=out, backend=backend, params=params, progress=progress)
+    finally:
+        if status is not None:
+            status.stop()
+    if quiet:
+        print(run.path)
+        return
+    for r in render_run(run.meta, run.summary, run.path):
+        console.print(r)
+
+
+@app.command()
+def scenarios(
+    name: Annotated[str | None, typer.Argument(help="Show one scenario in full.")] = None,
+    json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the scenarios `tracer record` runs, with their variants and parameters (CPU / GPU defaults)."""
+    import orjson
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    from scenarios import ScenarioError, all_scenarios, get
+    from tracer.errors import UsageError
+
+    try:
+        chosen = [get(name)] if name else all_scenarios()
+    except ScenarioError as exc:
+        raise UsageError("", str(exc)) from None
+    if json:
+        import sys
+
+        sys.stdout.buffer.write(orjson.dumps([s.describe() for s in chosen], option=orjson.OPT_INDENT_2) + b"\n")
+        return
+    console = Console()
+    for s in chosen:
+        console.print(f"[bold]{s.name}[/bold] — {s.description}")
+        console.print(f"  variants: {', '.join(s.variants)}", style="dim")
+        if name:
+            console.print(s.details.strip(), markup=False)
+        t = Table(box=box.SIMPLE, show_header=bool(name), padding=(0, 1))
+        for col in ("param", "CPU", "GPU", "meaning"):
+            t.add_column(col, no_wrap=col != "meaning")
+        for p in s.all_params():
+            if not name and p.name in ("variant", "lanes", "seed"):
+                continue
+            t.add_row(p.name, str(p.cpu), str(p.gpu), p.help)
+        console.print(t)
+    if not name:
+        console.print("Every scenario also takes variant, lanes and seed; `tracer scenarios NAME` shows all. "
+                      "Set them with `tracer record NAME --param NAME=VALUE`.", style="dim")

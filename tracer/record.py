@@ -1,0 +1,402 @@
+"""Run a scenario under a profiler and write a run directory: trace, timeline, metadata, summary.
+
+A run directory (``runs/<scenario>[-<variant>]-<mode>-<YYYYmmdd-HHMMSS>/``) holds:
+
+* ``trace.json.gz``    — torch.profiler's Chrome trace (``--backend torch``), or
+  ``report.nsys-rep`` + ``report.sqlite[.gz]`` — Nsight Systems' report and its SQLite export (``--backend nsys``);
+* ``timeline.parquet`` — the parsed timeline (what ``tracer summary``/the dashboard read first);
+* ``meta.json``        — what ran: scenario, variant, parameters, device mode and devices, GPU names, torch and
+  CUDA versions, wall times per variant, the correctness checks, the backend, when (no host name);
+* ``summary.json``     — ``tracer summary --json`` of the timeline.
+
+It is written under a temporary name beside its final one and renamed at the end, so Ctrl-C, a crashing or a
+failing scenario (a correctness check that does not hold) leaves nothing half-written.
+
+Data flows one way: this module runs ``scenarios`` and reads what they report; scenarios know nothing of it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import gzip
+import inspect
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracer.errors import ToolMissingError, TracerError, UsageError
+from tracer.io import atomic_dir
+
+#: Version of meta.json's layout; readers take missing keys with a default.
+RUN_SCHEMA_VERSION = 1
+
+TRACE_FILE = "trace.json.gz"
+TIMELINE_FILE = "timeline.parquet"
+META_FILE = "meta.json"
+SUMMARY_FILE = "summary.json"
+NSYS_REPORT = "report.nsys-rep"
+NSYS_SQLITE = "report.sqlite"
+#: An SQLite export larger than this is stored gzipped (``report.sqlite.gz``); tracer reads both.
+SQLITE_GZIP_BYTES = 8 * 1024 * 1024
+
+BACKENDS = ("torch", "nsys")
+
+#: The nsys command line (``-o`` and the program are added): CUDA + NVTX, no CPU sampling or context switches,
+#: capture only between cudaProfilerStart/Stop, which the scenario's profiled window calls.
+NSYS_PROFILE_ARGS = (
+    "profile",
+    "-t",
+    "cuda,nvtx",
+    "--sample=none",
+    "--cpuctxsw=none",
+    "--capture-range=cudaProfilerApi",
+    "--capture-range-end=stop",
+    "--force-overwrite=true",
+)
+
+
+class ScenarioFailedError(TracerError):
+    """The scenario ran but did not compute what it should (a correctness check failed), or crashed."""
+
+
+@dataclass
+class RecordedRun:
+    """A finished run directory and what was written into it."""
+
+    path: Path
+    meta: dict[str, Any]
+    summary: dict[str, Any]
+    #: seconds spent in each stage: workload (the scenario, profiled), export, parse, write
+    stages_s: dict[str, float] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def run_name(scenario: str, variant: str, mode: str, when: _dt.datetime) -> str:
+    parts = [scenario] + ([variant] if variant and variant != "all" else []) + [mode, when.strftime("%Y%m%d-%H%M%S")]
+    return "-".join(parts)
+
+
+def _unique(path: Path) -> Path:
+    if not path.exists():
+        return path
+    for i in range(2, 1000):
+        candidate = path.with_name(f"{path.name}-{i}")
+        if not candidate.exists():
+            return candidate
+    raise UsageError(path, "too many runs with this name; choose another --out")
+
+
+def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, Any, dict[str, Any], list[str]]:
+    """Check the scenario, device and parameters before anything runs; scenario errors become tracer errors."""
+    from scenarios import DeviceError, ScenarioError, prepare
+
+    try:
+        return prepare(scenario, device, params)
+    except DeviceError as exc:
+        raise ToolMissingError("--device", str(exc)) from None
+    except ScenarioError as exc:
+        raise UsageError("", str(exc)) from None
+
+
+def torch_profiler_settings() -> dict[str, Any]:
+    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, every thread, kept events."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    kwargs: dict[str, Any] = {"activities": [ProfilerActivity.CPU]}
+    if torch.cuda.is_available():
+        kwargs["activities"].append(ProfilerActivity.CUDA)
+    accepted = inspect.signature(profile.__init__).parameters
+    if "acc_events" in accepted:
+        # Without it torch >= 2.5 warns that events are cleared "at the end of each cycle"; we run one cycle.
+        kwargs["acc_events"] = True
+    try:
+        # The scenarios' CPU lanes are threads; by default the profiler sees only the thread that started it.
+        from torch._C._profiler import _ExperimentalConfig
+
+        kwargs["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
+    except (ImportError, TypeError):  # torch older than about 2.7
+        pass
+    return kwargs
+
+
+def _environment() -> dict[str, Any]:
+    import torch
+
+    try:
+        from importlib.metadata import version
+
+        tracer_version = version("tracer")
+    except Exception:
+        tracer_version = "unknown"
+    return {
+        "tracer_version": tracer_version,
+        "python_version": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+
+
+def record(
+    scenario: str,
+    *,
+    device: str = "auto",
+    out: str | os.PathLike[str] = "runs",
+    backend: str = "torch",
+    params: dict[str, str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RecordedRun:
+    """Run ``scenario`` under ``backend`` and write a run directory under ``out``; return it.
+
+    Raises :class:`UsageError` for a bad scenario, parameter or backend, :class:`ToolMissingError` when the
+    device or nsys is not there, :class:`ScenarioFailedError` when a correctness check fails.
+    """
+    params = dict(params or {})
+    if backend not in BACKENDS:
+        raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
+    nsys = None
+    if backend == "nsys":
+        nsys = shutil.which("nsys")
+        if nsys is None:
+            raise ToolMissingError(
+                "--backend nsys",
+                "nsys (Nsight Systems) is not on PATH; install it or add its directory to PATH, or use --backend torch",
+            )
+    spec, plan, values, variants = _prepare(scenario, device, params)
+    if backend == "nsys" and not plan.on_gpu:
+        raise UsageError("--backend nsys", "nsys traces CUDA and NVTX and needs a GPU; on the CPU use --backend torch")
+
+    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    out_dir = Path(out)
+    final = _unique(out_dir / run_name(spec.name, values["variant"], plan.mode, created.astimezone()))
+    say = progress or (lambda _msg: None)
+    stages: dict[str, float] = {}
+    with atomic_dir(final) as tmp:
+        if backend == "torch":
+            result, backend_meta = _run_torch(spec.name, device, params, tmp, say, stages)
+            trace_path = tmp / TRACE_FILE
+        else:
+            assert nsys is not None
+            result, backend_meta = _run_nsys(nsys, spec.name, device, params, tmp, say, stages)
+            trace_path = tmp / NSYS_SQLITE
+        if not result.ok:
+            raise ScenarioFailedError(
+                f"scenario {spec.name}", "correctness check failed: " + "; ".join(result.failed_checks())
+            )
+        say("parsing the trace")
+        t0 = time.perf_counter()
+        from tracer.analysis.summary import summarize
+        from tracer.parsers import load_trace
+        from tracer.storage import write_timeline_parquet
+
+        timeline = load_trace(trace_path, cache=False)
+        timeline.meta.source = trace_path.name
+        summary = summarize(timeline)
+        stages["parse"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if backend == "nsys" and trace_path.stat().st_size > SQLITE_GZIP_BYTES:
+            _gzip_file(trace_path)
+        write_timeline_parquet(timeline, tmp / TIMELINE_FILE)
+        (tmp / SUMMARY_FILE).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+        meta = _meta(result, backend, backend_meta, created, stages)
+        meta["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
+        meta["files"][META_FILE] = 0  # itself; its size is not known before it is written
+        stages["write"] = time.perf_counter() - t0
+        meta["stages_s"] = dict(stages)
+        (tmp / META_FILE).write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+        _open_permissions(tmp)
+    return RecordedRun(final, meta, summary, stages)
+
+
+def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime,
+          stages: dict[str, float]) -> dict[str, Any]:
+    env = _environment()
+    return {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "kind": "tracer-run",
+        "scenario": result.scenario,
+        "variant": result.variant,
+        "variants": result.variants,
+        "params": result.params,
+        "mode": result.mode,
+        "devices": result.devices,
+        "lanes": result.lanes,
+        "gpu_names": result.gpu_names,
+        # the child's torch when nsys ran the scenario in another process
+        "torch_version": result.torch_version or env["torch_version"],
+        "cuda_version": result.cuda_version,
+        "wall_times_s": result.times_s,
+        "unprofiled_times": result.unprofiled,
+        "profiled_window_s": result.profiled_window_s,
+        "checks": result.checks,
+        "derived": result.derived,
+        "notes": result.notes,
+        "phases": result.phases,
+        "backend": backend,
+        "backend_details": backend_meta,
+        "created": created.isoformat().replace("+00:00", "Z"),
+        "environment": env,
+    }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# torch.profiler, in this process
+
+
+def _run_torch(name: str, device: str, params: dict[str, str], tmp: Path, say: Callable[[str], None],
+               stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
+    from torch.profiler import profile
+
+    from scenarios import run_scenario
+
+    settings = torch_profiler_settings()
+    holder: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def profiler() -> Iterator[None]:
+        say("profiling")
+        prof = profile(**settings)
+        holder["prof"] = prof
+        t0 = time.perf_counter()
+        with prof:
+            yield
+        stages["profiled"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    result = _run_scenario(run_scenario, name, device, params, say, profiler)
+    stages["workload"] = time.perf_counter() - t0
+    say("exporting the trace")
+    t0 = time.perf_counter()
+    holder["prof"].export_chrome_trace(str(tmp / TRACE_FILE))
+    stages["export"] = time.perf_counter() - t0
+    details = {
+        "profiler": "torch.profiler",
+        "activities": [str(a).rsplit(".", 1)[-1] for a in settings["activities"]],
+        "profile_all_threads": "experimental_config" in settings,
+        "acc_events": settings.get("acc_events", False),
+    }
+    return result, details
+
+
+def _run_scenario(run_scenario: Callable[..., Any], name: str, device: str, params: dict[str, str],
+                  say: Callable[[str], None], profiler: Callable[[], Any]) -> Any:
+    from scenarios import ScenarioError
+
+    try:
+        return run_scenario(name, device, params, on_phase=say, profiler=profiler)
+    except ScenarioError as exc:
+        raise UsageError("", str(exc)) from None
+    except Exception as exc:
+        import torch
+
+        if isinstance(exc, torch.OutOfMemoryError):
+            raise ScenarioFailedError(
+                f"scenario {name}", "ran out of GPU memory; make it smaller with --param (e.g. --param size=2000)"
+            ) from None
+        raise
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Nsight Systems, in a child process
+
+
+def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Path, say: Callable[[str], None],
+              stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
+    from scenarios import ScenarioResult
+
+    result_file = tmp / "result.json"
+    child = [sys.executable, "-m", "scenarios", "run", name, "--device", device, "--result", str(result_file),
+             "--cuda-profiler-range", "--progress"]
+    for k, v in params.items():
+        child += ["--param", f"{k}={v}"]
+    cmd = [nsys, *NSYS_PROFILE_ARGS, "-o", str(tmp / "report"), *child]
+    env = dict(os.environ)
+    # the child must import the same `scenarios` package as this process
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONUNBUFFERED"] = "1"
+    say("starting nsys")
+    t0 = time.perf_counter()
+    tail = _stream(cmd, env, say)
+    stages["workload"] = time.perf_counter() - t0
+    rep = tmp / NSYS_REPORT
+    if not result_file.exists():
+        raise ScenarioFailedError(f"scenario {name} under nsys", f"the child process failed: {tail}")
+    result = ScenarioResult.from_dict(orjson.loads(result_file.read_bytes()))
+    result_file.unlink()
+    if not result.ok:
+        return result, {}
+    if not rep.exists():
+        raise ScenarioFailedError(f"scenario {name} under nsys", f"nsys wrote no report: {tail}")
+    say("exporting the report to SQLite")
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp / NSYS_SQLITE), str(rep)],
+        capture_output=True, text=True,
+    )
+    stages["export"] = time.perf_counter() - t0
+    if proc.returncode != 0 or not (tmp / NSYS_SQLITE).exists():
+        last = (proc.stderr or proc.stdout).strip().splitlines()
+        raise ScenarioFailedError(f"{rep.name}", f"nsys export failed: {last[-1] if last else proc.returncode}")
+    version = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
+    details = {"profiler": "nsys", "nsys_version": version, "nsys_args": list(NSYS_PROFILE_ARGS)}
+    return result, details
+
+
+def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> str:
+    """Run ``cmd``, relaying the child's phase lines to ``say``; return the last output lines (for errors)."""
+    lines: list[str] = []
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip("\n")
+            if line.startswith("[scenarios] "):
+                say(line[len("[scenarios] "):])
+            else:
+                lines.append(line)
+                del lines[:-20]
+        proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if proc.returncode != 0:
+        lines.append(f"(exit {proc.returncode})")
+    return " | ".join(line for line in lines[-4:] if line.strip())
+
+
+def _open_permissions(run_dir: Path) -> None:
+    """Temporary files and directories are private (0600/0700); a finished run gets the usual umask modes."""
+    mask = os.umask(0)
+    os.umask(mask)
+    run_dir.chmod(0o777 & ~mask)
+    for p in run_dir.iterdir():
+        if p.is_file():
+            p.chmod(0o666 & ~mask)
+
+
+def _gzip_file(path: Path) -> Path:
+    out = path.with_name(path.name + ".gz")
+    with open(path, "rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    path.unlink()
+    return out
