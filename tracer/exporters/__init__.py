@@ -133,12 +133,21 @@ def export_timeline(
     Nothing appears at ``out`` unless the whole file was written; an existing ``out`` is replaced only with
     ``force``.
     """
-    exporter = get_exporter(fmt, out)
     final = check_output(out, force=force)
+    exporter = get_exporter(fmt, out)
     write = exporter.writer()
     with atomic_path(final) as tmp:
         result = write(timeline, tmp, final=final, progress=progress)
+        # The temporary file is created private (0600); an export is for sharing, so give it the mode a
+        # newly created file gets (0666 less the umask).
+        os.chmod(tmp, 0o666 & ~_umask())
     return replace(result, path=final)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 __all__ = [
