@@ -1,0 +1,318 @@
+"""`tracer record` and `tracer scenarios`: every scenario recorded on the CPU at small sizes, complete run
+directories, phase names in trace and timeline, atomicity (Ctrl-C, crash, failed check), the nsys back end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+import scenarios
+from tests.conftest import DATA, run_cli
+from tests.test_scenarios import NAMES, SMALL
+from tracer import record as rec
+from tracer.cli import main
+from tracer.errors import ToolMissingError, UsageError
+
+RUN_FILES = {"trace.json.gz", "timeline.parquet", "meta.json", "summary.json"}
+
+
+def _params(name: str, **extra: str) -> list[str]:
+    out: list[str] = []
+    for k, v in {**SMALL[name], **extra}.items():
+        out += ["-p", f"{k}={v}"]
+    return out
+
+
+def _record(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, *args: str) -> Path:
+    rc = main(["record", name, "--device", "cpu", "--out", str(tmp_path), "-q", *args])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    return Path(captured.out.strip())
+
+
+def _trace_names(path: Path) -> set[str]:
+    with gzip.open(path) as f:
+        trace = json.load(f)
+    return {e.get("name", "") for e in trace["traceEvents"]}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    from tracer.analysis.summary import summarize
+    from tracer.storage import read_timeline_parquet
+
+    run = _record(tmp_path, capsys, name, *_params(name, lanes="3"))
+    assert run.parent == tmp_path
+    assert [p.name for p in tmp_path.iterdir()] == [run.name], "a temporary directory was left behind"
+    assert re.fullmatch(rf"{name}-cpu-threads-\d{{8}}-\d{{6}}", run.name)
+    assert {p.name for p in run.iterdir()} == RUN_FILES
+
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["schema_version"] == rec.RUN_SCHEMA_VERSION
+    assert meta["scenario"] == name and meta["variant"] == "all" and meta["backend"] == "torch"
+    assert meta["mode"] == "cpu-threads" and meta["devices"] == ["cpu"] and len(meta["lanes"]) == 3
+    assert meta["params"]["lanes"] == 3
+    assert meta["checks"] and all(c["ok"] for c in meta["checks"].values())
+    assert meta["wall_times_s"] and all(v > 0 for v in meta["wall_times_s"].values())
+    assert meta["torch_version"] and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", meta["created"])
+    assert set(meta["files"]) == RUN_FILES
+    assert meta["backend_details"]["profile_all_threads"] is True
+    host = socket.gethostname()
+    if len(host) >= 4:
+        assert host not in (run / "meta.json").read_text()
+
+    # every phase timed inside the profiled window is a range in the trace and in the timeline
+    profiled = [f"{name}/{k}" for k in meta["wall_times_s"] if k not in meta["unprofiled_times"]]
+    assert profiled
+    assert set(profiled) <= _trace_names(run / "trace.json.gz")
+    timeline = read_timeline_parquet(run / "timeline.parquet")
+    ranges = set(timeline.events.loc[timeline.events["kind"] == "range", "name"].astype(str))
+    assert set(profiled) <= ranges
+    # setup, warm-up and the checks stay out of the trace
+    assert not {f"{name}/setup", f"{name}/warmup", f"{name}/check"} & ranges
+
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["format"] == "kineto" and summary["devices"] == {}
+    assert summary["span_ns"] == summarize(timeline)["span_ns"]
+
+    mode = stat.S_IMODE(run.stat().st_mode)
+    assert mode & 0o055, "run directory left private (0700)"
+
+
+def test_thread_lanes_show_up_as_threads_in_the_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.storage import read_timeline_parquet
+
+    run = _record(tmp_path, capsys, "dependency-graph", *_params("dependency-graph", lanes="3"))
+    ev = read_timeline_parquet(run / "timeline.parquet").events
+    mixes = ev[(ev["kind"] == "range") & ev["name"].astype(str).str.startswith("dependency-graph/mix")]
+    assert len(mixes) == 6  # three mix tasks, serial and parallel
+    assert mixes["tid"].nunique() >= 3  # the parallel ones ran on the three lanes' threads
+
+
+def test_one_variant_per_run_names_the_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _record(tmp_path, capsys, "compute-copy", *_params("compute-copy", variant="side-stream"))
+    assert run.name.startswith("compute-copy-side-stream-cpu-threads-")
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["variant"] == "side-stream" and meta["variants"] == ["side-stream"]
+    names = _trace_names(run / "trace.json.gz")
+    assert "compute-copy/run+copy-side-stream" in names
+    assert "compute-copy/run+copy-blocking" not in names
+    # the reference timings are in meta.json but not in the trace
+    assert meta["unprofiled_times"] == ["run", "copy-pinned-side-stream"]
+    assert "compute-copy/run" not in names
+
+
+def test_two_runs_in_the_same_second_get_distinct_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime as dt
+
+    fixed = dt.datetime(2026, 12, 2, 12, 0, 0, tzinfo=dt.timezone.utc)
+
+    class Frozen(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):  # type: ignore[override]
+            return fixed
+
+    monkeypatch.setattr(rec._dt, "datetime", Frozen)
+    params = SMALL["multi-device"]
+    a = rec.record("multi-device", device="cpu", out=tmp_path, params=params).path
+    b = rec.record("multi-device", device="cpu", out=tmp_path, params=params).path
+    assert a.name != b.name and b.name == a.name + "-2"
+
+
+def test_summary_reads_a_run_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _record(tmp_path, capsys, "multi-device", *_params("multi-device"))
+    assert main(["summary", "--json", str(run)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "multi-device/together" in {r["name"] for r in out["ranges"]}
+
+
+def test_record_prints_times_speedup_and_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["record", "multi-device", "--device", "cpu", "--out", str(tmp_path), *_params("multi-device")]) == 0
+    out = capsys.readouterr().out
+    for text in ("alone-0", "together", "speedup (sum alone / together)", "checks passed", "run written to"):
+        assert text in out, out
+
+
+# ---- nothing half-written -------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
+    def interrupt(msg: str) -> None:
+        if msg == "multi-device/together":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        rec.record("multi-device", device="cpu", out=tmp_path, params=SMALL["multi-device"], progress=interrupt)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_crashing_scenario_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from scenarios import multi_device
+
+    def boom(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(multi_device, "products", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        rec.record("multi-device", device="cpu", out=tmp_path, params=SMALL["multi-device"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_check_is_one_line_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scenarios import multi_device
+
+    real = multi_device.products
+    calls: list[int] = []
+
+    def wrong_when_together(lane, x, n):  # calls 1-2 warm up, 3-4 run alone, 5-6 together
+        calls.append(n)
+        return real(lane, x, n) + (len(calls) > 4)
+
+    monkeypatch.setattr(multi_device, "products", wrong_when_together)
+    rc = main(["record", "multi-device", "--device", "cpu", "--out", str(tmp_path), *_params("multi-device")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1
+    assert err[0].startswith("tracer: error: scenario multi-device: correctness check failed: together == alone")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- bad input: one line, exit 2 ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["nope"], "tracer: error: no scenario called 'nope'; choose one of multi-device"),
+        (["multi-device", "-p", "m=1"], "tracer: error: scenario multi-device has no parameter 'm'"),
+        (["multi-device", "-p", "n"], "tracer: error: --param 'n': write it as NAME=VALUE"),
+        (["multi-device", "-p", "n=x"], "tracer: error: --param n=x: expected int"),
+        (["multi-device", "--backend", "perf"], "tracer: error: --backend: unknown backend 'perf'"),
+        (["compute-copy", "-p", "variant=peer"], "tracer: error: variant peer of compute-copy needs two or more GPUs"),
+    ],
+)
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str],
+                               message: str) -> None:
+    rc = main(["record", *args, "--device", "cpu", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and err[0].startswith(message), err
+    assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
+def test_asking_for_a_gpu_here_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["record", "multi-device", "--device", "cuda", "--out", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert "has no usable CUDA GPU" in err[0] and "--device cpu" in err[0]
+
+
+def test_nsys_missing_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    rc = main(["record", "compute-copy", "--backend", "nsys", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1
+    assert err[0].startswith("tracer: error: --backend nsys: nsys (Nsight Systems) is not on PATH")
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ToolMissingError):
+        rec.record("compute-copy", backend="nsys", out=tmp_path)
+
+
+FAKE_NSYS = """#!{python}
+# Stands in for Nsight Systems: `profile` runs the program and writes a dummy report; `export` writes the
+# real nsys SQLite export from tests/data (a GPU run), so the parsing and writing path is the real one.
+import gzip, subprocess, sys
+args = sys.argv[1:]
+if args[0] == "--version":
+    print("NVIDIA Nsight Systems version fake"); sys.exit(0)
+out = args[args.index("-o") + 1]
+if args[0] == "profile":
+    assert "--capture-range=cudaProfilerApi" in args and "cuda,nvtx" in args, args
+    rc = subprocess.call(args[args.index("-o") + 2:])
+    open(out + ".nsys-rep", "wb").write(b"fake report")
+    sys.exit(rc)
+if args[0] == "export":
+    open(out, "wb").write(gzip.open({sqlite!r}).read()); sys.exit(0)
+sys.exit(3)
+"""
+
+
+@pytest.fixture
+def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "nsys"
+    exe.write_text(FAKE_NSYS.format(python=sys.executable, sqlite=str(DATA / "nsys_compute_copy.sqlite.gz")))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return exe
+
+
+def test_nsys_backend_writes_report_sqlite_and_timeline(tmp_path: Path, fake_nsys: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    seen: list[str] = []
+    run = rec.record("compute-copy", device="cpu", out=tmp_path / "runs", backend="nsys",
+                     params={**SMALL["compute-copy"], "variant": "side-stream"}, progress=seen.append)
+    assert {p.name for p in run.path.iterdir()} == {"report.nsys-rep", "report.sqlite", "timeline.parquet",
+                                                    "meta.json", "summary.json"}
+    assert "compute-copy/run+copy-side-stream" in seen  # the child's phases reach the progress display
+    meta = run.meta
+    assert meta["backend"] == "nsys" and meta["backend_details"]["nsys_version"].endswith("fake")
+    assert all(c["ok"] for c in meta["checks"].values()) and "run+copy-side-stream" in meta["wall_times_s"]
+    assert run.summary["format"] == "nsys" and run.summary["devices"]["0"]["memcpys"] == 10
+
+
+def test_nsys_backend_needs_a_gpu(tmp_path: Path, fake_nsys: Path) -> None:
+    with pytest.raises(UsageError, match="nsys traces CUDA and NVTX and needs a GPU"):
+        rec.record("compute-copy", device="cpu", out=tmp_path / "runs", backend="nsys")
+
+
+def test_nsys_child_check_failure_leaves_nothing(tmp_path: Path, fake_nsys: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    # the child is another process: make its check fail through a parameter that breaks nothing but the check
+    with pytest.raises(rec.ScenarioFailedError, match="the child process failed|correctness check failed"):
+        rec.record("mlp-data-parallel", device="cpu", out=tmp_path / "runs", backend="nsys",
+                   params={**SMALL["mlp-data-parallel"], "lr": "1e9"})
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
+
+
+# ---- the console script and python -m tracer ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("module", [False, True])
+def test_tracer_record_as_a_user_runs_it(tmp_path: Path, module: bool) -> None:
+    proc = run_cli("record", "small-ops", "--device", "cpu", "--out", str(tmp_path), *_params("small-ops"),
+                   module=module, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "checks passed" in proc.stdout
+    (run,) = tmp_path.iterdir()
+    assert {p.name for p in run.iterdir()} == RUN_FILES
+
+
+def test_tracer_scenarios_lists_them(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scenarios"]) == 0
+    out = capsys.readouterr().out
+    for s in scenarios.all_scenarios():
+        assert s.name in out
+    assert main(["scenarios", "compute-copy"]) == 0
+    out = capsys.readouterr().out
+    assert "side-stream" in out and "pinned" in out and "variant" in out
+    assert main(["scenarios", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in listed] == NAMES
+    assert {"name", "cpu", "gpu", "help", "type"} <= set(listed[0]["params"][0])
+    assert main(["scenarios", "nope"]) == 2

@@ -1,0 +1,340 @@
+"""The scenarios on their own (no recorder): registry, parameters, device choice, lanes, and every variant's check.
+
+No GPU here: several devices are simulated with CPU threads (``lanes``); the GPU device plans are tested by
+pretending torch sees GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+
+import scenarios
+from scenarios import registry, runtime
+from scenarios.runtime import Context, DeviceError, ParamError, ScenarioError, resolve_devices
+
+NAMES = [
+    "multi-device",
+    "compute-copy",
+    "mlp-data-parallel",
+    "independent-ops",
+    "small-ops",
+    "cpu-gpu-copy",
+    "dependency-graph",
+]
+
+#: Sizes small enough that every variant of every scenario runs in well under a second on two cores.
+SMALL: dict[str, dict[str, str]] = {
+    "multi-device": {"n": "3", "size": "64"},
+    "compute-copy": {"n": "4", "size": "64"},
+    "mlp-data-parallel": {"steps": "3", "batch": "48", "inputs": "16", "hidden": "32"},
+    "independent-ops": {"ops": "5", "size": "32", "depth": "3"},
+    "small-ops": {"chains": "3", "length": "5", "sizes": "8,16"},
+    "cpu-gpu-copy": {"n": "2", "size": "48", "cpu_n": "2", "cpu_size": "48", "copies": "2", "copy_mb": "0.25"},
+    "dependency-graph": {"size": "32", "depth": "2"},
+}
+
+
+def test_registry_lists_the_seven_scenarios_in_order() -> None:
+    listed = scenarios.all_scenarios()
+    assert [s.name for s in listed] == NAMES
+    for s in listed:
+        assert s.description and "\n" not in s.description
+        assert s.variants
+        names = [p.name for p in s.all_params()]
+        assert names[:3] == ["variant", "lanes", "seed"]
+        assert len(names) == len(set(names))
+        for p in s.all_params():
+            assert p.help
+            assert type(p.cpu) is type(p.gpu), f"{s.name}.{p.name}: CPU and GPU defaults differ in type"
+
+
+def test_gpu_defaults_are_the_books_sizes() -> None:
+    md = scenarios.get("multi-device")
+    assert (md.param("n").gpu, md.param("size").gpu) == (50, 4000)
+    cc = scenarios.get("compute-copy")
+    assert (cc.param("n").gpu, cc.param("size").gpu) == (50, 4000)
+
+
+def test_get_accepts_underscores_and_rejects_unknown_names() -> None:
+    assert scenarios.get("compute_copy").name == "compute-copy"
+    with pytest.raises(ScenarioError, match="no scenario called 'nope'; choose one of multi-device"):
+        scenarios.get("nope")
+
+
+def test_params_are_typed_and_checked() -> None:
+    s = scenarios.get("multi-device")
+    values = s.resolve_params({"n": "7", "size": "32"}, on_gpu=False)
+    assert values["n"] == 7 and values["size"] == 32 and values["variant"] == "all" and values["lanes"] == 2
+    assert s.resolve_params({}, on_gpu=True)["n"] == 50
+    with pytest.raises(ParamError, match=r"scenario multi-device has no parameter 'm'; it has variant, lanes"):
+        s.resolve_params({"m": "1"}, on_gpu=False)
+    with pytest.raises(ParamError, match=r"--param n=ten: expected int"):
+        s.resolve_params({"n": "ten"}, on_gpu=False)
+    with pytest.raises(ParamError, match=r"--param variant=fast: choose one of all, alone, together"):
+        s.resolve_params({"variant": "fast"}, on_gpu=False)
+    with pytest.raises(ParamError, match=r"--param n=-1: must not be negative"):
+        s.resolve_params({"n": "-1"}, on_gpu=False)
+    with pytest.raises(ParamError, match=r"lanes must be at least 1"):
+        s.resolve_params({"lanes": "0"}, on_gpu=False)
+    assert scenarios.get("mlp-data-parallel").param("lr").parse("0.5") == 0.5
+
+
+def test_parse_param_args() -> None:
+    assert scenarios.parse_param_args(["n=10", "cpu-share=0.1", "sizes=8,16"]) == {
+        "n": "10",
+        "cpu_share": "0.1",
+        "sizes": "8,16",
+    }
+    with pytest.raises(ParamError, match=r"--param 'n': write it as NAME=VALUE"):
+        scenarios.parse_param_args(["n"])
+
+
+def test_small_ops_sizes_are_checked() -> None:
+    with pytest.raises(ParamError, match=r"--param sizes=a,b: expected matrix sides"):
+        scenarios.run_scenario("small-ops", "cpu", {"sizes": "a,b"})
+
+
+# ---- device choice ---------------------------------------------------------------------------------------------
+
+
+def test_cpu_and_auto_without_gpu_give_cpu_threads() -> None:
+    assert resolve_devices("cpu") == runtime.DevicePlan("cpu", "cpu-threads", ("cpu",))
+    if not torch.cuda.is_available():
+        assert resolve_devices("auto").mode == "cpu-threads"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+@pytest.mark.parametrize("spec", ["cuda", "cuda:0", "cuda:0,cuda:1"])
+def test_asking_for_a_gpu_without_one_says_how_to_go_on(spec: str) -> None:
+    with pytest.raises(DeviceError, match=r"has no usable CUDA GPU .*use --device cpu"):
+        resolve_devices(spec)
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch: pytest.MonkeyPatch):
+    def set_count(n: int) -> None:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: n > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: n)
+
+    return set_count
+
+
+def test_device_plans_with_several_gpus(fake_gpus) -> None:
+    fake_gpus(2)
+    assert resolve_devices("auto") == runtime.DevicePlan("auto", "multi-gpu", ("cuda:0", "cuda:1"))
+    assert resolve_devices("cuda").mode == "multi-gpu"
+    assert resolve_devices("cuda:1") == runtime.DevicePlan("cuda:1", "streams", ("cuda:1",))
+    assert resolve_devices("cuda:1, cuda:0").devices == ("cuda:1", "cuda:0")
+    with pytest.raises(DeviceError, match=r"cuda:2 does not exist, this machine has 2 GPU"):
+        resolve_devices("cuda:0,cuda:2")
+    with pytest.raises(DeviceError, match=r"cuda:0 is named twice"):
+        resolve_devices("cuda:0,cuda:0")
+    with pytest.raises(DeviceError, match=r"cannot read 'gpu1'"):
+        resolve_devices("gpu1")
+
+
+def test_one_gpu_gives_streams(fake_gpus) -> None:
+    fake_gpus(1)
+    assert resolve_devices("auto") == runtime.DevicePlan("auto", "streams", ("cuda:0",))
+
+
+def test_peer_variant_needs_two_gpus(fake_gpus) -> None:
+    cc = scenarios.get("compute-copy")
+    plan = resolve_devices("cpu")
+    assert cc.selected_variants("all", plan) == ["blocking", "non-blocking", "side-stream"]
+    with pytest.raises(ParamError, match=r"variant peer of compute-copy needs two or more GPUs"):
+        cc.selected_variants("peer", plan)
+    fake_gpus(2)
+    assert cc.selected_variants("all", resolve_devices("cuda"))[-1] == "peer"
+
+
+# ---- lanes ----------------------------------------------------------------------------------------------------
+
+
+def _ctx(lanes: int = 3) -> Context:
+    return Context("test", resolve_devices("cpu"), {}, lanes=lanes)
+
+
+def test_thread_lanes_run_concurrently_and_in_order() -> None:
+    ctx = _ctx(3)
+    try:
+        assert [lane.label for lane in ctx.lanes] == ["cpu/thread0", "cpu/thread1", "cpu/thread2"]
+        seen: list[tuple[int, int]] = []
+        barrier = threading.Barrier(3, timeout=5)
+
+        def job(lane: runtime.Lane, k: int) -> int:
+            if k == 0:
+                barrier.wait()  # only passes if all three lanes run at once
+            seen.append((lane.index, k))
+            return k
+
+        hs = [ctx.submit(lane, job, lane, k) for k in range(2) for lane in ctx.lanes]
+        ctx.sync()
+        assert [h.value() for h in hs] == [0, 0, 0, 1, 1, 1]
+        for i in range(3):  # each lane keeps its own order, like a stream
+            assert [k for lane, k in seen if lane == i] == [0, 1]
+    finally:
+        ctx.close()
+
+
+def test_handles_are_dependencies_across_lanes() -> None:
+    ctx = _ctx(2)
+    try:
+        a, b = ctx.lanes
+
+        def slow() -> torch.Tensor:
+            time.sleep(0.05)
+            return torch.ones(3)
+
+        first = ctx.submit(a, slow)
+        second = ctx.submit(b, lambda t: t * 2, first)  # must wait for the slow one
+        host = ctx.submit(ctx.host, lambda t: t + 1, second)
+        assert host.value().tolist() == [3.0, 3.0, 3.0]
+    finally:
+        ctx.close()
+
+
+def test_profiled_window_opens_once_and_marks_timings() -> None:
+    ctx = _ctx(1)
+    entered: list[str] = []
+
+    class Recorder:
+        def __enter__(self) -> None:
+            entered.append("in")
+
+        def __exit__(self, *exc: object) -> None:
+            entered.append("out")
+
+    ctx._profiler = Recorder
+    with ctx.timed("before"):
+        pass
+    with ctx.profiled():
+        with ctx.timed("inside"):
+            pass
+    assert entered == ["in", "out"]
+    assert ctx.unprofiled == ["before"]
+    assert ctx.phases == ["test/before", "test/inside"]
+    with pytest.raises(RuntimeError, match="opened its profiled window twice"):
+        with ctx.profiled():
+            pass
+    ctx.close()
+
+
+def test_check_close_reports_the_difference() -> None:
+    ctx = _ctx(1)
+    assert ctx.check_close("same", [torch.ones(2)], [torch.ones(2)])
+    assert not ctx.check_close("differ", torch.ones(2), torch.zeros(2))
+    assert ctx.checks["differ"].detail.startswith("max |difference| 1 beyond")
+    assert not ctx.check_close("shape", torch.ones(2), torch.ones(3))
+    ctx.close()
+
+
+# ---- every scenario, every variant, several simulated devices ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_variant_passes_its_check_with_three_thread_lanes(name: str) -> None:
+    spec = scenarios.get(name)
+    for variant in ["all", *[v for v in spec.variants if v not in spec.multi_gpu_variants]]:
+        result = scenarios.run_scenario(name, "cpu", {**SMALL[name], "lanes": "3", "variant": variant})
+        assert result.ok, result.failed_checks()
+        assert result.mode == "cpu-threads" and result.devices == ["cpu"]
+        assert len(result.lanes) == 3
+        assert result.checks
+        assert result.times_s, "no wall times"
+        profiled = [k for k in result.times_s if k not in result.unprofiled]
+        assert profiled, "nothing timed inside the profiled window"
+        if variant != "all":
+            assert result.variants == [variant]
+            assert all(variant in k for k in profiled), profiled
+        assert all(p.startswith(f"{name}/") for p in result.phases)
+        json.dumps(result.to_dict())  # plain data
+
+
+def test_multi_device_derives_the_speedup() -> None:
+    r = scenarios.run_scenario("multi-device", "cpu", SMALL["multi-device"])
+    total = r.times_s["alone-0"] + r.times_s["alone-1"]
+    assert r.derived["speedup (sum alone / together)"] == pytest.approx(total / r.times_s["together"])
+    assert r.derived["ratio together / sum"] == pytest.approx(r.times_s["together"] / total)
+
+
+def test_compute_copy_reports_run_copy_and_run_plus_copy() -> None:
+    r = scenarios.run_scenario("compute-copy", "cpu", SMALL["compute-copy"])
+    assert {"run", "copy-blocking", "copy-non-blocking", "copy-pinned-side-stream"} <= set(r.unprofiled)
+    for v in ("blocking", "non-blocking", "side-stream"):
+        assert f"run+copy-{v}" in r.times_s and f"run+copy-{v}" not in r.unprofiled
+        assert 0.0 <= r.derived[f"{v}: copy time hidden"] <= 1.0
+
+
+def test_mlp_cpu_share_is_ignored_on_the_cpu_with_a_note() -> None:
+    r = scenarios.run_scenario("mlp-data-parallel", "cpu", {**SMALL["mlp-data-parallel"], "cpu_share": "0.5"})
+    assert r.ok
+    assert any("cpu_share is ignored" in n for n in r.notes)
+
+
+def test_mlp_batch_too_small_for_the_lanes() -> None:
+    with pytest.raises(ParamError, match=r"--param batch=2 is too small to give each of 3 participants a row"):
+        scenarios.run_scenario("mlp-data-parallel", "cpu", {**SMALL["mlp-data-parallel"], "batch": "2", "lanes": "3"})
+
+
+def test_a_wrong_result_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    from scenarios import dependency_graph
+
+    real = dependency_graph.chain
+    calls = {"n": 0}
+
+    def flaky(a: torch.Tensor, w: torch.Tensor, depth: int) -> torch.Tensor:
+        calls["n"] += 1
+        out = real(a, w, depth)
+        return out + 1.0 if calls["n"] == 9 else out  # a task of the serial reference run goes wrong
+
+    monkeypatch.setattr(dependency_graph, "chain", flaky)
+    r = scenarios.run_scenario("dependency-graph", "cpu", {**SMALL["dependency-graph"], "variant": "parallel"})
+    assert not r.ok
+    assert r.failed_checks()[0].startswith("parallel == serial: max |difference|")
+
+
+def test_phases_work_without_nvtx(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "_nvtx", None)
+    monkeypatch.setattr(runtime, "_nvtx_warned", False)
+    with pytest.warns(RuntimeWarning, match="nvtx package is not installed"):
+        r = scenarios.run_scenario("multi-device", "cpu", SMALL["multi-device"])
+    assert r.ok
+
+
+def test_scenarios_import_nothing_from_tracer() -> None:
+    code = (
+        "import sys, scenarios; scenarios.all_scenarios(); "
+        "bad = [m for m in sys.modules if m == 'tracer' or m.startswith('tracer.')]; print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_python_m_scenarios_run_writes_the_result(tmp_path) -> None:
+    result = tmp_path / "r.json"
+    args = ["--param", "n=2", "--param", "size=32", "--param", "variant=side-stream"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "scenarios", "run", "compute-copy", "--device", "cpu", "--result", str(result),
+         "--cuda-profiler-range", "--progress", *args],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "[scenarios] compute-copy/run+copy-side-stream" in proc.stderr
+    d = json.loads(result.read_text())
+    assert d["scenario"] == "compute-copy" and d["variants"] == ["side-stream"]
+    assert all(c["ok"] for c in d["checks"].values())
+
+
+def test_python_m_scenarios_bad_input_is_one_line() -> None:
+    proc = subprocess.run([sys.executable, "-m", "scenarios", "run", "nope"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("scenarios: error: no scenario called 'nope'")
