@@ -1,0 +1,327 @@
+"""The dashboard's data-access layer: the only module that touches disk.
+
+A :class:`RunStore` finds runs (bundled examples, ``./runs``, paths given on the command line, uploads),
+parses them on demand through :func:`tracer.parsers.load_trace`, and keeps the parsed timelines and their
+drawing layout (:class:`dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The
+browser only ever receives what a figure of the current window needs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from dashboard.model import TimelineView, prepare
+from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
+from tracer.parsers import RUN_META, RUN_TIMELINE, RUN_TRACE_CANDIDATES, load_trace
+from tracer.timeline import Timeline
+
+#: Files that look like traces when a folder is scanned (the content decides the format when opened).
+TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep", ".parquet")
+RUN_SUMMARY = "summary.json"
+#: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
+LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
+#: Uploads above this are refused (open big traces with ``tracer dashboard PATH`` instead).
+DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+SCAN_DEPTH = 4
+
+
+def bundled_examples_dir() -> Path:
+    """Where ``tracer`` keeps its bundled example runs (may not exist)."""
+    import tracer
+
+    return Path(tracer.__file__).parent / "examples"
+
+
+@dataclass
+class RunInfo:
+    """A run the dashboard can show: where it is and what is known without parsing it."""
+
+    key: str  # URL-safe, unique within the store
+    path: Path
+    name: str
+    origin: str  # "example", "runs", "path" or "upload"
+    meta: dict[str, Any] = field(default_factory=dict)  # meta.json of a run directory
+    summary: dict[str, Any] | None = None  # summary.json, or computed once parsed
+    error: str | None = None  # why it could not be summarised, if it could not
+
+    @property
+    def is_run_dir(self) -> bool:
+        return self.path.is_dir()
+
+
+def is_run_dir(p: Path) -> bool:
+    return p.is_dir() and any((p / n).exists() for n in (RUN_META, RUN_TIMELINE, *RUN_TRACE_CANDIDATES))
+
+
+def is_trace_file(p: Path) -> bool:
+    n = p.name.lower()
+    return p.is_file() and not n.startswith(".") and n.endswith(TRACE_SUFFIXES)
+
+
+def discover(path: Path, depth: int = SCAN_DEPTH) -> list[Path]:
+    """Run directories and trace files at or under ``path`` (a run directory is not looked into)."""
+    if is_run_dir(path) or path.is_file():
+        return [path]
+    if not path.is_dir() or depth <= 0:
+        return []
+    found: list[Path] = []
+    try:
+        children = sorted(path.iterdir())
+    except OSError:
+        return []
+    for child in children:
+        if child.name.startswith("."):
+            continue
+        if child.is_dir():
+            found += discover(child, depth - 1)
+        elif is_trace_file(child):
+            found.append(child)
+    return found
+
+
+def _stem(p: Path) -> str:
+    name = p.name
+    for suffix in (".gz", ".json", ".sqlite", ".nsys-rep", ".parquet", ".pt.trace"):
+        name = name.removesuffix(suffix)
+    return name.removesuffix(".pt.trace") or p.name
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def _read_json(p: Path) -> dict[str, Any]:
+    try:
+        data = orjson.loads(p.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class RunStore:
+    """Runs by key, with a server-side cache of parsed timelines and their drawing layout.
+
+    Thread-safe: Dash serves callbacks from several threads, and two requests for the same big run must not
+    parse it twice.
+    """
+
+    def __init__(
+        self,
+        paths: list[Path] | tuple[Path, ...] = (),
+        *,
+        examples: bool = True,
+        runs_dir: Path | None = Path("runs"),
+        cache_size: int = 6,
+        max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        upload_dir: Path | None = None,
+    ) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.examples = examples
+        self.runs_dir = runs_dir
+        self.cache_size = cache_size
+        self.max_upload_bytes = max_upload_bytes
+        self._upload_dir = upload_dir
+        self._runs: dict[str, RunInfo] = {}
+        self._by_path: dict[Path, str] = {}
+        self._views: OrderedDict[str, TimelineView] = OrderedDict()
+        self._lock = threading.RLock()
+        self._key_locks: dict[str, threading.Lock] = {}
+        self.refresh()
+
+    # ----- discovery
+    def refresh(self) -> list[RunInfo]:
+        """Look for runs again (new ones appear in ``./runs`` while the app runs); keep known ones."""
+        for origin, root in self._roots():
+            for p in discover(root):
+                self._register(p, origin)
+        return self.runs()
+
+    def _roots(self) -> list[tuple[str, Path]]:
+        roots = [("path", p) for p in self.paths]
+        if self.examples:
+            roots.append(("example", bundled_examples_dir()))
+        if self.runs_dir is not None:
+            roots.append(("runs", self.runs_dir))
+        return roots
+
+    def _register(self, p: Path, origin: str, key_hint: str | None = None) -> RunInfo:
+        resolved = p.resolve()
+        with self._lock:
+            if resolved in self._by_path:
+                return self._runs[self._by_path[resolved]]
+            base = _slug(key_hint or _stem(p))
+            key, n = base, 2
+            while key in self._runs:
+                key, n = f"{base}-{n}", n + 1
+            meta = _read_json(p / RUN_META) if p.is_dir() else {}
+            summary = _read_json(p / RUN_SUMMARY) if p.is_dir() else {}
+            info = RunInfo(key, p, _stem(p), origin, meta, summary or None)
+            self._runs[key] = info
+            self._by_path[resolved] = key
+            return info
+
+    def runs(self) -> list[RunInfo]:
+        with self._lock:
+            return list(self._runs.values())
+
+    def get(self, key: str) -> RunInfo:
+        with self._lock:
+            info = self._runs.get(key)
+        if info is None:
+            raise InputNotFoundError(key, "no such run in this dashboard (was it uploaded before a restart?)")
+        return info
+
+    @property
+    def initial_run(self) -> str | None:
+        """The run to open straight away: the only one given on the command line, if exactly one was."""
+        if len(self.paths) != 1:
+            return None
+        p = self.paths[0]
+        if not (p.is_file() or is_run_dir(p)):
+            return None
+        key = self._by_path.get(p.resolve())
+        return key
+
+    # ----- parsing and caching
+    def view(self, key: str) -> TimelineView:
+        """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped)."""
+        with self._lock:
+            if key in self._views:
+                self._views.move_to_end(key)
+                return self._views[key]
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        info = self.get(key)
+        with lock:
+            with self._lock:
+                if key in self._views:
+                    return self._views[key]
+            view = prepare(load_trace(info.path))
+            with self._lock:
+                self._views[key] = view
+                while len(self._views) > self.cache_size:
+                    self._views.popitem(last=False)
+                if info.summary is None:
+                    info.summary = _summarize(view.timeline)
+        return view
+
+    def timeline(self, key: str) -> Timeline:
+        return self.view(key).timeline
+
+    def summary(self, key: str, *, parse_max_bytes: int = LIST_PARSE_MAX_BYTES) -> dict[str, Any] | None:
+        """The run's summary: stored, cached, or computed now if the trace is small enough to parse quickly."""
+        info = self.get(key)
+        if info.summary is not None or info.error is not None:
+            return info.summary
+        if _size(info.path) > parse_max_bytes:
+            return None
+        try:
+            self.view(key)
+        except TracerError as exc:
+            info.error = str(exc)
+        return info.summary
+
+    # ----- uploads
+    def add_upload(self, filename: str, contents: str) -> RunInfo:
+        """Store an uploaded trace (a ``data:...;base64,`` string from dcc.Upload), parse it, register it.
+
+        Raises :class:`TracerError` with a message meant for the page when the upload is too big or is not
+        a trace; nothing is registered then.
+        """
+        name = Path(filename or "upload").name
+        try:
+            payload = contents.split(",", 1)[1] if contents.startswith("data:") else contents
+            data = base64.b64decode(payload, validate=False)
+        except (binascii.Error, ValueError, IndexError):
+            raise TraceFormatError(name, "the upload could not be decoded") from None
+        if len(data) > self.max_upload_bytes:
+            raise UsageError(
+                name,
+                f"{len(data) / 1e6:.0f} MB is over the upload limit of {self.max_upload_bytes / 1e6:.0f} MB; "
+                f"open it with `tracer dashboard {name}` instead",
+            )
+        if not data:
+            raise TraceFormatError(name, "empty file")
+        digest = hashlib.sha1(data).hexdigest()[:12]
+        folder = self.upload_dir / digest
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / _slug(name)
+        path.write_bytes(data)
+        try:
+            view = prepare(load_trace(path, cache=False))
+        except TracerError as exc:
+            path.unlink(missing_ok=True)
+            raise TraceFormatError(name, exc.problem) from None
+        except Exception as exc:  # a parser bug must not take the app down: report it like bad input
+            path.unlink(missing_ok=True)
+            raise TraceFormatError(name, f"could not be read ({type(exc).__name__}: {exc})") from None
+        view.timeline.meta.source = name
+        info = self._register(path, "upload", key_hint=f"upload-{_stem(Path(name))}")
+        info.name = name
+        with self._lock:
+            self._views[info.key] = view
+            self._views.move_to_end(info.key)
+            while len(self._views) > self.cache_size:
+                self._views.popitem(last=False)
+        if info.summary is None:
+            info.summary = _summarize(view.timeline)
+        return info
+
+    @property
+    def upload_dir(self) -> Path:
+        if self._upload_dir is None:
+            self._upload_dir = Path(tempfile.mkdtemp(prefix="tracer-dashboard-uploads-"))
+        return self._upload_dir
+
+
+def _size(p: Path) -> int:
+    try:
+        if p.is_dir():
+            return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def _summarize(timeline: Timeline) -> dict[str, Any]:
+    from tracer.analysis.summary import summarize
+
+    return summarize(timeline, ranges=False)
+
+
+def run_date(info: RunInfo) -> str:
+    """When the run was recorded (meta.json), else when its file was last written: "2026-12-02 15:47"."""
+    for k in ("created", "recorded_at", "date", "started_at", "start_time", "timestamp"):
+        v = info.meta.get(k)
+        if isinstance(v, (int, float)) and v > 1e9:
+            return datetime.fromtimestamp(v if v < 1e12 else v / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+        if isinstance(v, str) and v:
+            return v.replace("T", " ")[:16]
+    try:
+        return datetime.fromtimestamp(info.path.stat().st_mtime, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+    except OSError:
+        return ""
+
+
+def find_key(d: Any, key: str, depth: int = 3) -> Any:
+    """The first value stored under ``key`` in a nested dict (meta.json layouts vary by scenario)."""
+    if not isinstance(d, dict) or depth < 0:
+        return None
+    if key in d:
+        return d[key]
+    for v in d.values():
+        found = find_key(v, key, depth - 1)
+        if found is not None:
+            return found
+    return None

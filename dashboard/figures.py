@@ -1,0 +1,491 @@
+"""Plotly figures of a run, built by pure functions: usable from a notebook as well as by the app.
+
+    from tracer.parsers import load_trace
+    from dashboard.figures import timeline_figure
+    timeline_figure(load_trace("tests/data/copy_side_stream.json.gz")).show()
+
+Every interval set is drawn through :mod:`dashboard.lod`: for the visible window, intervals narrower than a
+pixel merge into busy blocks, and each colour is *one* SVG ``go.Scatter`` trace whose rectangles are
+NaN-separated closed paths filled ``toself``. That draws a million intervals in well under a second, where
+one bar or marker per interval (``px.timeline``, ``go.Bar``) takes tens of seconds. Hover text exists only
+per block, carried by one invisible marker trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from dashboard.lod import Blocks, merge_blocks
+from dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
+from tracer.timeline import Timeline
+
+#: Default plot width in pixels when the browser has not said (the level of detail depends on it).
+DEFAULT_WIDTH_PX = 1200
+ROW_PX = 26
+BAR_HALF = 0.38  # half the height of a bar, in rows
+HOVER_STEP_PX = 24  # hover points along a wide block, so that hovering anywhere on it finds one
+FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
+
+Window = tuple[int, int]
+
+
+def fmt_duration(ns: float) -> str:
+    """A duration in the unit that reads best: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
+    ns = float(ns)
+    if ns < 1e3:
+        return f"{ns:.0f} ns"
+    if ns < 1e6:
+        return f"{ns / 1e3:.3g} µs"
+    if ns < 1e9:
+        return f"{ns / 1e6:.4g} ms"
+    return f"{ns / 1e9:.4g} s"
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def full_window(view: TimelineView) -> Window:
+    return 0, max(view.span_ns, 1)
+
+
+def clamp_window(view: TimelineView, window: Window | None) -> Window:
+    """``window`` kept inside the run (a little beyond is fine: users pan past the ends) and at least 1 µs."""
+    if window is None:
+        return full_window(view)
+    lo, hi = int(window[0]), int(window[1])
+    if hi < lo:
+        lo, hi = hi, lo
+    span = max(view.span_ns, 1)
+    lo = max(lo, -span)
+    hi = min(hi, 2 * span)
+    if hi - lo < 1000:
+        mid = (lo + hi) // 2
+        lo, hi = mid - 500, mid + 500
+    return lo, hi
+
+
+@dataclass
+class Drawn:
+    """The traces of one run's lanes for one window, and what went into them."""
+
+    traces: list[go.Scatter]
+    rows: list[Row]  # the rows shown, top to bottom (y = index)
+    blocks: int
+    intervals: int  # intervals touching the window
+    row_of: dict[int, int]  # view row index -> y
+
+
+def _shown_rows(view: TimelineView, lanes: list[str] | None) -> list[int]:
+    if lanes is None:
+        return list(range(len(view.rows)))
+    keep = set(lanes)
+    return [i for i, r in enumerate(view.rows) if r.lane in keep]
+
+
+def _select(view: TimelineView, rows: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted arrays restricted to ``rows`` (slices of whole groups: no mask over every interval)."""
+    if len(rows) == len(view.rows):
+        return view.start_ns, view.end_ns, view.group, np.arange(view.group.size)
+    bounds = view.group_bounds.reshape(len(view.rows), N_CLASSES, 2)[rows]
+    lo, hi = bounds[..., 0].ravel(), bounds[..., 1].ravel()
+    n = hi - lo
+    if n.sum() == 0:
+        e = np.empty(0, dtype=np.int64)
+        return e, e, e, e
+    pos = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
+    return view.start_ns[pos], view.end_ns[pos], view.group[pos], pos
+
+
+def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.ndarray) -> list[str]:
+    """One hover text per block: the interval's details when it is alone, else what the block merges."""
+    ev = view.timeline.events
+    single = (blocks.count == 1) & (src >= 0)
+    details: dict[int, str] = {}
+    if single.any():
+        rows = src[single]
+        sub = ev.iloc[rows]
+        names = sub["name"].astype(str).to_numpy()
+        kinds = sub["kind"].astype(str).to_numpy()
+        copy_kinds = sub["copy_kind"].astype(str).to_numpy()
+        devs = sub["device"].to_numpy()
+        streams = sub["stream"].to_numpy()
+        tids = sub["tid"].to_numpy()
+        nbytes = sub["bytes"].to_numpy(dtype="float64", na_value=np.nan)
+        corr = sub["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+        starts = sub["start_ns"].to_numpy() - view.t0_ns
+        durs = sub["end_ns"].to_numpy() - sub["start_ns"].to_numpy()
+        for j, b in enumerate(np.flatnonzero(single)):
+            name = names[j] if len(names[j]) <= 110 else names[j][:107] + "…"
+            where = f"GPU {devs[j]} · stream {streams[j]}" if devs[j] >= 0 else f"thread {tids[j]}"
+            what = f"{kinds[j]} {copy_kinds[j]}".strip()
+            lines = [
+                f"<b>{_escape(name)}</b>",
+                f"{what} · {where}",
+                f"start {starts[j] / 1e6:.4f} ms · duration {fmt_duration(durs[j])}",
+            ]
+            if not np.isnan(nbytes[j]):
+                rate = f" · {nbytes[j] / durs[j]:.1f} GB/s" if durs[j] > 0 else ""
+                lines.append(f"{fmt_bytes(nbytes[j])}{rate}")
+            if not np.isnan(corr[j]):
+                lines.append(f"correlation {int(corr[j])}" + (" · click: show its launch" if devs[j] >= 0 else ""))
+            details[int(b)] = "<br>".join(lines)
+    out = []
+    for b in range(len(blocks)):
+        if b in details:
+            out.append(details[b])
+            continue
+        c = CLASSES[int(cls[b])]
+        lo, hi = blocks.start_ns[b], blocks.end_ns[b]
+        span = max(int(hi - lo), 1)
+        head = c.label if blocks.count[b] == 1 else f"{blocks.count[b]:,} × {c.label} (merged: zoom in for each)"
+        out.append(
+            f"<b>{head}</b><br>{lo / 1e6:.4f} – {hi / 1e6:.4f} ms"
+            f"<br>busy {fmt_duration(blocks.busy_ns[b])} of {fmt_duration(span)} ({100 * blocks.busy_ns[b] / span:.0f}%)"
+        )
+    return out
+
+
+def _darker(color: str, f: float = 0.6) -> str:
+    r, g, b = (int(color[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({int(r * f)},{int(g * f)},{int(b * f)})"
+
+
+def _escape(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def lane_traces(
+    view: TimelineView,
+    window: Window,
+    width_px: int,
+    *,
+    lanes: list[str] | None = None,
+    xaxis: str = "x",
+    yaxis: str = "y",
+    legend: set[str] | None = None,
+) -> Drawn:
+    """The traces that draw ``view``'s lanes over ``window`` at ``width_px`` pixels (merged blocks)."""
+    t0, t1 = window
+    ns_per_px = (t1 - t0) / max(width_px, 50)
+    shown = _shown_rows(view, lanes)
+    row_of = {r: y for y, r in enumerate(shown)}
+    s, e, g, pos = _select(view, shown)
+    blocks = merge_blocks(s, e, g, t0, t1, ns_per_px)
+    traces: list[go.Scatter] = []
+    if len(blocks):
+        row = blocks.group // N_CLASSES
+        cls = blocks.group % N_CLASSES
+        y_of_row = np.full(len(view.rows), -1, dtype=np.int64)
+        y_of_row[shown] = np.arange(len(shown))
+        y = y_of_row[row].astype(np.float64)
+        x0 = blocks.start_ns.astype(np.float64)
+        x1 = np.maximum(blocks.end_ns.astype(np.float64), x0 + ns_per_px)  # at least a pixel wide
+        src = view.src[pos[blocks.first]]
+        for k in np.unique(cls):
+            m = cls == k
+            c = CLASSES[int(k)]
+            half = BAR_HALF * (0.7 if c.key == "overlap" else 1.0)
+            nan = np.full(int(m.sum()), np.nan)
+            xs = np.column_stack([x0[m], x1[m], x1[m], x0[m], x0[m], nan]).ravel() / 1e6
+            ys = np.column_stack([y[m] - half, y[m] - half, y[m] + half, y[m] + half, y[m] - half, nan]).ravel()
+            first = legend is None or c.key not in legend
+            if legend is not None:
+                legend.add(c.key)
+            traces.append(
+                go.Scatter(
+                    x=xs,
+                    y=ys.astype(np.float32),
+                    mode="lines",
+                    fill="toself",
+                    fillcolor=c.color,
+                    # A darker edge of the same hue, so back-to-back intervals stay two bars.
+                    line=dict(width=0.7, color=_darker(c.color)),
+                    name=c.label,
+                    legendgroup=c.key,
+                    showlegend=first,
+                    hoverinfo="skip",
+                    xaxis=xaxis,
+                    yaxis=yaxis,
+                    uid=f"{yaxis}-{c.key}",
+                )
+            )
+        traces.append(_hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis))
+    return Drawn(traces, [view.rows[i] for i in shown], len(blocks), blocks.n_in_window, row_of)
+
+
+def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> go.Scatter:
+    """Invisible markers along each block (one per ~HOVER_STEP_PX) that carry its hover text."""
+    texts = np.array(_hover_texts(view, blocks, src, cls), dtype=object)
+    width_px = (x1 - x0) / ns_per_px
+    k = np.clip(np.ceil(width_px / HOVER_STEP_PX), 1, 200).astype(np.int64)
+    idx = np.repeat(np.arange(len(blocks)), k)
+    j = np.arange(k.sum()) - np.repeat(np.cumsum(k) - k, k)
+    frac = (j + 0.5) / np.repeat(k, k)
+    hx = (x0[idx] + frac * (x1[idx] - x0[idx])) / 1e6
+    return go.Scatter(
+        x=hx,
+        y=y[idx].astype(np.float32),
+        mode="markers",
+        marker=dict(size=12, color="rgba(0,0,0,0)"),
+        text=texts[idx].tolist(),
+        customdata=src[idx].tolist(),  # a typed array here never reaches clickData (plotly.js 3)
+        hovertemplate="%{text}<extra></extra>",
+        showlegend=False,
+        name="hover",
+        xaxis=xaxis,
+        yaxis=yaxis,
+        uid=f"{yaxis}-hover",
+    )
+
+
+def _lane_shapes(rows: list[Row], yref: str, xref: str) -> list[dict[str, Any]]:
+    """Shaded bands behind every other lane and a line between devices: where one lane ends is obvious."""
+    shapes: list[dict[str, Any]] = []
+    lane_idx = -1
+    prev_lane = prev_dev = None
+    for y, r in enumerate(rows):
+        if r.lane != prev_lane:
+            lane_idx += 1
+            if prev_dev is not None and r.device != prev_dev:
+                shapes.append(
+                    dict(type="line", xref=f"{xref} domain", yref=yref, x0=0, x1=1, y0=y - 0.5, y1=y - 0.5,
+                         line=dict(color="#888", width=1))
+                )
+        if lane_idx % 2 == 1:
+            shapes.append(
+                dict(type="rect", xref=f"{xref} domain", yref=yref, x0=0, x1=1, y0=y - 0.5, y1=y + 0.5,
+                     fillcolor="#f3f5f8", line=dict(width=0), layer="below")
+            )
+        prev_lane, prev_dev = r.lane, r.device
+    return shapes
+
+
+def launch_of(view: TimelineView, src: int) -> dict[str, Any] | None:
+    """The host call that launched GPU work row ``src`` (matched by correlation id), or None."""
+    ev = view.timeline.events
+    if src < 0 or src >= len(ev):
+        return None
+    row = ev.iloc[src]
+    if int(row["device"]) < 0 or row["correlation"] is None or str(row["correlation"]) == "<NA>":
+        return None
+    launch = view.correlation_to_launch.get(int(row["correlation"]))
+    if launch is None:
+        return None
+    lrow = ev.loc[launch]
+    return {
+        "work_src": int(src),
+        "work_name": str(row["name"]),
+        "work_start_ns": int(row["start_ns"]) - view.t0_ns,
+        "work_end_ns": int(row["end_ns"]) - view.t0_ns,
+        "launch_src": int(launch),
+        "launch_name": str(lrow["name"]),
+        "launch_start_ns": int(lrow["start_ns"]) - view.t0_ns,
+        "launch_end_ns": int(lrow["end_ns"]) - view.t0_ns,
+        "tid": int(lrow["tid"]),
+        "correlation": int(row["correlation"]),
+    }
+
+
+def _highlight(view: TimelineView, drawn: Drawn, link: dict[str, Any], xref: str, yref: str):
+    shapes, notes = [], []
+    ys = {}
+    for key in ("work", "launch"):
+        r = view.row_of_src(link[f"{key}_src"])
+        if r is not None and r in drawn.row_of:
+            y = drawn.row_of[r]
+            ys[key] = y
+            shapes.append(
+                dict(type="rect", xref=xref, yref=yref, x0=link[f"{key}_start_ns"] / 1e6, x1=link[f"{key}_end_ns"] / 1e6,
+                     y0=y - 0.48, y1=y + 0.48, line=dict(color="#000", width=2), fillcolor="rgba(0,0,0,0)")
+            )
+    if len(ys) == 2:
+        notes.append(
+            dict(x=link["work_start_ns"] / 1e6, y=ys["work"], ax=link["launch_end_ns"] / 1e6, ay=ys["launch"],
+                 xref=xref, yref=yref, axref=xref, ayref=yref, showarrow=True, arrowhead=3, arrowwidth=1.5,
+                 arrowcolor="#000", text="")
+        )
+    return shapes, notes
+
+
+def _base_layout(height: int) -> dict[str, Any]:
+    return dict(
+        height=height,
+        margin=dict(l=10, r=20, t=36, b=44),
+        plot_bgcolor="#ffffff",
+        paper_bgcolor="#ffffff",
+        font=dict(family=FONT, size=12, color="#222"),
+        hovermode="closest",
+        hoverdistance=14,
+        dragmode="zoom",
+        legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom", xanchor="left", bgcolor="rgba(0,0,0,0)"),
+        hoverlabel=dict(bgcolor="#fff", font=dict(family=FONT, size=12), align="left"),
+    )
+
+
+def _yaxis(rows: list[Row]) -> dict[str, Any]:
+    n = len(rows)
+    return dict(
+        tickvals=list(range(n)),
+        ticktext=[r.label for r in rows],
+        range=[n - 0.5, -0.5],
+        fixedrange=True,
+        showgrid=False,
+        zeroline=False,
+        automargin=True,
+        ticks="",
+        tickfont=dict(size=11),
+    )
+
+
+def _xaxis(window: Window, title: str | None) -> dict[str, Any]:
+    return dict(
+        range=[window[0] / 1e6, window[1] / 1e6],
+        title=dict(text=title, standoff=6) if title else None,
+        showgrid=True,
+        gridcolor="#e6e8eb",
+        zeroline=False,
+        ticksuffix=" ms",
+        showline=True,
+        linecolor="#999",
+    )
+
+
+def timeline_figure(
+    view: TimelineView | Timeline,
+    window: Window | None = None,
+    *,
+    width_px: int = DEFAULT_WIDTH_PX,
+    lanes: list[str] | None = None,
+    highlight: int | None = None,
+    uirevision: str | None = None,
+) -> go.Figure:
+    """The Gantt chart of one run over ``window`` (ns since its first event; default: all of it).
+
+    ``lanes`` keeps only those lane keys; ``highlight`` is an events row of GPU work whose launching host
+    call gets outlined and linked by an arrow. ``layout.meta`` says what was drawn (window, blocks, intervals).
+    """
+    if isinstance(view, Timeline):
+        view = prepare(view)
+    window = clamp_window(view, window)
+    drawn = lane_traces(view, window, width_px, lanes=lanes)
+    fig = go.Figure(data=drawn.traces)
+    shapes = _lane_shapes(drawn.rows, "y", "x")
+    annotations: list[dict[str, Any]] = []
+    link = launch_of(view, highlight) if highlight is not None else None
+    if link:
+        s, a = _highlight(view, drawn, link, "x", "y")
+        shapes += s
+        annotations += a
+    if not drawn.rows:
+        annotations.append(dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False))
+    fig.update_layout(
+        **_base_layout(max(220, ROW_PX * len(drawn.rows) + 90)),
+        xaxis=_xaxis(window, "time since the run's first event"),
+        yaxis=_yaxis(drawn.rows),
+        shapes=shapes,
+        annotations=annotations,
+        uirevision=uirevision,
+        meta=dict(window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows)),
+    )
+    return fig
+
+
+def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: int = 600) -> go.Figure:
+    """Lanes × time busy-fraction heatmap of the whole run, with the current window outlined.
+
+    The honest overview: a pixel column's shade is the share of that time the lane was busy, however many
+    intervals that took. Drag on it to move the main chart there.
+    """
+    labels, z = view.lane_busy(bins)
+    span = max(view.span_ns, 1)
+    x = (np.arange(bins) + 0.5) * (span / bins) / 1e6
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=x,
+            y=list(range(len(labels))),
+            colorscale=[[0, "#ffffff"], [0.02, "#e3eef8"], [1, "#08306b"]],
+            zmin=0,
+            zmax=1,
+            showscale=False,
+            customdata=np.array(labels, dtype=object)[:, None].repeat(bins, axis=1) if labels else None,
+            hovertemplate="%{customdata}<br>%{x:.3f} ms: busy %{z:.0%}<extra></extra>",
+        )
+    )
+    shapes = []
+    if window is not None:
+        lo, hi = clamp_window(view, window)
+        if (lo, hi) != full_window(view):
+            shapes.append(
+                dict(type="rect", xref="x", yref="paper", x0=lo / 1e6, x1=hi / 1e6, y0=0, y1=1,
+                     line=dict(color="#D55E00", width=2), fillcolor="rgba(213,94,0,0.08)")
+            )
+    n = max(len(labels), 1)
+    fig.update_layout(
+        **_base_layout(max(70, min(200, 9 * n + 50))),
+        xaxis=dict(range=[0, span / 1e6], showgrid=False, zeroline=False, ticksuffix=" ms", tickfont=dict(size=10)),
+        yaxis=dict(range=[n - 0.5, -0.5], fixedrange=True, showticklabels=False, showgrid=False, zeroline=False),
+        shapes=shapes,
+    )
+    fig.update_layout(margin=dict(l=10, r=20, t=4, b=24), showlegend=False)
+    return fig
+
+
+def compare_figure(
+    views: list[TimelineView],
+    names: list[str],
+    window: Window | None = None,
+    *,
+    width_px: int = DEFAULT_WIDTH_PX,
+) -> go.Figure:
+    """Runs stacked on one shared time axis (ns since each run's own first event), zoomed together."""
+    if window is None:
+        window = (0, max(max(v.span_ns for v in views), 1))
+    n_rows = [max(len(v.rows), 1) for v in views]
+    total = sum(n_rows)
+    gap = 0.1
+    fig = go.Figure()
+    legend: set[str] = set()
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    layout: dict[str, Any] = {}
+    top = 1.0
+    meta = []
+    usable = 1.0 - gap * (len(views) - 1)
+    for i, (view, name) in enumerate(zip(views, names)):
+        ax = "" if i == 0 else str(i + 1)
+        h = usable * n_rows[i] / total
+        drawn = lane_traces(view, window, width_px, xaxis=f"x{ax}", yaxis=f"y{ax}", legend=legend)
+        fig.add_traces(drawn.traces)
+        shapes += _lane_shapes(drawn.rows, f"y{ax}", f"x{ax}")
+        y_axis = _yaxis(drawn.rows)
+        y_axis["domain"] = [top - h, top]
+        x_axis = _xaxis(window, "time since each run's first event" if i == len(views) - 1 else None)
+        x_axis["anchor"] = f"y{ax}"
+        if i:
+            x_axis["matches"] = "x"
+        layout[f"yaxis{ax}"] = y_axis
+        layout[f"xaxis{ax}"] = x_axis
+        annotations.append(
+            dict(text=f"<b>{_escape(name)}</b>", xref="paper", yref="paper", x=0, y=top, xanchor="left",
+                 yanchor="bottom", showarrow=False, font=dict(size=13))
+        )
+        meta.append(dict(blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows)))
+        top -= h + gap
+    fig.update_layout(
+        **_base_layout(ROW_PX * total + 160 + 40 * len(views)),
+        shapes=shapes,
+        annotations=annotations,
+        meta=dict(window_ns=[int(window[0]), int(window[1])], runs=meta),
+        **layout,
+    )
+    fig.update_layout(legend=dict(y=1.06))
+    return fig

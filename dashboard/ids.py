@@ -1,0 +1,34 @@
+"""Every component id of the app, in one place (pages and tests import them from here)."""
+
+# app shell
+URL = "url"
+PAGE = "page"
+VIEWPORT = "viewport"
+UPLOAD = "upload"
+UPLOAD_STATUS = "upload-status"
+
+# runs page
+RUNS_FILTER = "runs-filter"
+RUNS_TABLE = "runs-table"
+RUNS_SORT = "runs-sort"  # store: {"col": ..., "desc": bool}
+RUNS_SORT_BUTTON = "runs-sort-button"  # pattern-matching type: {"type": RUNS_SORT_BUTTON, "col": ...}
+RUNS_PICK = "runs-pick"  # pattern-matching type: {"type": RUNS_PICK, "run": key}
+RUNS_PICKED = "runs-picked"  # store: [key, ...]
+RUNS_COMPARE = "runs-compare"
+RUNS_COUNT = "runs-count"
+
+# timeline page
+TL_GRAPH = "timeline-graph"
+TL_MINIMAP = "timeline-minimap"
+TL_LANES = "timeline-lanes"
+TL_RESET = "timeline-reset"
+TL_STATUS = "timeline-status"
+TL_LAUNCH = "timeline-launch"
+TL_STATE = "timeline-state"  # store: {"run": key, "window": [lo, hi], "highlight": src | None}
+TL_CARDS = "timeline-cards"
+
+# compare page
+CMP_GRAPH = "compare-graph"
+CMP_STATE = "compare-state"  # store: {"runs": [a, b], "window": [lo, hi]}
+CMP_STATUS = "compare-status"
+CMP_RESET = "compare-reset"

@@ -1,0 +1,92 @@
+"""Compare page: two runs stacked on one time axis (each from its own first event), zoomed together, with
+their per-GPU summaries side by side — e.g. ``compute-copy`` with blocking copies against a side stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+
+from dashboard import ids
+from dashboard.data import RunStore
+from dashboard.figures import compare_figure, fmt_duration
+from dashboard.pages.common import GRAPH_CONFIG, device_cards, plot_width, run_heading, window_from_relayout
+from tracer.errors import TracerError
+
+
+def _full(views) -> tuple[int, int]:
+    return 0, max(max(v.span_ns for v in views), 1)
+
+
+def layout(store: RunStore, keys: list[str], viewport: dict[str, Any] | None = None) -> Any:
+    if len(keys) != 2 or not all(keys):
+        return html.Div(["Tick two runs on the ", dcc.Link("runs page", href="/runs"), " to compare them."],
+                        className="notice")
+    try:
+        infos = [store.get(k) for k in keys]
+        views = [store.view(k) for k in keys]
+    except TracerError as exc:
+        return html.Div(f"Cannot open this comparison: {exc}", className="alert alert-error", role="alert")
+    window = _full(views)
+    fig = compare_figure(views, [i.name for i in infos], window, width_px=plot_width(viewport))
+    columns = [
+        html.Div([run_heading(info, view), html.Div(device_cards(view), className="cards")], className="compare-col")
+        for info, view in zip(infos, views)
+    ]
+    return html.Div(
+        [
+            html.H2("Compare"),
+            html.Div(columns, className="compare-cols"),
+            html.Div(
+                [html.Button("Whole runs", id=ids.CMP_RESET, className="button"),
+                 html.Span(status_text(fig), id=ids.CMP_STATUS, className="status muted")],
+                className="controls",
+            ),
+            dcc.Graph(id=ids.CMP_GRAPH, figure=fig, config=GRAPH_CONFIG),
+            dcc.Store(id=ids.CMP_STATE, data={"runs": keys, "window": list(window)}),
+        ],
+        className="compare-page",
+    )
+
+
+def status_text(fig: Any) -> str:
+    meta = fig.layout.meta or {}
+    lo, hi = meta.get("window_ns", [0, 0])
+    return f"{lo / 1e6:.3f} – {hi / 1e6:.3f} ms ({fmt_duration(hi - lo)}), the same scale for both runs"
+
+
+def update(store: RunStore, state: dict[str, Any], trigger: str | None, relayout: dict[str, Any] | None,
+           viewport: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    """(figure, status, state) for a zoom on either run or the reset button."""
+    keys = state["runs"]
+    views = [store.view(k) for k in keys]
+    window = tuple(state.get("window") or _full(views))
+    if trigger == ids.CMP_RESET:
+        window = _full(views)
+    else:
+        asked = None
+        for axis in ("xaxis", "xaxis2"):
+            asked = window_from_relayout(relayout, axis)
+            if asked is not None:
+                break
+        if asked is None:
+            return no_update, no_update, no_update
+        window = _full(views) if asked == "full" else asked
+    names = [store.get(k).name for k in keys]
+    fig = compare_figure(views, names, window, width_px=plot_width(viewport))
+    return fig, status_text(fig), {"runs": keys, "window": [int(window[0]), int(window[1])]}
+
+
+def register(app: Dash, store: RunStore) -> None:
+    @app.callback(
+        Output(ids.CMP_GRAPH, "figure"),
+        Output(ids.CMP_STATUS, "children"),
+        Output(ids.CMP_STATE, "data"),
+        Input(ids.CMP_GRAPH, "relayoutData"),
+        Input(ids.CMP_RESET, "n_clicks"),
+        State(ids.CMP_STATE, "data"),
+        State(ids.VIEWPORT, "data"),
+        prevent_initial_call=True,
+    )
+    def _update(relayout, _reset, state, viewport):
+        return update(store, state, ctx.triggered_id, relayout, viewport)

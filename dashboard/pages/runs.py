@@ -1,0 +1,230 @@
+"""Runs page: every run the dashboard knows, sortable and filterable; open one, or pick two to compare."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
+
+from dashboard import ids
+from dashboard.data import RunInfo, RunStore, find_key, run_date
+
+#: (column id, header, numeric?) in display order.
+COLUMNS: tuple[tuple[str, str, bool], ...] = (
+    ("name", "Run", False),
+    ("scenario", "Scenario", False),
+    ("variant", "Variant", False),
+    ("devices", "Devices", False),
+    ("date", "Recorded", False),
+    ("span_ms", "Span ms", True),
+    ("compute_ms", "Compute ms", True),
+    ("copy_ms", "Copy ms", True),
+    ("overlap_ms", "Overlap ms", True),
+    ("hidden_pct", "Copy hidden", True),
+    ("speedup", "Speedup", True),
+)
+
+
+def _devices_text(info: RunInfo, summary: dict[str, Any] | None) -> str:
+    dev = info.meta.get("devices")
+    if isinstance(dev, list) and dev:
+        return ", ".join(str(d.get("name", d)) if isinstance(d, dict) else str(d) for d in dev)
+    if isinstance(dev, (str, int)):
+        return str(dev)
+    names = (summary or {}).get("gpu_names") or {}
+    if names:
+        return ", ".join(f"GPU {k} {v}".strip() for k, v in names.items())
+    if summary is not None and not summary.get("devices"):
+        return "CPU"
+    return ""
+
+
+def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """One table row: display text per column plus a sort value for the numeric ones."""
+    row: dict[str, Any] = {
+        "key": info.key,
+        "name": info.name,
+        "origin": info.origin,
+        "scenario": str(info.meta.get("scenario") or ""),
+        "variant": str(info.meta.get("variant") or ""),
+        "devices": _devices_text(info, summary),
+        "date": run_date(info),
+        "error": info.error,
+    }
+    devs = (summary or {}).get("devices") or {}
+
+    def per_device(field: str) -> tuple[float | None, str]:
+        if not devs:
+            return None, "–" if summary is not None else ""
+        vals = [d.get(field, 0) / 1e6 for d in devs.values()]
+        text = " · ".join(f"{v:,.1f}" for v in vals)
+        return sum(vals), text
+
+    for col, field in (("compute_ms", "compute_ns"), ("copy_ms", "copy_ns"), ("overlap_ms", "overlap_ns")):
+        row[col], row[col + "_text"] = per_device(field)
+    span = (summary or {}).get("span_ns")
+    row["span_ms"] = span / 1e6 if span else None
+    row["span_ms_text"] = f"{span / 1e6:,.1f}" if span else ""
+    copy = sum(d.get("copy_ns", 0) for d in devs.values())
+    overlap = sum(d.get("overlap_ns", 0) for d in devs.values())
+    row["hidden_pct"] = 100.0 * overlap / copy if copy else None
+    row["hidden_pct_text"] = f"{row['hidden_pct']:.0f}%" if copy else ("–" if summary is not None else "")
+    speedup = find_key(info.meta, "speedup")
+    row["speedup"] = float(speedup) if isinstance(speedup, (int, float)) else None
+    row["speedup_text"] = f"×{speedup:.2f}" if isinstance(speedup, (int, float)) else ""
+    return row
+
+
+def table_rows(store: RunStore) -> list[dict[str, Any]]:
+    return [run_row(info, store.summary(info.key)) for info in store.refresh()]
+
+
+def filter_sort(rows: list[dict[str, Any]], text: str | None, sort: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Rows whose text contains every word of ``text`` (any column), sorted by ``sort['col']``."""
+    words = (text or "").lower().split()
+    if words:
+        def hay(r: dict[str, Any]) -> str:
+            return " ".join(str(r.get(c) or "") for c in ("name", "scenario", "variant", "devices", "date", "origin")).lower()
+
+        rows = [r for r in rows if all(w in hay(r) for w in words)]
+    sort = sort or {}
+    col = sort.get("col")
+    if col:
+        numeric = {c: num for c, _, num in COLUMNS}.get(col, False)
+        present = [r for r in rows if r.get(col) not in (None, "")]
+        missing = [r for r in rows if r.get(col) in (None, "")]
+        present.sort(key=lambda r: r[col] if numeric else str(r[col]).lower(), reverse=bool(sort.get("desc")))
+        rows = present + missing  # rows without the value stay at the bottom either way
+    return rows
+
+
+def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked: list[str]) -> html.Table:
+    sort = sort or {}
+    head = [html.Th("Compare", className="pick-col")]
+    for col, title, numeric in COLUMNS:
+        arrow = ""
+        if sort.get("col") == col:
+            arrow = " ▼" if sort.get("desc") else " ▲"
+        head.append(
+            html.Th(
+                html.Button(title + arrow, id={"type": ids.RUNS_SORT_BUTTON, "col": col}, className="sort"),
+                className="num" if numeric else "",
+            )
+        )
+    body = []
+    for r in rows:
+        cells = [
+            html.Td(
+                dcc.Checklist(
+                    id={"type": ids.RUNS_PICK, "run": r["key"]},
+                    options=[{"label": "", "value": r["key"]}],
+                    value=[r["key"]] if r["key"] in picked else [],
+                    className="pick",
+                )
+            )
+        ]
+        for col, _, numeric in COLUMNS:
+            if col == "name":
+                content: Any = [
+                    dcc.Link(r["name"], href="/timeline?" + urlencode({"run": r["key"]}), className="run-link"),
+                    html.Span(r["origin"], className=f"badge badge-{r['origin']}"),
+                ]
+                if r.get("error"):
+                    content.append(html.Div(r["error"], className="small error-text"))
+            else:
+                content = r.get(col + "_text", r.get(col, "")) if numeric else r.get(col, "")
+            cells.append(html.Td(content, className="num" if numeric else ""))
+        body.append(html.Tr(cells, **{"data-run": r["key"]}))
+    if not body:
+        body = [html.Tr(html.Td("No runs match.", colSpan=len(COLUMNS) + 1, className="muted"))]
+    return html.Table([html.Thead(html.Tr(head)), html.Tbody(body)], className="runs")
+
+
+def layout(store: RunStore) -> Any:
+    rows = table_rows(store)
+    sort = {"col": "date", "desc": True}
+    return html.Div(
+        [
+            html.Div(
+                [
+                    html.H2("Runs"),
+                    html.Div(
+                        "Bundled examples, ./runs and the paths given to `tracer dashboard`. Times per GPU "
+                        "(several GPUs: one value each). Open a run, or tick two and compare them.",
+                        className="muted",
+                    ),
+                ],
+                className="heading",
+            ),
+            html.Div(
+                [
+                    dcc.Input(id=ids.RUNS_FILTER, type="search", placeholder="Filter: scenario, variant, name …",
+                              debounce=False, className="filter"),
+                    dcc.Link("Compare the two ticked runs", id=ids.RUNS_COMPARE, href="", className="button disabled"),
+                    html.Span(id=ids.RUNS_COUNT, className="muted"),
+                ],
+                className="controls",
+            ),
+            html.Div(render_table(filter_sort(rows, "", sort), sort, []), id=ids.RUNS_TABLE),
+            dcc.Store(id=ids.RUNS_SORT, data=sort),
+            dcc.Store(id=ids.RUNS_PICKED, data=[]),
+        ],
+        className="runs-page",
+    )
+
+
+def compare_link(picked: list[str]) -> tuple[str, str, str]:
+    """(href, className, count text) of the compare link for the ticked runs."""
+    if len(picked) == 2:
+        return "/compare?" + urlencode({"a": picked[0], "b": picked[1]}), "button", "2 runs ticked"
+    return "", "button disabled", f"{len(picked)} ticked: tick two to compare" if picked else ""
+
+
+def register(app: Dash, store: RunStore) -> None:
+    @app.callback(
+        Output(ids.RUNS_SORT, "data"),
+        Input({"type": ids.RUNS_SORT_BUTTON, "col": ALL}, "n_clicks"),
+        State(ids.RUNS_SORT, "data"),
+        prevent_initial_call=True,
+    )
+    def _sort(clicks, sort):
+        trig = ctx.triggered_id
+        if not trig or not any(clicks):
+            return sort
+        col = trig["col"]
+        if sort and sort.get("col") == col:
+            return {"col": col, "desc": not sort.get("desc")}
+        return {"col": col, "desc": {c: n for c, _, n in COLUMNS}.get(col, False)}
+
+    @app.callback(
+        Output(ids.RUNS_TABLE, "children"),
+        Input(ids.RUNS_FILTER, "value"),
+        Input(ids.RUNS_SORT, "data"),
+        State(ids.RUNS_PICKED, "data"),
+        prevent_initial_call=True,
+    )
+    def _table(text, sort, picked):
+        return render_table(filter_sort(table_rows(store), text, sort), sort, picked or [])
+
+    @app.callback(
+        Output(ids.RUNS_PICKED, "data"),
+        Output(ids.RUNS_COMPARE, "href"),
+        Output(ids.RUNS_COMPARE, "className"),
+        Output(ids.RUNS_COUNT, "children"),
+        Input({"type": ids.RUNS_PICK, "run": ALL}, "value"),
+        State(ids.RUNS_PICKED, "data"),
+        prevent_initial_call=True,
+    )
+    def _pick(values, previous):
+        shown = [item["id"]["run"] for item in ctx.inputs_list[0]]
+        order = picked_runs(previous or [], shown, values)
+        return (order, *compare_link(order))
+
+
+def picked_runs(previous: list[str], shown: list[str], values: list[list[str]]) -> list[str]:
+    """Ticked runs in the order they were ticked (the first is drawn on top); runs hidden by the filter
+    keep their tick."""
+    ticked = {k for k, v in zip(shown, values) if v}
+    kept = [k for k in previous if k in ticked or k not in shown]
+    return kept + [k for k in shown if k in ticked and k not in kept]
