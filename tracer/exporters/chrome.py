@@ -90,9 +90,10 @@ def _metadata(timeline: Timeline, lanes: list[Lane], gpu_pid: dict[int, int], pi
     meta = timeline.meta
     out: list[dict[str, Any]] = []
     seen: set[int] = set()
-    host_order = sorted({int(p) for ln, p in zip(lanes, pids) if not ln.on_gpu})
-    for rank, pid in enumerate(host_order):
-        name = meta.process_names.get(pid) or f"process {pid}"
+    host = {int(p): ln.pid for ln, p in zip(lanes, pids) if not ln.on_gpu}  # display pid -> the trace's pid
+    for rank, pid in enumerate(sorted(host)):
+        own = host[pid]
+        name = meta.process_names.get(own) or (f"process {own}" if own >= 0 else f"no process (pid {own} in the trace)")
         out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": rank}})
         seen.add(pid)
