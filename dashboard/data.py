@@ -314,6 +314,19 @@ def run_date(info: RunInfo) -> str:
         return ""
 
 
+def speedup_of(meta: dict[str, Any]) -> float | None:
+    """The run's speedup: ``meta["speedup"]``, else the first ``derived`` figure whose name says speedup."""
+    v = find_key(meta, "speedup")
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    derived = meta.get("derived")
+    if isinstance(derived, dict):
+        for k, v in derived.items():
+            if "speedup" in str(k).lower() and isinstance(v, (int, float)) and not isinstance(v, bool):
+                return float(v)
+    return None
+
+
 def find_key(d: Any, key: str, depth: int = 3) -> Any:
     """The first value stored under ``key`` in a nested dict (meta.json layouts vary by scenario)."""
     if not isinstance(d, dict) or depth < 0:

@@ -467,7 +467,7 @@ def compare_figure(
         fig.add_traces(drawn.traces)
         shapes += _lane_shapes(drawn.rows, f"y{ax}", f"x{ax}")
         y_axis = _yaxis(drawn.rows)
-        y_axis["domain"] = [top - h, top]
+        y_axis["domain"] = [max(0.0, top - h), min(1.0, top)]
         x_axis = _xaxis(window, "time since each run's first event" if i == len(views) - 1 else None)
         x_axis["anchor"] = f"y{ax}"
         if i:

@@ -6,7 +6,7 @@ from typing import Any
 
 from dash import html
 
-from dashboard.data import RunInfo, find_key
+from dashboard.data import RunInfo, speedup_of
 from dashboard.figures import Window, fmt_duration
 from dashboard.model import TimelineView
 from tracer.analysis.overlap import DeviceOverlap
@@ -59,8 +59,8 @@ def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
         bits.append(view.timeline.meta.format)
         bits.append(f"span {fmt_duration(view.span_ns)}")
         bits.append(f"{len(view.timeline.events):,} intervals")
-    speedup = find_key(info.meta, "speedup")
-    if isinstance(speedup, (int, float)):
+    speedup = speedup_of(info.meta)
+    if speedup is not None:
         bits.append(f"speedup ×{speedup:.2f}")
     return html.Div([html.H2(info.name), html.Div(" · ".join(bits), className="muted")], className="heading")
 

@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
 from dashboard import ids
-from dashboard.data import RunInfo, RunStore, find_key, run_date
+from dashboard.data import RunInfo, RunStore, run_date, speedup_of
 
 #: (column id, header, numeric?) in display order.
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -28,10 +28,14 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
 
 def _devices_text(info: RunInfo, summary: dict[str, Any] | None) -> str:
     dev = info.meta.get("devices")
+    mode = info.meta.get("mode")
+    text = ""
     if isinstance(dev, list) and dev:
-        return ", ".join(str(d.get("name", d)) if isinstance(d, dict) else str(d) for d in dev)
-    if isinstance(dev, (str, int)):
-        return str(dev)
+        text = ", ".join(str(d.get("name", d)) if isinstance(d, dict) else str(d) for d in dev)
+    elif isinstance(dev, (str, int)):
+        text = str(dev)
+    if text:
+        return f"{text} ({mode})" if mode else text
     names = (summary or {}).get("gpu_names") or {}
     if names:
         return ", ".join(f"GPU {k} {v}".strip() for k, v in names.items())
@@ -70,9 +74,9 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     overlap = sum(d.get("overlap_ns", 0) for d in devs.values())
     row["hidden_pct"] = 100.0 * overlap / copy if copy else None
     row["hidden_pct_text"] = f"{row['hidden_pct']:.0f}%" if copy else ("–" if summary is not None else "")
-    speedup = find_key(info.meta, "speedup")
-    row["speedup"] = float(speedup) if isinstance(speedup, (int, float)) else None
-    row["speedup_text"] = f"×{speedup:.2f}" if isinstance(speedup, (int, float)) else ""
+    speedup = speedup_of(info.meta)
+    row["speedup"] = speedup
+    row["speedup_text"] = f"×{speedup:.2f}" if speedup is not None else ""
     return row
 
 
