@@ -93,13 +93,17 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
         master_h = ctx.submit(lane0, identity, master)
         losses = []
         for s in range(steps):
-            parts: list[Handle] = []
-            for lane, (lo, hi) in zip(participants, shards):
-                params_h = master_h if lane is lane0 else ctx.submit(lane, identity, master_h, phase="broadcast")
-                parts.append(
-                    ctx.submit(lane, forward_backward, lane, params_h, X[s, lo:hi], Y[s, lo:hi], batch,
-                               phase="forward-backward")
-                )
+            # Broadcast to everyone first, then forward/backward everywhere: the CPU's copy of the parameters
+            # must not queue behind device 0's forward/backward, or the CPU would start only when it ends.
+            params = [
+                master_h if lane is lane0 else ctx.submit(lane, identity, master_h, phase="broadcast")
+                for lane in participants
+            ]
+            parts: list[Handle] = [
+                ctx.submit(lane, forward_backward, lane, params_h, X[s, lo:hi], Y[s, lo:hi], batch,
+                           phase="forward-backward")
+                for lane, params_h, (lo, hi) in zip(participants, params, shards)
+            ]
             gathered = ctx.submit(lane0, gather, *parts, phase="gather")
             master_h = ctx.submit(lane0, update, master, gathered, lr, phase="update")
             losses.append(gathered)

@@ -112,8 +112,9 @@ def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, A
         raise UsageError("", str(exc)) from None
 
 
-def torch_profiler_settings() -> dict[str, Any]:
-    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, every thread, kept events."""
+def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
+    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, kept events, and with
+    ``all_threads`` every thread (the CPU mode's lanes are threads; GPU lanes are streams, fed from one thread)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -124,13 +125,15 @@ def torch_profiler_settings() -> dict[str, Any]:
     if "acc_events" in accepted:
         # Without it torch >= 2.5 warns that events are cleared "at the end of each cycle"; we run one cycle.
         kwargs["acc_events"] = True
-    try:
-        # The scenarios' CPU lanes are threads; by default the profiler sees only the thread that started it.
-        from torch._C._profiler import _ExperimentalConfig
+    if all_threads:
+        try:
+            # By default the profiler sees only the thread that started it (and threads that inherit its state,
+            # like autograd's); the CPU mode's lanes are plain Python threads.
+            from torch._C._profiler import _ExperimentalConfig
 
-        kwargs["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
-    except (ImportError, TypeError):  # torch older than about 2.7
-        pass
+            kwargs["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
+        except (ImportError, TypeError):  # torch older than about 2.7
+            pass
     return kwargs
 
 
@@ -269,7 +272,9 @@ def _run_torch(name: str, device: str, params: dict[str, str], tmp: Path, say: C
 
     from scenarios import run_scenario
 
-    settings = torch_profiler_settings()
+    from scenarios import prepare
+
+    settings = torch_profiler_settings(all_threads=not prepare(name, device, params)[1].on_gpu)
     holder: dict[str, Any] = {}
 
     @contextlib.contextmanager

@@ -1,0 +1,78 @@
+"""``python -m tracer.record_main SCENARIO ...``: ``tracer record`` without the CLI's dependencies.
+
+The same options and the same run directory as ``tracer record``, with argparse and plain-text output instead of
+Typer and Rich: for machines that have torch, pandas and pyarrow but not the CLI stack (the lent GPU machines).
+Exit codes as the CLI: 0, 2 for bad input (one line on stderr), 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tracer.errors import TracerError
+
+
+def plain_report(meta: dict[str, Any], summary: dict[str, Any], path: Any) -> str:
+    lines = [
+        f"{meta['scenario']}  variant {meta['variant']}  {meta['mode']} ({', '.join(meta['devices'])})  "
+        f"backend {meta['backend']}"
+    ]
+    if meta.get("gpu_names"):
+        lines.append("GPUs: " + ", ".join(f"{k}: {v}" for k, v in meta["gpu_names"].items()))
+    unprofiled = set(meta.get("unprofiled_times", []))
+    lines.append("wall time (ms):")
+    for name, secs in meta["wall_times_s"].items():
+        lines.append(f"  {name:32} {secs * 1e3:12.2f}{'   (reference, not profiled)' if name in unprofiled else ''}")
+    for k, v in meta.get("derived", {}).items():
+        lines.append(f"  {k:48} {v:10.3f}")
+    for dev, d in (summary.get("devices") or {}).items():
+        hidden = f"{100 * d['overlap_ns'] / d['copy_ns']:.1f}%" if d["copy_ns"] else "-"
+        lines.append(
+            f"GPU {dev}: {d['kernels']} kernels, {d['memcpys']} copies; compute {d['compute_ns'] / 1e6:.2f} ms, "
+            f"copy {d['copy_ns'] / 1e6:.2f} ms, overlap {d['overlap_ns'] / 1e6:.2f} ms ({hidden} of copy hidden)"
+        )
+    checks = meta.get("checks", {})
+    lines.append(("checks passed: " if all(c["ok"] for c in checks.values()) else "CHECKS FAILED: ")
+                 + "; ".join(f"{k} [{c['detail']}]" for k, c in checks.items()))
+    lines.append(f"run written to {path}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tracer.record_main", description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario")
+    ap.add_argument("--device", "-d", default="auto")
+    ap.add_argument("--out", "-o", default="runs")
+    ap.add_argument("--backend", "-b", default="torch")
+    ap.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE")
+    ap.add_argument("--quiet", "-q", action="store_true")
+    args = ap.parse_args(argv)
+    from scenarios import ScenarioError, parse_param_args
+    from tracer.errors import UsageError
+    from tracer.record import record
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"  … {msg}", file=sys.stderr, flush=True)
+
+    try:
+        try:
+            params = parse_param_args(args.param)
+        except ScenarioError as exc:
+            raise UsageError("", str(exc)) from None
+        run = record(args.scenario, device=args.device, out=args.out, backend=args.backend, params=params,
+                     progress=progress)
+    except TracerError as exc:
+        print(f"tracer: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tracer: interrupted", file=sys.stderr)
+        return 130
+    print(run.path if args.quiet else plain_report(run.meta, run.summary, run.path), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
