@@ -1,0 +1,55 @@
+"""Parquet export: the timeline and its metadata, read back by tracer, pandas and DuckDB."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from tracer.analysis.summary import summarize
+from tracer.exporters import export_timeline
+from tracer.parsers import load_trace
+from tracer.timeline import COLUMNS
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory):
+    timeline = load_trace(DATA / "copy_side_stream.json.gz", cache=False)
+    out = export_timeline(timeline, tmp_path_factory.mktemp("pq") / "t.parquet").path
+    return timeline, out
+
+
+def test_tracer_reads_back_the_same_timeline_and_summary(exported) -> None:
+    timeline, out = exported
+    back = load_trace(out)
+    pd.testing.assert_frame_equal(back.events, timeline.events)
+    assert back.meta.gpu_names == timeline.meta.gpu_names
+    assert back.meta.thread_names == timeline.meta.thread_names
+    a, b = summarize(timeline), summarize(back)
+    assert {k: v for k, v in b.items() if k != "format"} == {k: v for k, v in a.items() if k != "format"}
+
+
+def test_pandas_reads_columns_and_metadata(exported) -> None:
+    timeline, out = exported
+    df = pd.read_parquet(out)
+    assert list(df.columns) == list(COLUMNS)
+    assert len(df) == len(timeline.events)
+    assert int((df.loc[df["kind"] == "memcpy", "bytes"]).sum()) == 50 * 64_000_000
+    meta = json.loads(pq.read_schema(out).metadata[b"tracer"])
+    assert meta["format"] == "kineto" and meta["gpu_names"] == {"0": "NVIDIA H200"}
+    assert meta["schema_version"] >= 1 and meta["exported_by"].startswith("tracer ")
+
+
+def test_duckdb_queries_it(exported) -> None:
+    duckdb = pytest.importorskip("duckdb")
+    _, out = exported
+    rows = duckdb.sql(
+        f"SELECT kind, count(*) AS n, sum(end_ns - start_ns) AS ns FROM read_parquet('{out}') "
+        "WHERE kind IN ('kernel', 'memcpy') GROUP BY kind ORDER BY kind"
+    ).fetchall()
+    assert rows == [("kernel", 50, 130_922_834), ("memcpy", 50, 57_973_729)]
