@@ -45,6 +45,7 @@ MEM_KIND_LABEL: dict[int, str] = {
     7: "Unknown",
 }
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_MARK = 59, 60, 34
+EVENT_CLASS_DRIVER = 1
 
 _REQUIRED_ANY = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 
@@ -141,9 +142,38 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     for table, kind in (("CUPTI_ACTIVITY_KIND_RUNTIME", "runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "driver")):
         if table in tables:
-            r = _frame(con, f"SELECT start, end, globalTid, correlationId, nameId FROM {table}")
+            # nsys 2024+ stores driver API calls in the RUNTIME table too, told apart by eventClass
+            # (ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver).
+            cls = "eventClass" if "eventClass" in _columns(con, table) else "NULL"
+            r = _frame(con, f"SELECT start, end, globalTid, correlationId, nameId, {cls} AS eventClass FROM {table}")
             pid, tid = split_global_id(r["globalTid"].fillna(0).to_numpy())
-            parts.append(_host_part(r, kind, names(r["nameId"]), pid, tid, r["correlationId"]))
+            part = _host_part(r, kind, names(r["nameId"]), pid, tid, r["correlationId"])
+            part["kind"] = np.where(r["eventClass"].to_numpy() == EVENT_CLASS_DRIVER, "driver", kind).tolist()
+            parts.append(part)
+
+    if "TRACER_EVENTS" in tables:
+        # tracer's own table in files it exported: the timeline rows nsys has no table for (framework ops ...)
+        t = _frame(
+            con,
+            "SELECT start, end, kind, copyKind, nameId, deviceId, streamId, pid, tid, rank, bytes, correlationId "
+            "FROM TRACER_EVENTS",
+        )
+        parts.append(
+            {
+                "start_ns": t["start"].to_numpy(np.int64),
+                "end_ns": t["end"].to_numpy(np.int64),
+                "kind": t["kind"].tolist(),
+                "copy_kind": t["copyKind"].fillna("").tolist(),
+                "name": names(t["nameId"]),
+                "device": t["deviceId"].to_numpy(np.int64),
+                "stream": t["streamId"].to_numpy(np.int64),
+                "pid": t["pid"].to_numpy(np.int64),
+                "tid": t["tid"].to_numpy(np.int64),
+                "rank": t["rank"].to_numpy(np.int64),
+                "bytes": t["bytes"].astype("Int64").to_numpy(),
+                "correlation": t["correlationId"].astype("Int64").to_numpy(),
+            }
+        )
 
     if "NVTX_EVENTS" in tables:
         n = _frame(
@@ -169,6 +199,17 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     if "PROCESSES" in tables:
         for gpid, pid_, pname in con.execute("SELECT globalPid, pid, name FROM PROCESSES"):
             meta.process_names[int(pid_)] = str(pname)
+    if "TRACER_META" in tables:
+        row = con.execute("SELECT value FROM TRACER_META WHERE name = 'timeline_meta'").fetchone()
+        if row and row[0]:
+            import orjson
+
+            saved = TraceMeta.from_dict(orjson.loads(row[0]))
+            meta.gpu_names = saved.gpu_names or meta.gpu_names
+            meta.process_names.update(saved.process_names)
+            meta.thread_names.update(saved.thread_names)
+            meta.extra["exported_from"] = saved.format
+            meta.extra.update({k: v for k, v in saved.extra.items() if k not in meta.extra})
     if "TARGET_INFO_SESSION_START_TIME" in tables:
         row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
         if row:
@@ -192,6 +233,7 @@ def _gpu_part(df: pd.DataFrame, kind: str, label: list[str], pid: np.ndarray) ->
         "stream": df["streamId"].to_numpy(np.int64),
         "pid": pid,
         "tid": df["streamId"].to_numpy(np.int64),
+        "rank": np.zeros(len(df), dtype=np.int64),
         "bytes": pd.array([pd.NA] * len(df), dtype="Int64"),
         "correlation": df["correlationId"].astype("Int64").to_numpy(),
     }
@@ -211,6 +253,7 @@ def _host_part(
         "stream": np.full(n, HOST_STREAM),
         "pid": pid,
         "tid": tid,
+        "rank": np.zeros(n, dtype=np.int64),
         "bytes": pd.array([pd.NA] * n, dtype="Int64"),
         "correlation": corr.astype("Int64").to_numpy() if corr is not None else pd.array([pd.NA] * n, dtype="Int64"),
     }
