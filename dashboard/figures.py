@@ -233,8 +233,8 @@ def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> 
     return go.Scatter(
         x=hx,
         y=y[idx].astype(np.float32),
-        mode="markers",
-        marker=dict(size=12, color="rgba(0,0,0,0)"),
+        # No markers are drawn (no DOM node per point), yet plotly.js hovers and clicks on the points.
+        mode="none",
         text=texts[idx].tolist(),
         customdata=src[idx].tolist(),  # a typed array here never reaches clickData (plotly.js 3)
         hovertemplate="%{text}<extra></extra>",

@@ -167,11 +167,11 @@ def prepare(timeline: Timeline) -> TimelineView:
     lanes: list[tuple[str, str]] = []
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (start, end, group, src)
 
-    def add_lane(key: str, label: str, subs: list[str], device_: int, *, name_sub: bool = False) -> list[int]:
+    def add_lane(key: str, label: str, subs: list[str], device_: int) -> list[int]:
         lanes.append((key, label))
         first = len(rows)
         for sub in subs:
-            text = f"{label} · {sub}" if len(subs) > 1 or name_sub else label
+            text = f"{label} · {sub}" if len(subs) > 1 else label
             rows.append(Row(key, label, sub, text, device_))
         return list(range(first, len(rows)))
 
@@ -192,7 +192,7 @@ def prepare(timeline: Timeline) -> TimelineView:
     devices = device_overlap(ev)
     gpu_ids = sorted({d.device for d in devices} | set(timeline.meta.gpu_names))
     for dev in gpu_ids:
-        (band,) = add_lane(f"gpu{dev}/overlap", f"GPU {dev}", ["compute ∩ copy"], dev, name_sub=True)
+        (band,) = add_lane(f"gpu{dev}/overlap", f"GPU {dev} · compute ∩ copy", ["compute ∩ copy"], dev)
         ov_s, ov_e = device_sets(ev, dev)["overlap"]
         if ov_s.size:
             parts.append(
