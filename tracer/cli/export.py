@@ -28,12 +28,11 @@ def _progress(console: Any, events: int) -> Iterator[Any]:
         TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
         console=console, transient=True,
     ) as bar:
-        tasks: dict[str, Any] = {}
+        task = bar.add_task("exporting", total=events)
 
         def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=total or None)
-            bar.update(tasks[stage], completed=done, total=total or None)
+            # one bar; exporters report rows done so far out of all rows, the stage names the part being written
+            bar.update(task, description=stage, completed=done, total=total or None)
 
         yield update
 
