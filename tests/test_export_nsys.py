@@ -222,13 +222,14 @@ def test_kineto_round_trip_gpu_summary_is_the_same(tmp_path: Path, name: str) ->
 
 
 def _parser_reads_whole_export() -> bool:
-    """Whether tracer's nsys parser reads TRACER_EVENTS and tells driver calls by eventClass (see docs/exports.md)."""
-    import inspect
+    """Whether tracer's nsys parser gives back a cpu_op row (TRACER_EVENTS) and a driver call (eventClass 1)."""
+    import tempfile
 
-    import tracer.parsers.nsys as nsys
-
-    src = inspect.getsource(nsys)
-    return "TRACER_EVENTS" in src and "eventClass" in src
+    ev = build_events({"start_ns": [0, 10], "end_ns": [5, 15], "kind": ["cpu_op", "driver"],
+                       "name": ["aten::mm", "cuLaunchKernel"], "pid": [1, 1], "tid": [1, 1]})
+    with tempfile.TemporaryDirectory() as tmp:
+        back = parse_nsys_sqlite(export_timeline(Timeline(ev, TraceMeta(format="probe")), Path(tmp) / "p.sqlite").path)
+    return sorted(back.events["kind"].astype(str)) == ["cpu_op", "driver"]
 
 
 @pytest.mark.xfail(
