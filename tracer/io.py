@@ -22,6 +22,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; a finished file gets the usual mode
     try:
         yield tmp_path
         os.replace(tmp_path, dest)
@@ -36,12 +37,19 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp_path = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    os.chmod(tmp_path, 0o777 & ~_umask())
     try:
         yield tmp_path
         os.replace(tmp_path, dest)
     except BaseException:
         shutil.rmtree(tmp_path, ignore_errors=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:

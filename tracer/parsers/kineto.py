@@ -27,6 +27,9 @@ class _Args(msgspec.Struct, omit_defaults=True):
     correlation: Union[int, None] = None
     bytes: Union[int, None] = None
     name: Union[str, None] = None  # "M" metadata events carry their name here
+    # tracer's own Chrome export draws some rows on another track and keeps their real pid/tid here
+    tracer_pid: Union[int, None] = None
+    tracer_tid: Union[int, None] = None
 
 
 class _Event(msgspec.Struct):
@@ -150,6 +153,12 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     tids = np.fromiter((_as_int(e.tid) for e in xs), dtype=np.int64, count=n)
     no_args = _Args()
     args = [e.args or no_args for e in xs]
+    moved = [i for i, a in enumerate(args) if a.tracer_pid is not None or a.tracer_tid is not None]
+    for i in moved:
+        if args[i].tracer_pid is not None:
+            pids[i] = args[i].tracer_pid
+        if args[i].tracer_tid is not None:
+            tids[i] = args[i].tracer_tid
     device_raw = [a.device for a in args]
     stream_raw = [a.stream for a in args]
     kind_arr = np.array(kinds, dtype=object)
@@ -174,6 +183,18 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     nbytes = pd.array([a.bytes for a in args], dtype="Int64")
     correlation = pd.array([a.correlation for a in args], dtype="Int64")
 
+    # Kineto files GPU rows under pid = device index; the schema's pid is the process that launched the work
+    # (as nsys records it), found through the correlation id of the launching runtime/driver call.
+    corr_arr = np.array([a.correlation if a.correlation is not None else -1 for a in args], dtype=np.int64)
+    is_call = np.isin(kind_arr, ("runtime", "driver")) & (corr_arr >= 0)
+    gpu_rows = on_gpu & (corr_arr >= 0)
+    if is_call.any() and gpu_rows.any():
+        owner = pd.Series(pids[is_call], index=corr_arr[is_call])
+        owner = owner[~owner.index.duplicated()]
+        launched_by = owner.reindex(corr_arr[gpu_rows]).to_numpy()
+        pids = pids.copy()
+        pids[gpu_rows] = np.where(np.isnan(launched_by), -1, launched_by).astype(np.int64)
+    pids[on_gpu & ~gpu_rows] = -1
     ev = build_events(
         {
             "start_ns": start,
