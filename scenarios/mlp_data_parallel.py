@@ -72,7 +72,9 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     with ctx.phase("setup"):
         init = init_params(gen, p["inputs"], p["hidden"], p["classes"])
         X = torch.randn(steps, batch, p["inputs"], generator=gen)
-        Y = torch.randint(0, p["classes"], (steps, batch), generator=gen)
+        # labels from a fixed linear teacher: a task the MLP can learn, so the loss falls instead of wandering
+        teacher = torch.randn(p["inputs"], p["classes"], generator=gen)
+        Y = (X @ teacher).argmax(-1)
         if ctx.on_gpu:  # pinned, so that the per-step scatter can copy asynchronously
             X, Y = X.pin_memory(), Y.pin_memory()
         cpu_rows = int(round(batch * p["cpu_share"])) if ctx.on_gpu else 0
@@ -142,10 +144,12 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
             got, want = results["parallel"], results["single"]
             ctx.check_close("parallel loss == single-device loss", got[0], want[0], rtol=1e-4, atol=1e-6)
             ctx.check_close("parallel parameters == single-device parameters", got[1:], want[1:], rtol=1e-3, atol=1e-5)
+        # Diverging training amplifies every rounding difference, and then no two runs agree: catch it by name.
         loss = results["single"][0]
-        ok = bool(torch.isfinite(loss).all()) and (steps < 2 or float(loss[-1]) < float(loss[0]))
-        ctx.checks["single-device loss finite and falling"] = Check(
-            ok, f"loss {float(loss[0]):.4f} -> {float(loss[-1]):.4f}"
+        ok = bool(torch.isfinite(loss).all()) and float(loss.max()) <= 1.1 * float(loss[0])
+        ctx.checks["single-device loss finite, not diverging"] = Check(
+            ok, f"loss {float(loss[0]):.4f} -> {float(loss[-1]):.4f} (max {float(loss.max()):.4f}); "
+            + ("" if ok else "lower --param lr")
         )
 
     ctx.derived["batch rows per participant"] = float(rows[0])
@@ -167,7 +171,7 @@ SCENARIO = register(
             Param("inputs", 64, 1024, "input features"),
             Param("hidden", 128, 4096, "hidden units"),
             Param("classes", 10, 10, "output classes"),
-            Param("lr", 0.1, 0.1, "learning rate"),
+            Param("lr", 0.1, 0.01, "learning rate (0.1 diverges at the GPU sizes)"),
             Param("cpu_share", 0.0, 0.01, "share of each minibatch computed on the CPU (GPU modes only)"),
         ),
         lanes=(2, 2),

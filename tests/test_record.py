@@ -63,7 +63,8 @@ def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.Ca
     assert meta["checks"] and all(c["ok"] for c in meta["checks"].values())
     assert meta["wall_times_s"] and all(v > 0 for v in meta["wall_times_s"].values())
     assert meta["torch_version"] and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", meta["created"])
-    assert set(meta["files"]) == RUN_FILES
+    assert set(meta["files"]) == RUN_FILES - {"meta.json"}
+    assert meta["files"]["trace.json.gz"] == (run / "trace.json.gz").stat().st_size
     assert meta["backend_details"]["profile_all_threads"] is True
     host = socket.gethostname()
     if len(host) >= 4:
@@ -316,3 +317,20 @@ def test_tracer_scenarios_lists_them(capsys: pytest.CaptureFixture[str]) -> None
     assert [s["name"] for s in listed] == NAMES
     assert {"name", "cpu", "gpu", "help", "type"} <= set(listed[0]["params"][0])
     assert main(["scenarios", "nope"]) == 2
+
+
+def test_compact_run_gzips_the_sqlite_and_drops_a_big_report(tmp_path: Path, fake_nsys: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.parsers import load_trace
+
+    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    run = rec.record("multi-device", device="cpu", out=tmp_path / "runs", backend="nsys", params=SMALL["multi-device"])
+    before = load_trace(run.path / "report.sqlite").events
+    files = rec.compact_run(run.path, max_report_bytes=4)
+    assert set(files) == {"report.sqlite.gz", "timeline.parquet", "summary.json"}
+    meta = json.loads((run.path / "meta.json").read_text())
+    assert meta["files"] == files and meta["dropped_files"] == ["report.nsys-rep"]
+    assert load_trace(run.path / "report.sqlite.gz").events.equals(before)
+    assert rec.compact_run(run.path) == files  # a second time changes nothing
+    with pytest.raises(UsageError, match="not a run directory"):
+        rec.compact_run(tmp_path)

@@ -222,8 +222,7 @@ def record(
         write_timeline_parquet(timeline, tmp / TIMELINE_FILE)
         (tmp / SUMMARY_FILE).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
         meta = _meta(result, backend, backend_meta, created, stages)
-        meta["files"] = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
-        meta["files"][META_FILE] = 0  # itself; its size is not known before it is written
+        meta["files"] = _file_sizes(tmp)
         stages["write"] = time.perf_counter() - t0
         meta["stages_s"] = dict(stages)
         (tmp / META_FILE).write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
@@ -391,6 +390,37 @@ def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> 
     return " | ".join(line for line in lines[-4:] if line.strip())
 
 
+def _file_sizes(run_dir: Path) -> dict[str, int]:
+    """The run's files and their sizes in bytes (meta.json itself left out)."""
+    return {p.name: p.stat().st_size for p in sorted(run_dir.iterdir()) if p.is_file() and p.name != META_FILE}
+
+
+def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 * 1024) -> dict[str, int]:
+    """Shrink a finished run for shipping (the bundled examples): gzip ``report.sqlite``, and drop the
+    ``.nsys-rep`` when it is larger than ``max_report_bytes`` (the SQLite export holds the same events).
+    Updates meta.json's file list; returns it. Each file is replaced atomically."""
+    from tracer.io import write_bytes_atomic
+
+    path = Path(run_dir)
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise UsageError(path, "not a run directory written by tracer record (no meta.json)")
+    meta = orjson.loads(meta_path.read_bytes())
+    sqlite = path / NSYS_SQLITE
+    if sqlite.exists():
+        _gzip_file(sqlite)
+    rep = path / NSYS_REPORT
+    dropped = []
+    if rep.exists() and rep.stat().st_size > max_report_bytes:
+        rep.unlink()
+        dropped.append(NSYS_REPORT)
+    meta["files"] = _file_sizes(path)
+    if dropped:
+        meta["dropped_files"] = sorted(set(meta.get("dropped_files", [])) | set(dropped))
+    write_bytes_atomic(meta_path, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    return meta["files"]
+
+
 def _open_permissions(run_dir: Path) -> None:
     """Temporary files and directories are private (0600/0700); a finished run gets the usual umask modes."""
     mask = os.umask(0)
@@ -402,8 +432,13 @@ def _open_permissions(run_dir: Path) -> None:
 
 
 def _gzip_file(path: Path) -> Path:
+    """Replace ``path`` by ``path.gz`` (atomically; no time stamp inside, so equal input gives equal bytes)."""
+    from tracer.io import atomic_path
+
     out = path.with_name(path.name + ".gz")
-    with open(path, "rb") as src, gzip.open(out, "wb", compresslevel=6) as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
+    with atomic_path(out) as tmp:
+        with open(path, "rb") as src, open(tmp, "wb") as raw, \
+                gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, compresslevel=9, mtime=0) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
     path.unlink()
     return out
