@@ -334,3 +334,36 @@ def test_compact_run_gzips_the_sqlite_and_drops_a_big_report(tmp_path: Path, fak
     assert rec.compact_run(run.path) == files  # a second time changes nothing
     with pytest.raises(UsageError, match="not a run directory"):
         rec.compact_run(tmp_path)
+
+
+def test_refresh_run_rederives_timeline_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.storage import read_timeline_parquet
+
+    run = _record(tmp_path, capsys, "multi-device", *_params("multi-device"))
+    before = read_timeline_parquet(run / "timeline.parquet").events
+    (run / "timeline.parquet").write_bytes(b"stale")
+    (run / "summary.json").write_text("{}")
+    summary = rec.refresh_run(run)
+    assert read_timeline_parquet(run / "timeline.parquet").events.equals(before)
+    assert json.loads((run / "summary.json").read_text()) == summary and summary["format"] == "kineto"
+    with pytest.raises(UsageError, match="not a run directory"):
+        rec.refresh_run(tmp_path)
+
+
+def test_bundled_examples_are_current(tmp_path: Path) -> None:
+    """The bundled runs' timelines are what today's parsers make of their traces (else: refresh_run them)."""
+    from tracer.parsers import load_trace
+    from tracer.storage import read_timeline_parquet
+
+    examples = Path(rec.__file__).parent / "examples"
+    runs = sorted(p for p in examples.iterdir() if p.is_dir())
+    assert len(runs) >= 7
+    for run in runs:
+        meta = json.loads((run / "meta.json").read_text())
+        assert all(c["ok"] for c in meta["checks"].values())
+        assert set(meta["files"]) == {p.name for p in run.iterdir()} - {"meta.json"}
+        assert sum(p.stat().st_size for p in run.iterdir()) < 1_000_000, run.name
+        source = run / ("trace.json.gz" if meta["backend"] == "torch" else "report.sqlite.gz")
+        fresh = load_trace(source, cache=False).events
+        stored = read_timeline_parquet(run / "timeline.parquet").events
+        assert fresh.equals(stored), f"{run.name}: run tracer.record.refresh_run on it"

@@ -421,6 +421,35 @@ def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 
     return meta["files"]
 
 
+def refresh_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Re-derive ``timeline.parquet`` and ``summary.json`` from the run's own trace with today's parsers.
+
+    The trace (or nsys export) is the record; the timeline and summary are derived data, and a parser fix
+    should reach old runs too (the bundled examples are refreshed this way). Returns the new summary.
+    """
+    from tracer.analysis.summary import summarize
+    from tracer.io import write_bytes_atomic
+    from tracer.parsers import load_trace
+    from tracer.storage import write_timeline_parquet
+
+    path = Path(run_dir)
+    meta_path = path / META_FILE
+    if not meta_path.is_file():
+        raise UsageError(path, "not a run directory written by tracer record (no meta.json)")
+    sources = [path / n for n in (TRACE_FILE, NSYS_SQLITE, NSYS_SQLITE + ".gz") if (path / n).exists()]
+    if not sources:
+        raise UsageError(path, f"holds no trace to re-parse ({TRACE_FILE} or {NSYS_SQLITE}[.gz])")
+    timeline = load_trace(sources[0], cache=False)
+    timeline.meta.source = sources[0].name
+    summary = summarize(timeline)
+    write_timeline_parquet(timeline, path / TIMELINE_FILE)
+    write_bytes_atomic(path / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    meta = orjson.loads(meta_path.read_bytes())
+    meta["files"] = _file_sizes(path)
+    write_bytes_atomic(meta_path, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    return summary
+
+
 def _open_permissions(run_dir: Path) -> None:
     """Temporary files and directories are private (0600/0700); a finished run gets the usual umask modes."""
     mask = os.umask(0)
