@@ -106,8 +106,8 @@ def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, A
 
     try:
         return prepare(scenario, device, params)
-    except DeviceError as exc:
-        raise ToolMissingError("--device", str(exc)) from None
+    except DeviceError as exc:  # its message names the --device value already
+        raise ToolMissingError("", str(exc)) from None
     except ScenarioError as exc:
         raise UsageError("", str(exc)) from None
 

@@ -28,7 +28,7 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
         f"  variant {meta['variant']}  ·  {meta['mode']} ({devices}{'; ' + gpus if gpus else ''})",
         f"  ·  backend {meta['backend']}",
     ))
-    times = Table(box=box.SIMPLE_HEAD, title="Wall time per variant (ms; synchronised before and after)")
+    times = Table(box=box.SIMPLE_HEAD, title="Wall time (ms)", caption="devices synchronised before and after")
     times.add_column("variant / part")
     times.add_column("ms", justify="right")
     times.add_column("", justify="left")
@@ -45,7 +45,8 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
         out.append(d)
     devs = summary.get("devices") or {}
     if devs:
-        t = Table(box=box.SIMPLE_HEAD, title="Per GPU, profiled window (ms): overlap = copy time hidden behind compute")
+        t = Table(box=box.SIMPLE_HEAD, title="Per GPU (ms), profiled window",
+                  caption="overlap = copy time hidden behind compute")
         for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden"):
             t.add_column(col, justify="right")
         for dev, v in devs.items():
