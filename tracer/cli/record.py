@@ -41,7 +41,10 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
         d.add_column("figure")
         d.add_column("value", justify="right")
         for k, v in meta["derived"].items():
-            d.add_row(k, f"{v:,.3f}" if not float(v).is_integer() else f"{int(v):,}")
+            if "hidden" in k or "share" in k:  # fractions read best as percentages
+                d.add_row(k, f"{100 * float(v):.0f}%")
+            else:
+                d.add_row(k, f"{v:,.3f}" if not float(v).is_integer() else f"{int(v):,}")
         out.append(d)
     devs = summary.get("devices") or {}
     if devs:
