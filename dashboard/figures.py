@@ -411,32 +411,36 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         go.Heatmap(
             z=z,
             x=x,
-            y=list(range(len(labels))),
+            y=labels,  # category axis: the hover names the lane without a label per cell
             colorscale=[[0, "#ffffff"], [0.02, "#e3eef8"], [1, "#08306b"]],
             zmin=0,
             zmax=1,
             showscale=False,
-            customdata=np.array(labels, dtype=object)[:, None].repeat(bins, axis=1) if labels else None,
-            hovertemplate="%{customdata}<br>%{x:.3f} ms: busy %{z:.0%}<extra></extra>",
+            hovertemplate="%{y}<br>%{x:.3f} ms: busy %{z:.0%}<extra></extra>",
         )
     )
-    shapes = []
-    if window is not None:
-        lo, hi = clamp_window(view, window)
-        if (lo, hi) != full_window(view):
-            shapes.append(
-                dict(type="rect", xref="x", yref="paper", x0=lo / 1e6, x1=hi / 1e6, y0=0, y1=1,
-                     line=dict(color="#D55E00", width=2), fillcolor="rgba(213,94,0,0.08)")
-            )
-    n = max(len(labels), 1)
     fig.update_layout(
-        **_base_layout(max(70, min(200, 9 * n + 50))),
+        **_base_layout(max(70, min(200, 9 * max(len(labels), 1) + 50))),
         xaxis=dict(range=[0, span / 1e6], showgrid=False, zeroline=False, ticksuffix=" ms", tickfont=dict(size=10)),
-        yaxis=dict(range=[n - 0.5, -0.5], fixedrange=True, showticklabels=False, showgrid=False, zeroline=False),
-        shapes=shapes,
+        yaxis=dict(autorange="reversed", fixedrange=True, showticklabels=False, showgrid=False, zeroline=False,
+                   type="category"),
+        shapes=minimap_shapes(view, window),
     )
     fig.update_layout(margin=dict(l=10, r=20, t=4, b=24), showlegend=False)
     return fig
+
+
+def minimap_shapes(view: TimelineView, window: Window | None) -> list[dict[str, Any]]:
+    """The outline of ``window`` on the minimap (none for the whole run). A zoom only sends these."""
+    if window is None:
+        return []
+    lo, hi = clamp_window(view, window)
+    if (lo, hi) == full_window(view):
+        return []
+    return [
+        dict(type="rect", xref="x", yref="paper", x0=lo / 1e6, x1=hi / 1e6, y0=0, y1=1,
+             line=dict(color="#D55E00", width=2), fillcolor="rgba(213,94,0,0.08)")
+    ]
 
 
 def compare_figure(

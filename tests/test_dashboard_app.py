@@ -298,3 +298,27 @@ def _find(component, target_id):
         if found is not None:
             return found
     return None
+
+
+# ----- the command
+
+
+def test_dashboard_command_is_registered_and_documented():
+    from tests.conftest import run_cli
+
+    proc = run_cli("dashboard", "--help")
+    assert proc.returncode == 0
+    assert "--port" in proc.stdout and "--host" in proc.stdout
+
+
+@pytest.mark.parametrize("module", [False, True])
+def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
+    from tests.conftest import run_cli
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("not a trace")
+    proc = run_cli("dashboard", str(bad), "--port", "1", module=module, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == f"tracer: error: {bad}: unrecognised content: expected a Kineto/Chrome JSON trace, an nsys SQLite export, a .nsys-rep or Parquet"
+    missing = run_cli("dashboard", str(tmp_path / "nope.json"), module=module, timeout=120)
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr

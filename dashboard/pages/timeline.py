@@ -8,11 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.data import RunStore
-from dashboard.figures import clamp_window, fmt_duration, full_window, minimap_figure, timeline_figure
+from dashboard.figures import (
+    clamp_window,
+    fmt_duration,
+    full_window,
+    minimap_figure,
+    minimap_shapes,
+    timeline_figure,
+)
 from dashboard.model import TimelineView
 from dashboard.pages.common import GRAPH_CONFIG, device_cards, plot_width, run_heading, window_from_relayout
 from tracer.errors import TracerError
@@ -124,7 +131,9 @@ def update(
         highlight = int(src) if link else None
         launch = launch_text(view, link)
     fig = timeline_figure(view, window, width_px=plot_width(viewport), lanes=lanes, highlight=highlight, uirevision=key)
-    minimap = minimap_figure(view, window)
+    # The minimap's heatmap never changes: send only the window's outline.
+    minimap = Patch()
+    minimap["layout"]["shapes"] = minimap_shapes(view, window)
     new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight}
     return fig, minimap, status_text(fig), launch, new_state
 

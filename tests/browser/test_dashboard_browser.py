@@ -32,6 +32,11 @@ def lane_labels_with(view, cls: str) -> set[str]:
 def open_timeline(page, served, key):
     page.goto(f"{served.url}/timeline?run={key}")
     page.wait_for_selector(f"#{ids.TL_GRAPH} .scatterlayer .trace")
+    # dcc.Graph binds its event handlers after the first plot; a drag before that would go unheard
+    page.wait_for_function(
+        f"() => {{ const gd = {GRAPH_JS}; return !!(gd && gd._ev && gd._ev.listeners('plotly_relayout').length"
+        " && gd._ev.listeners('plotly_click').length); }"
+    )
     return page
 
 
