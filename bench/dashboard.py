@@ -161,6 +161,14 @@ def _time_zooms(browser, url: str, sel: str, span_ns: int) -> list[tuple[float, 
     return out
 
 
+def _default_screenshot_run() -> Path:
+    for meta in sorted((ROOT / "tracer" / "examples").glob("compute-copy-side-stream-*/meta.json")):
+        m = json.loads(meta.read_text())
+        if m.get("backend") == "torch" and m.get("gpu_names"):
+            return meta.parent
+    return ROOT / "tests" / "data" / "copy_side_stream.json.gz"
+
+
 def screenshot(run: Path, out: Path) -> None:
     """The timeline page of ``run`` with the mouse on a copy (its hover shows size and bandwidth)."""
     from playwright.sync_api import sync_playwright
@@ -210,8 +218,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
     ap.add_argument("--screenshot", type=Path, metavar="PNG",
                     help="instead: screenshot the timeline page of --run (the README's docs/images/timeline.png)")
-    ap.add_argument("--run", type=Path, default=ROOT / "tests" / "data" / "copy_side_stream.json.gz",
-                    help="trace or run directory for --screenshot")
+    ap.add_argument("--run", type=Path, default=_default_screenshot_run(),
+                    help="trace or run directory for --screenshot (default: the bundled H200 compute-copy "
+                    "side-stream run recorded with torch.profiler)")
     args = ap.parse_args(argv)
     if args.screenshot:
         screenshot(args.run, args.screenshot)

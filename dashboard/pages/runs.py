@@ -15,6 +15,7 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("name", "Run", False),
     ("scenario", "Scenario", False),
     ("variant", "Variant", False),
+    ("trace", "Trace", False),
     ("devices", "Devices", False),
     ("date", "Recorded", False),
     ("span_ms", "Span ms", True),
@@ -52,6 +53,7 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
         "origin": info.origin,
         "scenario": str(info.meta.get("scenario") or ""),
         "variant": str(info.meta.get("variant") or ""),
+        "trace": str(info.meta.get("backend") or (summary or {}).get("format") or ""),
         "devices": _devices_text(info, summary),
         "date": run_date(info),
         "error": info.error,
@@ -89,7 +91,7 @@ def filter_sort(rows: list[dict[str, Any]], text: str | None, sort: dict[str, An
     words = (text or "").lower().split()
     if words:
         def hay(r: dict[str, Any]) -> str:
-            return " ".join(str(r.get(c) or "") for c in ("name", "scenario", "variant", "devices", "date", "origin")).lower()
+            return " ".join(str(r.get(c) or "") for c in ("name", "scenario", "variant", "trace", "devices", "date", "origin")).lower()
 
         rows = [r for r in rows if all(w in hay(r) for w in words)]
     sort = sort or {}
