@@ -36,8 +36,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 CHROMIUM = os.environ.get("TRACER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1600, "height": 1000}
 #: zoom windows as (centre, width) fractions of the run
 ZOOMS = ((0.5, 0.1), (0.3, 0.01), (0.7, 0.001))
@@ -65,21 +72,66 @@ def write_kineto(n_intervals: int, path: Path, seed: int = 0) -> dict[str, int]:
     corr = 1
     for i in range(steps):
         h = float(host[i])
-        ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000, "tid": 1000, "ts": h, "dur": 4.0})
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1000, "tid": 1000,
-                   "ts": h + 0.5, "dur": 3.0, "args": {"correlation": corr}})
-        ev.append({"ph": "X", "cat": "kernel", "name": f"gemm_kernel_{i % 7}", "pid": 0, "tid": 7, "ts": float(gpu[i]),
-                   "dur": float(k_dur[i]), "args": {"device": 0, "stream": 7, "correlation": corr}})
+        ev.append(
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1000, "tid": 1000, "ts": h, "dur": 4.0}
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1000,
+                "tid": 1000,
+                "ts": h + 0.5,
+                "dur": 3.0,
+                "args": {"correlation": corr},
+            }
+        )
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": f"gemm_kernel_{i % 7}",
+                "pid": 0,
+                "tid": 7,
+                "ts": float(gpu[i]),
+                "dur": float(k_dur[i]),
+                "args": {"device": 0, "stream": 7, "correlation": corr},
+            }
+        )
         corr += 1
         if i % 3 == 2:
-            ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1000, "tid": 1000,
-                       "ts": h + 3.6, "dur": 0.3, "args": {"correlation": corr}})
-            ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": 21,
-                       "ts": float(gpu[i] + k_dur[i] + 0.5), "dur": 25.0,
-                       "args": {"device": 0, "stream": 21, "correlation": corr, "bytes": 1 << 20}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaMemcpyAsync",
+                    "pid": 1000,
+                    "tid": 1000,
+                    "ts": h + 3.6,
+                    "dur": 0.3,
+                    "args": {"correlation": corr},
+                }
+            )
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "gpu_memcpy",
+                    "name": "Memcpy DtoH (Device -> Pinned)",
+                    "pid": 0,
+                    "tid": 21,
+                    "ts": float(gpu[i] + k_dur[i] + 0.5),
+                    "dur": 25.0,
+                    "args": {"device": 0, "stream": 21, "correlation": corr, "bytes": 1 << 20},
+                }
+            )
             corr += 1
     meta = [{"name": "thread_name", "ph": "M", "pid": 1000, "tid": 1000, "args": {"name": "python3"}}]
-    doc = {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "Synthetic GPU"}], "traceEvents": meta + ev}
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": 0, "name": "Synthetic GPU"}],
+        "traceEvents": meta + ev,
+    }
     path.write_bytes(orjson.dumps(doc))
     return {"intervals": len(ev), "bytes": path.stat().st_size}
 
@@ -152,8 +204,13 @@ def _time_zooms(browser, url: str, sel: str, span_ns: int) -> list[tuple[float, 
         try:
             page.wait_for_function(DRAWN_JS, arg=[sel, [lo, hi]], polling="raf", timeout=60_000)
         except Exception:
-            print("zoom never drawn:", [lo, hi], page.evaluate(f"() => document.querySelector('{sel}').layout.meta"),
-                  page.inner_text("#timeline-status"), file=sys.stderr)
+            print(
+                "zoom never drawn:",
+                [lo, hi],
+                page.evaluate(f"() => document.querySelector('{sel}').layout.meta"),
+                page.inner_text("#timeline-status"),
+                file=sys.stderr,
+            )
             raise
         elapsed = (page.evaluate("() => performance.now()") - t0) / 1000
         out.append((elapsed, page.evaluate(f"() => document.querySelector('{sel}').layout.meta.blocks")))
@@ -188,10 +245,15 @@ def screenshot(run: Path, out: Path) -> None:
         page.goto(f"{url}/timeline?run={key}")
         sel = f"#{ids.TL_GRAPH} .js-plotly-plot"
         page.wait_for_function(DRAWN_JS, arg=[sel, None], polling="raf")
-        page.wait_for_selector(f"#{ids.TL_MINIMAP} .heatmaplayer image, #{ids.TL_MINIMAP} .hm image", state="attached")
+        page.wait_for_selector(
+            f"#{ids.TL_MINIMAP} .heatmaplayer image, #{ids.TL_MINIMAP} .hm image", state="attached"
+        )
         # hover the middle of the first lane with copies
-        copy_groups = [int(g) for g in np.unique(view.group) if int(g) % N_CLASSES in
-                       (CLASS_INDEX["DtoH"], CLASS_INDEX["HtoD"], CLASS_INDEX["DtoD"])]
+        copy_groups = [
+            int(g)
+            for g in np.unique(view.group)
+            if int(g) % N_CLASSES in (CLASS_INDEX["DtoH"], CLASS_INDEX["HtoD"], CLASS_INDEX["DtoD"])
+        ]
         if copy_groups:
             row = copy_groups[0] // N_CLASSES
             g = copy_groups[0]
@@ -214,13 +276,25 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     ap.add_argument("--repeat", type=int, default=3, help="page loads per measurement (median reported)")
-    ap.add_argument("--dir", type=Path, default=Path(os.environ.get("TRACER_BENCH_DIR", tempfile.gettempdir())) / "tracer-bench")
+    ap.add_argument(
+        "--dir",
+        type=Path,
+        default=Path(os.environ.get("TRACER_BENCH_DIR", tempfile.gettempdir())) / "tracer-bench",
+    )
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
-    ap.add_argument("--screenshot", type=Path, metavar="PNG",
-                    help="instead: screenshot the timeline page of --run (the README's docs/images/timeline.png)")
-    ap.add_argument("--run", type=Path, default=_default_screenshot_run(),
-                    help="trace or run directory for --screenshot (default: the bundled H200 compute-copy "
-                    "side-stream run recorded with torch.profiler)")
+    ap.add_argument(
+        "--screenshot",
+        type=Path,
+        metavar="PNG",
+        help="instead: screenshot the timeline page of --run (the README's docs/images/timeline.png)",
+    )
+    ap.add_argument(
+        "--run",
+        type=Path,
+        default=_default_screenshot_run(),
+        help="trace or run directory for --screenshot (default: the bundled H200 compute-copy "
+        "side-stream run recorded with torch.profiler)",
+    )
     args = ap.parse_args(argv)
     if args.screenshot:
         screenshot(args.run, args.screenshot)
@@ -241,15 +315,20 @@ def main(argv: list[str] | None = None) -> None:
         if not p.exists():
             t = time.perf_counter()
             info = write_kineto(n, p)
-            print(f"wrote {p} ({info['intervals']:,} intervals, {info['bytes'] / 1e6:.0f} MB) in "
-                  f"{time.perf_counter() - t:.1f} s", file=sys.stderr)
+            print(
+                f"wrote {p} ({info['intervals']:,} intervals, {info['bytes'] / 1e6:.0f} MB) in "
+                f"{time.perf_counter() - t:.1f} s",
+                file=sys.stderr,
+            )
         paths.append(p)
     store = RunStore(paths, examples=False, runs_dir=None)
-    from tracer.parsers import load_trace
     from dashboard.model import prepare
+    from tracer.parsers import load_trace
 
     # warm up imports and plotly's validators so the first size is not charged for them
-    timeline_figure(prepare(load_trace(ROOT / "tests" / "data" / "copy_side_stream.json.gz", cache=False))).to_json()
+    timeline_figure(
+        prepare(load_trace(ROOT / "tests" / "data" / "copy_side_stream.json.gz", cache=False))
+    ).to_json()
     keys = {}
     for n, p in zip(args.sizes, paths):
         key = next(i.key for i in store.runs() if i.path == p)
@@ -266,11 +345,20 @@ def main(argv: list[str] | None = None) -> None:
         fig = timeline_figure(view, width_px=width)
         payload = fig.to_json()
         figure_s = time.perf_counter() - t
-        prep[n] = {"intervals": len(tl.events), "parse_s": parse_s, "prepare_s": prepare_s,
-                   "server_figure_s": figure_s, "blocks": fig.layout.meta["blocks"],
-                   "payload_kb": len(payload) / 1e3, "span_ns": view.span_ns}
-        print(f"{n:>9,}: parse {parse_s:.2f} s, layout {prepare_s:.2f} s, whole-run figure {figure_s * 1e3:.0f} ms "
-              f"({fig.layout.meta['blocks']:,} blocks, {len(payload) / 1e3:.0f} kB)", file=sys.stderr)
+        prep[n] = {
+            "intervals": len(tl.events),
+            "parse_s": parse_s,
+            "prepare_s": prepare_s,
+            "server_figure_s": figure_s,
+            "blocks": fig.layout.meta["blocks"],
+            "payload_kb": len(payload) / 1e3,
+            "span_ns": view.span_ns,
+        }
+        print(
+            f"{n:>9,}: parse {parse_s:.2f} s, layout {prepare_s:.2f} s, whole-run figure {figure_s * 1e3:.0f} ms "
+            f"({fig.layout.meta['blocks']:,} blocks, {len(payload) / 1e3:.0f} kB)",
+            file=sys.stderr,
+        )
 
     app_url, app_server = _serve(create_app(store=store))
     empty_url, empty_server = _serve(_empty_app())
@@ -286,24 +374,31 @@ def main(argv: list[str] | None = None) -> None:
                 r = results["sizes"].setdefault(n, {"first_s": [], "zoom_s": []})
                 r["first_s"].append(_time_load(browser, f"{app_url}/timeline?run={keys[n]}", sel))
         for n in args.sizes:
-            results["sizes"][n]["zoom_s"] = _time_zooms(browser, f"{app_url}/timeline?run={keys[n]}", sel,
-                                                        prep[n]["span_ns"])
+            results["sizes"][n]["zoom_s"] = _time_zooms(
+                browser, f"{app_url}/timeline?run={keys[n]}", sel, prep[n]["span_ns"]
+            )
         browser.close()
     app_server.shutdown()
     empty_server.shutdown()
 
     empty = statistics.median(results["empty_s"])
-    print(f"\nChromium {CHROMIUM}, viewport {VIEWPORT['width']}×{VIEWPORT['height']}, median of {args.repeat} cold loads; "
-          f"empty figure's page: {empty:.2f} s\n")
-    print("| intervals | parse + layout (server, once) | whole-run figure (server) | blocks drawn | first render | "
-          "− empty | zoom to 10% / 1% / 0.1% of the run (blocks) |")
+    print(
+        f"\nChromium {CHROMIUM}, viewport {VIEWPORT['width']}×{VIEWPORT['height']}, median of {args.repeat} cold loads; "
+        f"empty figure's page: {empty:.2f} s\n"
+    )
+    print(
+        "| intervals | parse + layout (server, once) | whole-run figure (server) | blocks drawn | first render | "
+        "− empty | zoom to 10% / 1% / 0.1% of the run (blocks) |"
+    )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for n in args.sizes:
         r, p = results["sizes"][n], prep[n]
         first = statistics.median(r["first_s"])
         zooms = " / ".join(f"{z:.2f} s ({b:,})" for z, b in r["zoom_s"])
-        print(f"| {p['intervals']:,} | {p['parse_s']:.1f} + {p['prepare_s']:.2f} s | {p['server_figure_s'] * 1e3:.0f} ms, "
-              f"{p['payload_kb']:.0f} kB | {p['blocks']:,} | {first:.2f} s | {first - empty:+.2f} s | {zooms} |")
+        print(
+            f"| {p['intervals']:,} | {p['parse_s']:.1f} + {p['prepare_s']:.2f} s | {p['server_figure_s'] * 1e3:.0f} ms, "
+            f"{p['payload_kb']:.0f} kB | {p['blocks']:,} | {first:.2f} s | {first - empty:+.2f} s | {zooms} |"
+        )
     if args.json:
         args.json.write_text(json.dumps({"prep": prep, **results}, indent=1))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = ["create_app"]
 
 
-def create_app(*args, **kwargs):  # noqa: ANN002, ANN003 - a lazy re-export keeps `import dashboard` light
+def create_app(*args, **kwargs):
     from dashboard.app import create_app as _create_app
 
     return _create_app(*args, **kwargs)

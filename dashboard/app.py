@@ -32,7 +32,9 @@ def create_app(
     """A Dash app showing the runs in ``paths`` (run directories, traces, folders of them), the bundled
     examples (``examples``) and ``runs_dir``. With exactly one run or trace in ``paths``, ``/`` opens its
     timeline. The app's :class:`RunStore` is ``app.tracer_store``."""
-    store = store or RunStore(list(paths), examples=examples, runs_dir=runs_dir, max_upload_bytes=max_upload_bytes)
+    store = store or RunStore(
+        list(paths), examples=examples, runs_dir=runs_dir, max_upload_bytes=max_upload_bytes
+    )
     app = Dash(
         __name__,
         title="tracer",

@@ -263,7 +263,7 @@ class RunStore:
         except TracerError as exc:
             path.unlink(missing_ok=True)
             raise TraceFormatError(name, exc.problem) from None
-        except Exception as exc:  # a parser bug must not take the app down: report it like bad input
+        except Exception as exc:  # noqa: BLE001 - a parser bug must not take the app down: report it as bad input
             path.unlink(missing_ok=True)
             raise TraceFormatError(name, f"could not be read ({type(exc).__name__}: {exc})") from None
         view.timeline.meta.source = name
@@ -305,7 +305,9 @@ def run_date(info: RunInfo) -> str:
     for k in ("created", "recorded_at", "date", "started_at", "start_time", "timestamp"):
         v = info.meta.get(k)
         if isinstance(v, (int, float)) and v > 1e9:
-            return datetime.fromtimestamp(v if v < 1e12 else v / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+            return datetime.fromtimestamp(v if v < 1e12 else v / 1e9, tz=timezone.utc).strftime(
+                "%Y-%m-%d %H:%M"
+            )
         if isinstance(v, str) and v:
             return v.replace("T", " ")[:16]
     try:

@@ -20,7 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dashboard.lod import Blocks, merge_blocks
-from dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
+from dashboard.model import CLASSES, N_CLASSES, Row, TimelineView, prepare
 from tracer.timeline import Timeline
 
 #: Default plot width in pixels when the browser has not said (the level of detail depends on it).
@@ -135,7 +135,9 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
                 rate = f" · {nbytes[j] / durs[j]:.1f} GB/s" if durs[j] > 0 else ""
                 lines.append(f"{fmt_bytes(nbytes[j])}{rate}")
             if not np.isnan(corr[j]):
-                lines.append(f"correlation {int(corr[j])}" + (" · click: show its launch" if devs[j] >= 0 else ""))
+                lines.append(
+                    f"correlation {int(corr[j])}" + (" · click: show its launch" if devs[j] >= 0 else "")
+                )
             details[int(b)] = "<br>".join(lines)
     out = []
     for b in range(len(blocks)):
@@ -145,7 +147,9 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
         c = CLASSES[int(cls[b])]
         lo, hi = blocks.start_ns[b], blocks.end_ns[b]
         span = max(int(hi - lo), 1)
-        head = c.label if blocks.count[b] == 1 else f"{blocks.count[b]:,} × {c.label} (merged: zoom in for each)"
+        head = (
+            c.label if blocks.count[b] == 1 else f"{blocks.count[b]:,} × {c.label} (merged: zoom in for each)"
+        )
         out.append(
             f"<b>{head}</b><br>{lo / 1e6:.4f} – {hi / 1e6:.4f} ms"
             f"<br>busy {fmt_duration(blocks.busy_ns[b])} of {fmt_duration(span)} ({100 * blocks.busy_ns[b] / span:.0f}%)"
@@ -195,7 +199,9 @@ def lane_traces(
             half = BAR_HALF * (0.7 if c.key == "overlap" else 1.0)
             nan = np.full(int(m.sum()), np.nan)
             xs = np.column_stack([x0[m], x1[m], x1[m], x0[m], x0[m], nan]).ravel() / 1e6
-            ys = np.column_stack([y[m] - half, y[m] - half, y[m] + half, y[m] + half, y[m] - half, nan]).ravel()
+            ys = np.column_stack(
+                [y[m] - half, y[m] - half, y[m] + half, y[m] + half, y[m] - half, nan]
+            ).ravel()
             first = legend is None or c.key not in legend
             if legend is not None:
                 legend.add(c.key)
@@ -256,13 +262,31 @@ def _lane_shapes(rows: list[Row], yref: str, xref: str) -> list[dict[str, Any]]:
             lane_idx += 1
             if prev_dev is not None and r.device != prev_dev:
                 shapes.append(
-                    dict(type="line", xref=f"{xref} domain", yref=yref, x0=0, x1=1, y0=y - 0.5, y1=y - 0.5,
-                         line=dict(color="#888", width=1))
+                    dict(
+                        type="line",
+                        xref=f"{xref} domain",
+                        yref=yref,
+                        x0=0,
+                        x1=1,
+                        y0=y - 0.5,
+                        y1=y - 0.5,
+                        line=dict(color="#888", width=1),
+                    )
                 )
         if lane_idx % 2 == 1:
             shapes.append(
-                dict(type="rect", xref=f"{xref} domain", yref=yref, x0=0, x1=1, y0=y - 0.5, y1=y + 0.5,
-                     fillcolor="#f3f5f8", line=dict(width=0), layer="below")
+                dict(
+                    type="rect",
+                    xref=f"{xref} domain",
+                    yref=yref,
+                    x0=0,
+                    x1=1,
+                    y0=y - 0.5,
+                    y1=y + 0.5,
+                    fillcolor="#f3f5f8",
+                    line=dict(width=0),
+                    layer="below",
+                )
             )
         prev_lane, prev_dev = r.lane, r.device
     return shapes
@@ -303,14 +327,35 @@ def _highlight(view: TimelineView, drawn: Drawn, link: dict[str, Any], xref: str
             y = drawn.row_of[r]
             ys[key] = y
             shapes.append(
-                dict(type="rect", xref=xref, yref=yref, x0=link[f"{key}_start_ns"] / 1e6, x1=link[f"{key}_end_ns"] / 1e6,
-                     y0=y - 0.48, y1=y + 0.48, line=dict(color="#000", width=2), fillcolor="rgba(0,0,0,0)")
+                dict(
+                    type="rect",
+                    xref=xref,
+                    yref=yref,
+                    x0=link[f"{key}_start_ns"] / 1e6,
+                    x1=link[f"{key}_end_ns"] / 1e6,
+                    y0=y - 0.48,
+                    y1=y + 0.48,
+                    line=dict(color="#000", width=2),
+                    fillcolor="rgba(0,0,0,0)",
+                )
             )
     if len(ys) == 2:
         notes.append(
-            dict(x=link["work_start_ns"] / 1e6, y=ys["work"], ax=link["launch_end_ns"] / 1e6, ay=ys["launch"],
-                 xref=xref, yref=yref, axref=xref, ayref=yref, showarrow=True, arrowhead=3, arrowwidth=1.5,
-                 arrowcolor="#000", text="")
+            dict(
+                x=link["work_start_ns"] / 1e6,
+                y=ys["work"],
+                ax=link["launch_end_ns"] / 1e6,
+                ay=ys["launch"],
+                xref=xref,
+                yref=yref,
+                axref=xref,
+                ayref=yref,
+                showarrow=True,
+                arrowhead=3,
+                arrowwidth=1.5,
+                arrowcolor="#000",
+                text="",
+            )
         )
     return shapes, notes
 
@@ -385,7 +430,9 @@ def timeline_figure(
         shapes += s
         annotations += a
     if not drawn.rows:
-        annotations.append(dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False))
+        annotations.append(
+            dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
+        )
     fig.update_layout(
         **_base_layout(max(220, ROW_PX * len(drawn.rows) + 90)),
         xaxis=_xaxis(window, "time since the run's first event"),
@@ -393,7 +440,9 @@ def timeline_figure(
         shapes=shapes,
         annotations=annotations,
         uirevision=uirevision,
-        meta=dict(window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows)),
+        meta=dict(
+            window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows)
+        ),
     )
     return fig
 
@@ -421,9 +470,17 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
     )
     fig.update_layout(
         **_base_layout(max(70, min(200, 9 * max(len(labels), 1) + 50))),
-        xaxis=dict(range=[0, span / 1e6], showgrid=False, zeroline=False, ticksuffix=" ms", tickfont=dict(size=10)),
-        yaxis=dict(autorange="reversed", fixedrange=True, showticklabels=False, showgrid=False, zeroline=False,
-                   type="category"),
+        xaxis=dict(
+            range=[0, span / 1e6], showgrid=False, zeroline=False, ticksuffix=" ms", tickfont=dict(size=10)
+        ),
+        yaxis=dict(
+            autorange="reversed",
+            fixedrange=True,
+            showticklabels=False,
+            showgrid=False,
+            zeroline=False,
+            type="category",
+        ),
         shapes=minimap_shapes(view, window),
     )
     fig.update_layout(margin=dict(l=10, r=20, t=4, b=24), showlegend=False)
@@ -438,8 +495,17 @@ def minimap_shapes(view: TimelineView, window: Window | None) -> list[dict[str, 
     if (lo, hi) == full_window(view):
         return []
     return [
-        dict(type="rect", xref="x", yref="paper", x0=lo / 1e6, x1=hi / 1e6, y0=0, y1=1,
-             line=dict(color="#D55E00", width=2), fillcolor="rgba(213,94,0,0.08)")
+        dict(
+            type="rect",
+            xref="x",
+            yref="paper",
+            x0=lo / 1e6,
+            x1=hi / 1e6,
+            y0=0,
+            y1=1,
+            line=dict(color="#D55E00", width=2),
+            fillcolor="rgba(213,94,0,0.08)",
+        )
     ]
 
 
@@ -479,8 +545,17 @@ def compare_figure(
         layout[f"yaxis{ax}"] = y_axis
         layout[f"xaxis{ax}"] = x_axis
         annotations.append(
-            dict(text=f"<b>{_escape(name)}</b>", xref="paper", yref="paper", x=0, y=top, xanchor="left",
-                 yanchor="bottom", showarrow=False, font=dict(size=13))
+            dict(
+                text=f"<b>{_escape(name)}</b>",
+                xref="paper",
+                yref="paper",
+                x=0,
+                y=top,
+                xanchor="left",
+                yanchor="bottom",
+                showarrow=False,
+                font=dict(size=13),
+            )
         )
         meta.append(dict(blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows)))
         top -= h + gap

@@ -178,7 +178,9 @@ def prepare(timeline: Timeline) -> TimelineView:
     def add(idx: np.ndarray, row: int | np.ndarray, cls: np.ndarray | int) -> None:
         if idx.size:
             grp = np.asarray(row, dtype=np.int64) * N_CLASSES + np.asarray(cls, dtype=np.int64)
-            parts.append((starts[idx], ends[idx], np.broadcast_to(grp, idx.shape).copy(), idx.astype(np.int64)))
+            parts.append(
+                (starts[idx], ends[idx], np.broadcast_to(grp, idx.shape).copy(), idx.astype(np.int64))
+            )
 
     copy_cls = np.full(len(ev), CLASS_INDEX["copy_other"], dtype=np.int64)
     copy_cls[copy_kind == "HtoD"] = CLASS_INDEX["HtoD"]
@@ -240,7 +242,11 @@ def prepare(timeline: Timeline) -> TimelineView:
         if o.size or a.size:
             depth = np.minimum(nesting_depth(starts[o], ends[o]), MAX_OP_DEPTH - 1)
             n = int(depth.max()) + 1 if o.size else 0
-            subs = (["ops"] if n else []) + [f"ops {i + 1}" for i in range(1, n)] + (["CUDA API"] if a.size else [])
+            subs = (
+                (["ops"] if n else [])
+                + [f"ops {i + 1}" for i in range(1, n)]
+                + (["CUDA API"] if a.size else [])
+            )
             lane_rows = add_lane(f"cpu/{p}/{t}", f"CPU · {tlabel}", subs, -1)
             if o.size:
                 add(o, np.asarray(lane_rows)[depth], CLASS_INDEX["cpu_op"])

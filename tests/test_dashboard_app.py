@@ -15,7 +15,7 @@ from dashboard import ids
 from dashboard.app import create_app, route, upload
 from dashboard.data import RunStore, discover, speedup_of
 from dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
-from dashboard.model import CLASS_INDEX, N_CLASSES, prepare
+from dashboard.model import CLASS_INDEX, prepare
 from dashboard.pages import runs, timeline
 from tracer.errors import TracerError, UsageError
 from tracer.parsers import load_trace
@@ -77,7 +77,11 @@ def test_timeline_figure_whole_run_merges_and_says_so(side_view):
     assert 0 < meta["blocks"] < meta["intervals"]
     names = {t.name for t in fig.data}
     assert {"Kernel", "Copy DtoH", "Compute ∩ copy", "hover"} <= names
-    assert list(fig.layout.yaxis.ticktext[:3]) == ["GPU 0 · compute ∩ copy", "GPU 0 · stream 7", "GPU 0 · stream 21"]
+    assert list(fig.layout.yaxis.ticktext[:3]) == [
+        "GPU 0 · compute ∩ copy",
+        "GPU 0 · stream 7",
+        "GPU 0 · stream 21",
+    ]
 
 
 def test_zoomed_in_every_interval_is_its_own_block_with_details(side_view):
@@ -233,14 +237,19 @@ def test_zoom_callback_narrows_the_window_and_redraws():
     store = _store(SIDE)
     state = {"run": "copy_side_stream", "window": None, "highlight": None}
     relayout = {"xaxis.range[0]": 40.0, "xaxis.range[1]": 45.0}
-    fig, minimap, status, _, new_state = timeline.update(store, state, ids.TL_GRAPH, relayout, None, None, None, None)
+    fig, _minimap, status, _, new_state = timeline.update(
+        store, state, ids.TL_GRAPH, relayout, None, None, None, None
+    )
     assert new_state["window"] == [40_000_000, 45_000_000]
     assert fig.layout.meta["window_ns"] == [40_000_000, 45_000_000]
     assert status.startswith("40.000 – 45.000 ms")
     back = timeline.update(store, new_state, ids.TL_GRAPH, {"xaxis.autorange": True}, None, None, None, None)
     assert back[4]["window"] == [0, store.view("copy_side_stream").span_ns]
     # relayout events without an x range (autosize, dragmode) change nothing
-    assert timeline.update(store, new_state, ids.TL_GRAPH, {"autosize": True}, None, None, None, None)[0] is not fig
+    assert (
+        timeline.update(store, new_state, ids.TL_GRAPH, {"autosize": True}, None, None, None, None)[0]
+        is not fig
+    )
 
 
 def test_runs_table_filters_and_sorts():
@@ -319,6 +328,9 @@ def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
     bad.write_text("not a trace")
     proc = run_cli("dashboard", str(bad), "--port", "1", module=module, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == f"tracer: error: {bad}: unrecognised content: expected a Kineto/Chrome JSON trace, an nsys SQLite export, a .nsys-rep or Parquet"
+    assert (
+        proc.stderr.strip().splitlines()[-1]
+        == f"tracer: error: {bad}: unrecognised content: expected a Kineto/Chrome JSON trace, an nsys SQLite export, a .nsys-rep or Parquet"
+    )
     missing = run_cli("dashboard", str(tmp_path / "nope.json"), module=module, timeout=120)
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr

@@ -89,7 +89,11 @@ def test_busy_fraction_per_column():
     assert frac.tolist() == [1, 0, 0, 0, 0, 1, 1, 1, 1, 1]
     half = busy_fraction(np.array([5]), np.array([15]), 0, 20, 2)
     assert half.tolist() == pytest.approx([0.5, 0.5])
-    assert busy_fraction(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 0, 10, 3).tolist() == [0, 0, 0]
+    assert busy_fraction(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 0, 10, 3).tolist() == [
+        0,
+        0,
+        0,
+    ]
 
 
 def test_nesting_depth_of_ranges():

@@ -27,12 +27,17 @@ def device_card(d: DeviceOverlap, gpu_name: str = "") -> html.Div:
     hidden = f"{100 * d.copy_hidden_frac:.0f}%" if d.copy_ns else "–"
 
     def stat(label: str, value: str, cls: str = "") -> html.Div:
-        return html.Div([html.Div(value, className="stat-value"), html.Div(label, className="stat-label")],
-                        className=f"stat {cls}")
+        return html.Div(
+            [html.Div(value, className="stat-value"), html.Div(label, className="stat-label")],
+            className=f"stat {cls}",
+        )
 
     return html.Div(
         [
-            html.Div([html.B(f"GPU {d.device}"), html.Span(f" {gpu_name}", className="muted")], className="card-title"),
+            html.Div(
+                [html.B(f"GPU {d.device}"), html.Span(f" {gpu_name}", className="muted")],
+                className="card-title",
+            ),
             html.Div(
                 [
                     stat("compute", fmt_duration(d.compute_ns), "c-kernel"),
@@ -43,7 +48,10 @@ def device_card(d: DeviceOverlap, gpu_name: str = "") -> html.Div:
                 ],
                 className="stats",
             ),
-            html.Div(f"{d.kernels:,} kernels · {d.memcpys:,} copies · {d.memsets:,} memsets", className="muted small"),
+            html.Div(
+                f"{d.kernels:,} kernels · {d.memcpys:,} copies · {d.memsets:,} memsets",
+                className="muted small",
+            ),
         ],
         className="card",
     )
@@ -78,7 +86,7 @@ def window_from_relayout(data: dict[str, Any] | None, axis: str = "xaxis") -> Wi
     if lo is None or hi is None:
         return None
     try:
-        return int(round(float(lo) * 1e6)), int(round(float(hi) * 1e6))
+        return round(float(lo) * 1e6), round(float(hi) * 1e6)
     except (TypeError, ValueError):
         return None
 

@@ -20,8 +20,10 @@ def _full(views) -> tuple[int, int]:
 
 def layout(store: RunStore, keys: list[str], viewport: dict[str, Any] | None = None) -> Any:
     if len(keys) != 2 or not all(keys):
-        return html.Div(["Tick two runs on the ", dcc.Link("runs page", href="/runs"), " to compare them."],
-                        className="notice")
+        return html.Div(
+            ["Tick two runs on the ", dcc.Link("runs page", href="/runs"), " to compare them."],
+            className="notice",
+        )
     try:
         infos = [store.get(k) for k in keys]
         views = [store.view(k) for k in keys]
@@ -30,7 +32,10 @@ def layout(store: RunStore, keys: list[str], viewport: dict[str, Any] | None = N
     window = _full(views)
     fig = compare_figure(views, [i.name for i in infos], window, width_px=plot_width(viewport))
     columns = [
-        html.Div([run_heading(info, view), html.Div(device_cards(view), className="cards")], className="compare-col")
+        html.Div(
+            [run_heading(info, view), html.Div(device_cards(view), className="cards")],
+            className="compare-col",
+        )
         for info, view in zip(infos, views)
     ]
     return html.Div(
@@ -38,8 +43,10 @@ def layout(store: RunStore, keys: list[str], viewport: dict[str, Any] | None = N
             html.H2("Compare"),
             html.Div(columns, className="compare-cols"),
             html.Div(
-                [html.Button("Whole runs", id=ids.CMP_RESET, className="button"),
-                 html.Span(status_text(fig), id=ids.CMP_STATUS, className="status muted")],
+                [
+                    html.Button("Whole runs", id=ids.CMP_RESET, className="button"),
+                    html.Span(status_text(fig), id=ids.CMP_STATUS, className="status muted"),
+                ],
                 className="controls",
             ),
             dcc.Graph(id=ids.CMP_GRAPH, figure=fig, config=GRAPH_CONFIG),
@@ -55,8 +62,13 @@ def status_text(fig: Any) -> str:
     return f"{lo / 1e6:.3f} – {hi / 1e6:.3f} ms ({fmt_duration(hi - lo)}), the same scale for both runs"
 
 
-def update(store: RunStore, state: dict[str, Any], trigger: str | None, relayout: dict[str, Any] | None,
-           viewport: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+def update(
+    store: RunStore,
+    state: dict[str, Any],
+    trigger: str | None,
+    relayout: dict[str, Any] | None,
+    viewport: dict[str, Any] | None,
+) -> tuple[Any, Any, Any]:
     """(figure, status, state) for a zoom on either run or the reset button."""
     keys = state["runs"]
     views = [store.view(k) for k in keys]

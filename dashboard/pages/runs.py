@@ -86,12 +86,18 @@ def table_rows(store: RunStore) -> list[dict[str, Any]]:
     return [run_row(info, store.summary(info.key)) for info in store.refresh()]
 
 
-def filter_sort(rows: list[dict[str, Any]], text: str | None, sort: dict[str, Any] | None) -> list[dict[str, Any]]:
+def filter_sort(
+    rows: list[dict[str, Any]], text: str | None, sort: dict[str, Any] | None
+) -> list[dict[str, Any]]:
     """Rows whose text contains every word of ``text`` (any column), sorted by ``sort['col']``."""
     words = (text or "").lower().split()
     if words:
+
         def hay(r: dict[str, Any]) -> str:
-            return " ".join(str(r.get(c) or "") for c in ("name", "scenario", "variant", "trace", "devices", "date", "origin")).lower()
+            return " ".join(
+                str(r.get(c) or "")
+                for c in ("name", "scenario", "variant", "trace", "devices", "date", "origin")
+            ).lower()
 
         rows = [r for r in rows if all(w in hay(r) for w in words)]
     sort = sort or {}
@@ -133,7 +139,9 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
         for col, _, numeric in COLUMNS:
             if col == "name":
                 content: Any = [
-                    dcc.Link(r["name"], href="/timeline?" + urlencode({"run": r["key"]}), className="run-link"),
+                    dcc.Link(
+                        r["name"], href="/timeline?" + urlencode({"run": r["key"]}), className="run-link"
+                    ),
                     html.Span(r["origin"], className=f"badge badge-{r['origin']}"),
                 ]
                 if r.get("error"):
@@ -165,9 +173,19 @@ def layout(store: RunStore) -> Any:
             ),
             html.Div(
                 [
-                    dcc.Input(id=ids.RUNS_FILTER, type="search", placeholder="Filter: scenario, variant, name …",
-                              debounce=False, className="filter"),
-                    dcc.Link("Compare the two ticked runs", id=ids.RUNS_COMPARE, href="", className="button disabled"),
+                    dcc.Input(
+                        id=ids.RUNS_FILTER,
+                        type="search",
+                        placeholder="Filter: scenario, variant, name …",
+                        debounce=False,
+                        className="filter",
+                    ),
+                    dcc.Link(
+                        "Compare the two ticked runs",
+                        id=ids.RUNS_COMPARE,
+                        href="",
+                        className="button disabled",
+                    ),
                     html.Span(id=ids.RUNS_COUNT, className="muted"),
                 ],
                 className="controls",

@@ -58,9 +58,15 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
             ),
             html.Div(status_text(fig), id=ids.TL_STATUS, className="status muted"),
             dcc.Graph(id=ids.TL_GRAPH, figure=fig, config=GRAPH_CONFIG, className="timeline-graph"),
-            html.Div("Overview: share of each lane busy per pixel column — drag across it to zoom there",
-                     className="muted small minimap-title"),
-            dcc.Graph(id=ids.TL_MINIMAP, figure=minimap_figure(view, window), config={**GRAPH_CONFIG, "scrollZoom": False}),
+            html.Div(
+                "Overview: share of each lane busy per pixel column — drag across it to zoom there",
+                className="muted small minimap-title",
+            ),
+            dcc.Graph(
+                id=ids.TL_MINIMAP,
+                figure=minimap_figure(view, window),
+                config={**GRAPH_CONFIG, "scrollZoom": False},
+            ),
             html.Div(id=ids.TL_LAUNCH, className="launch muted"),
             dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None}),
         ],
@@ -72,7 +78,11 @@ def status_text(fig: Any) -> str:
     meta = fig.layout.meta or {}
     lo, hi = meta.get("window_ns", [0, 0])
     blocks, n = meta.get("blocks", 0), meta.get("intervals", 0)
-    detail = "every interval drawn" if blocks >= n else f"{n:,} intervals merged into {blocks:,} blocks (zoom in for detail)"
+    detail = (
+        "every interval drawn"
+        if blocks >= n
+        else f"{n:,} intervals merged into {blocks:,} blocks (zoom in for detail)"
+    )
     return f"{lo / 1e6:.3f} – {hi / 1e6:.3f} ms ({fmt_duration(hi - lo)}) · {detail}"
 
 
@@ -130,7 +140,9 @@ def update(
         link = launch_of(view, int(src)) if isinstance(src, (int, float)) else None
         highlight = int(src) if link else None
         launch = launch_text(view, link)
-    fig = timeline_figure(view, window, width_px=plot_width(viewport), lanes=lanes, highlight=highlight, uirevision=key)
+    fig = timeline_figure(
+        view, window, width_px=plot_width(viewport), lanes=lanes, highlight=highlight, uirevision=key
+    )
     # The minimap's heatmap never changes: send only the window's outline.
     minimap = Patch()
     minimap["layout"]["shapes"] = minimap_shapes(view, window)

@@ -43,7 +43,9 @@ def open_timeline(page, served, key):
 def test_runs_page_lists_the_bundled_runs_and_the_given_traces(page, served):
     page.goto(served.url + "/runs")
     page.wait_for_selector("table.runs tbody tr")
-    listed = set(page.eval_on_selector_all("table.runs tbody tr[data-run]", "rows => rows.map(r => r.dataset.run)"))
+    listed = set(
+        page.eval_on_selector_all("table.runs tbody tr[data-run]", "rows => rows.map(r => r.dataset.run)")
+    )
     bundled = [i.key for i in served.store.runs() if i.origin == "example"]
     assert len(bundled) == len(discover(bundled_examples_dir()))  # every bundled run found ...
     assert set(bundled) <= listed  # ... and listed
@@ -107,7 +109,9 @@ def test_clicking_a_kernel_names_its_launch(page, served):
     box = page.locator(f"#{ids.TL_GRAPH} .nsewdrag").first.bounding_box()
     y = box["y"] + box["height"] * (kernel_row + 0.5) / len(view.rows)
     page.mouse.click(box["x"] + box["width"] * 0.5, y)
-    page.wait_for_function(f"() => document.getElementById('{ids.TL_LAUNCH}').innerText.includes('correlation')")
+    page.wait_for_function(
+        f"() => document.getElementById('{ids.TL_LAUNCH}').innerText.includes('correlation')"
+    )
     assert "cudaLaunch" in page.inner_text(f"#{ids.TL_LAUNCH}")
 
 
@@ -116,7 +120,9 @@ def test_bad_upload_shows_an_error_and_the_app_keeps_running(page, served):
     page.wait_for_selector("table.runs")
     page.set_input_files(
         f"#{ids.UPLOAD} input[type=file]",
-        files=[{"name": "broken.json", "mimeType": "application/json", "buffer": b'{"traceEvents": [ {"ph": '}],
+        files=[
+            {"name": "broken.json", "mimeType": "application/json", "buffer": b'{"traceEvents": [ {"ph": '}
+        ],
     )
     page.wait_for_selector("#upload-error")
     message = page.inner_text("#upload-error")

@@ -15,12 +15,18 @@ from tracer.errors import InputNotFoundError
 def dashboard(
     paths: Annotated[
         list[Path] | None,
-        typer.Argument(help="Run directories, trace files (Kineto, nsys) or folders of them. Default: the bundled "
-                       "examples and ./runs."),
+        typer.Argument(
+            help="Run directories, trace files (Kineto, nsys) or folders of them. Default: the bundled "
+            "examples and ./runs."
+        ),
     ] = None,
-    host: Annotated[str, typer.Option(help="Interface to listen on (loopback by default: traces can be private).")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (loopback by default: traces can be private).")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8050,
-    no_examples: Annotated[bool, typer.Option("--no-examples", help="Don't list the bundled example runs.")] = False,
+    no_examples: Annotated[
+        bool, typer.Option("--no-examples", help="Don't list the bundled example runs.")
+    ] = False,
     max_upload_mb: Annotated[int, typer.Option(help="Largest trace accepted by drag and drop, MB.")] = 200,
     debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error overlay).")] = False,
 ) -> None:
@@ -42,5 +48,8 @@ def dashboard(
     if first is not None:
         typer.echo(f"loading {paths[0]} ...", err=True)
         store.view(first)  # parse now: errors surface as one line and exit 2, and the first page is fast
-    typer.echo(f"tracer dashboard: {len(store.runs())} run(s); open http://{host}:{port}/  (Ctrl-C to stop)", err=True)
+    typer.echo(
+        f"tracer dashboard: {len(store.runs())} run(s); open http://{host}:{port}/  (Ctrl-C to stop)",
+        err=True,
+    )
     create_app(store=store).run(host=host, port=port, debug=debug)
