@@ -32,6 +32,10 @@ def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
         "concurrent_gpus_ns": {str(k): v for k, v in concurrent_devices_ns(ev).items()},
         "events": int(len(ev)),
     }
+    run = timeline.meta.extra.get("run")
+    if isinstance(run, dict) and run:
+        keep = ("scenario", "variant", "mode", "backend", "devices", "wall_times_s", "derived")
+        out["run"] = {k: run[k] for k in keep if k in run}
     for dev, d in devices.items():
         gaps = idle_gaps(ev, int(dev))
         d_extra = {

@@ -36,6 +36,10 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
         f", {summary.get('events', 0):,} intervals",
     )
     out.append(head)
+    run = summary.get("run")
+    if run:
+        out.append(Text(f"run: {run.get('scenario', '?')} · variant {run.get('variant', 'all')} · "
+                        f"{run.get('mode', '?')} · backend {run.get('backend', '?')}", style="dim"))
     names = summary.get("gpu_names", {})
     if not summary["devices"]:
         out.append(Text("No GPU work in this trace (CPU-only run?).", style="yellow"))

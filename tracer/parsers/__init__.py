@@ -218,4 +218,6 @@ def _load_run_dir(p: Path, *, cache: bool) -> Timeline:
         )
     timeline.meta.extra["run"] = run_meta
     timeline.meta.extra["run_dir"] = str(p)
+    timeline.meta.extra["run_file"] = c.name
+    timeline.meta.source = str(p)
     return timeline
