@@ -158,8 +158,8 @@ SCENARIO = register(
         multi_gpu_variants=("peer",),
         run=run,
         params=(
-            Param("n", 12, 50, "matrix products (each result is copied)"),
-            Param("size", 256, 4000, "matrix side (fp32); one result is size² × 4 bytes"),
+            Param("n", 12, 50, "matrix products (each result is copied)", minimum=1),
+            Param("size", 256, 4000, "matrix side (fp32); one result is size² × 4 bytes", minimum=1),
         ),
         lanes=(1, 1),
         details=__doc__ or "",

@@ -108,9 +108,9 @@ SCENARIO = register(
         run=run,
         params=(
             Param("n", 6, 50, "products per device"),
-            Param("size", 192, 4000, "device matrix side"),
+            Param("size", 192, 4000, "device matrix side", minimum=1),
             Param("cpu_n", 6, 10, "products on the CPU (main thread)"),
-            Param("cpu_size", 192, 1000, "CPU matrix side"),
+            Param("cpu_size", 192, 1000, "CPU matrix side", minimum=1),
             Param("copies", 4, 8, "buffers copied to each device and back"),
             Param("copy_mb", 4.0, 64.0, "size of one buffer, MB"),
         ),

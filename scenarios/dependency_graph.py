@@ -119,7 +119,7 @@ SCENARIO = register(
         variants=("serial", "parallel"),
         run=run,
         params=(
-            Param("size", 128, 2048, "matrix side"),
+            Param("size", 128, 2048, "matrix side", minimum=1),
             Param("depth", 6, 20, "products in each task"),
         ),
         lanes=(2, 4),

@@ -82,8 +82,8 @@ SCENARIO = register(
         variants=("serial", "spread"),
         run=run,
         params=(
-            Param("ops", 8, 8, "independent operations"),
-            Param("size", 128, 1024, "matrix side: small enough that one op leaves part of a GPU free"),
+            Param("ops", 8, 8, "independent operations", minimum=1),
+            Param("size", 128, 1024, "matrix side: small enough that one op leaves part of a GPU free", minimum=1),
             Param("depth", 10, 20, "dependent products in each operation"),
         ),
         lanes=(2, 8),

@@ -73,8 +73,8 @@ SCENARIO = register(
         variants=("alone", "together"),
         run=run,
         params=(
-            Param("n", 12, 50, "matrix products per device"),
-            Param("size", 256, 4000, "matrix side (fp32)"),
+            Param("n", 12, 50, "matrix products per device", minimum=1),
+            Param("size", 256, 4000, "matrix side (fp32)", minimum=1),
         ),
         lanes=(2, 2),
         details=__doc__ or "",

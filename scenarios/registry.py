@@ -7,6 +7,7 @@ one way to run one (the recorder, ``python -m scenarios`` and the benchmark all 
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,8 @@ class Param:
     gpu: Any  # default on a GPU: the book's sizes
     help: str
     choices: tuple[str, ...] = ()
+    #: smallest accepted value of a number; 1 for counts and sizes that the scenario divides by or indexes with
+    minimum: float = 0
 
     def default(self, on_gpu: bool) -> Any:
         return self.gpu if on_gpu else self.cpu
@@ -49,8 +52,13 @@ class Param:
                 raise ParamError(f"--param {self.name}={text}: expected {kind.__name__}") from None
         if self.choices and str(value) not in self.choices:
             raise ParamError(f"--param {self.name}={text}: choose one of {', '.join(self.choices)}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ParamError(f"--param {self.name}={text}: must not be negative")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not math.isfinite(value):
+                raise ParamError(f"--param {self.name}={text}: expected a finite number")
+            if value < 0:
+                raise ParamError(f"--param {self.name}={text}: must not be negative")
+            if value < self.minimum:
+                raise ParamError(f"--param {self.name}={text}: must be at least {self.minimum:g}")
         return value
 
     def describe(self) -> dict[str, Any]:

@@ -92,8 +92,8 @@ SCENARIO = register(
         variants=("one-stream", "streams"),
         run=run,
         params=(
-            Param("chains", 4, 8, "independent chains of products"),
-            Param("length", 40, 100, "products in each chain"),
+            Param("chains", 4, 8, "independent chains of products", minimum=1),
+            Param("length", 40, 100, "products in each chain", minimum=1),
             Param("sizes", "16,96", "64,1024", "matrix sides to try, comma-separated"),
         ),
         lanes=(2, 8),

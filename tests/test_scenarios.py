@@ -100,6 +100,33 @@ def test_small_ops_sizes_are_checked() -> None:
     with pytest.raises(ParamError, match=r"--param sizes=a,b: expected matrix sides"):
         scenarios.run_scenario("small-ops", "cpu", {"sizes": "a,b"})
 
+#: Parameters whose zero used to crash the scenario (IndexError, ZeroDivisionError, an empty torch.stack) instead
+#: of being refused as bad input.
+ZERO_CRASHED = [
+    ("compute-copy", "n"),
+    ("mlp-data-parallel", "steps"),
+    ("mlp-data-parallel", "classes"),
+    ("independent-ops", "ops"),
+    ("independent-ops", "size"),
+    ("small-ops", "chains"),
+    ("small-ops", "length"),
+    ("dependency-graph", "size"),
+]
+
+
+@pytest.mark.parametrize(("name", "param"), ZERO_CRASHED)
+def test_zero_counts_that_crashed_the_scenario_are_param_errors(name: str, param: str) -> None:
+    with pytest.raises(ParamError, match=rf"^--param {param}=0: must be at least 1$"):
+        scenarios.run_scenario(name, "cpu", {**SMALL[name], param: "0"})
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "-inf"])
+def test_non_finite_floats_are_param_errors(text: str) -> None:
+    # copy_mb=nan used to reach int(nan) inside cpu-gpu-copy: "cannot convert float NaN to integer"
+    with pytest.raises(ParamError, match=rf"^--param copy_mb={text}: expected a finite number$"):
+        scenarios.get("cpu-gpu-copy").resolve_params({"copy_mb": text}, on_gpu=False)
+
+
 
 # ---- device choice ---------------------------------------------------------------------------------------------
 
