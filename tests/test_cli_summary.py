@@ -70,6 +70,15 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
     rand.write_bytes(bytes(range(256)) * 20)
     text = tmp / "notes.txt"
     text.write_text("hello")
+    # device / stream beyond the schema's int16 / int32 used to crash build_events with a pandas traceback
+    def kernel_trace(args: dict[str, int]) -> str:
+        kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": args}
+        return json.dumps({"traceEvents": [kernel]})
+
+    big_device = tmp / "big_device.json"
+    big_device.write_text(kernel_trace({"device": 99999, "stream": 7}))
+    big_stream = tmp / "big_stream.json"
+    big_stream.write_text(kernel_trace({"device": 0, "stream": 99999999999}))
     return {
         "missing": (tmp / "nope.json", "no such file"),
         "empty": (empty, "empty file"),
@@ -82,6 +91,8 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
         "text": (text, "unrecognised content"),
         "nsys-rep-without-nsys": (_fake_rep(tmp), "nsys export --type sqlite"),
         "empty-dir": (_empty_dir(tmp), "not a tracer run"),
+        "device-out-of-range": (big_device, "device 99999 is out of range"),
+        "stream-out-of-range": (big_stream, "stream 99999999999 is out of range"),
     }
 
 
@@ -99,7 +110,7 @@ def _empty_dir(tmp: Path) -> Path:
 
 BAD = [
     "missing", "empty", "truncated", "truncated-gzip", "not-a-trace", "wrong-field-types", "other-sqlite",
-    "random-bytes", "text", "nsys-rep-without-nsys", "empty-dir",
+    "random-bytes", "text", "nsys-rep-without-nsys", "empty-dir", "device-out-of-range", "stream-out-of-range",
 ]
 
 

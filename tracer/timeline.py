@@ -141,11 +141,28 @@ def build_events(columns: dict[str, Any]) -> pd.DataFrame:
             value = [defaults[col]] * n if defaults[col] is pd.NA else np.full(n, defaults[col])
         else:
             raise KeyError(f"build_events needs column {col!r}")
+        if isinstance(dtype, np.dtype) and dtype.kind == "i" and dtype.itemsize < 8:
+            _check_fits(col, value, dtype)
         data[col] = pd.Series(value, dtype=dtype) if not isinstance(value, pd.Series) else value.astype(dtype)
         data[col].index = pd.RangeIndex(n)
     df = pd.DataFrame(data)
     order = np.lexsort((df["end_ns"].to_numpy(), df["start_ns"].to_numpy()))
     return df.iloc[order].reset_index(drop=True)
+
+
+def _check_fits(col: str, value: Any, dtype: np.dtype) -> None:
+    """A trace whose device / stream / rank does not fit the schema's narrow integer is bad input, not a crash.
+
+    The error names no file (the caller does not know it here); :func:`tracer.parsers.load_trace` adds it.
+    """
+    arr = np.asarray(value)
+    if arr.size == 0 or arr.dtype.kind not in "iu":
+        return
+    info = np.iinfo(dtype)
+    lo, hi = arr.min(), arr.max()
+    if lo < info.min or hi > info.max:
+        bad = hi if hi > info.max else lo
+        raise TraceFormatError("", f"{col} {int(bad)} is out of range (the timeline keeps {col} as {dtype})")
 
 
 def validate(events: pd.DataFrame, source: str = "") -> pd.DataFrame:

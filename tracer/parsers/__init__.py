@@ -18,7 +18,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError
+from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
 from tracer.timeline import SCHEMA_VERSION, Timeline
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -105,17 +105,23 @@ def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
     """
     p = Path(path)
     fmt = detect_format(p)
-    if fmt == "run-dir":
-        return _load_run_dir(p, cache=cache)
-    if fmt == "parquet":
-        from tracer.storage import read_timeline_parquet
+    try:
+        if fmt == "run-dir":
+            return _load_run_dir(p, cache=cache)
+        if fmt == "parquet":
+            from tracer.storage import read_timeline_parquet
 
-        return read_timeline_parquet(p)
-    if fmt == "nsys-sqlite":
-        return _load_sqlite(p)
-    if fmt == "nsys-rep":
-        return _load_nsys_rep(p)
-    return _load_kineto(p, cache=cache)
+            return read_timeline_parquet(p)
+        if fmt == "nsys-sqlite":
+            return _load_sqlite(p)
+        if fmt == "nsys-rep":
+            return _load_nsys_rep(p)
+        return _load_kineto(p, cache=cache)
+    except TracerError as exc:
+        if exc.subject:
+            raise
+        # raised where the file is not known (tracer.timeline.build_events): name it here
+        raise type(exc)(p, exc.problem) from None
 
 
 def _load_kineto(p: Path, *, cache: bool) -> Timeline:
