@@ -41,15 +41,21 @@ def range_launches(events: pd.DataFrame) -> pd.DataFrame:
         # positions lo..hi-1 for every range, without a Python loop
         offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
         call_pos = np.repeat(lo, n) + offsets
-        pairs.append(pd.DataFrame({"range_row": range_rows, "corr": c["correlation"].to_numpy()[call_pos]}))
+        pairs.append(
+            pd.DataFrame({"range_row": range_rows, "pid": pid, "corr": c["correlation"].to_numpy()[call_pos]})
+        )
     if not pairs:
         return empty
     rc = pd.concat(pairs, ignore_index=True)
-    # the same correlation id is unique per process in practice; join GPU work on it
-    w = pd.DataFrame({"work_row": work.index.to_numpy(), "corr": work["correlation"].to_numpy()})
-    rc["corr"] = rc["corr"].astype("int64")
-    w["corr"] = w["corr"].astype("int64")
-    return rc.merge(w, on="corr")[["range_row", "work_row"]]
+    # Correlation ids are unique only within a process (CUPTI numbers each process from 1), so GPU work is
+    # joined on (launching pid, correlation): a trace of several processes must not credit one process's range
+    # with another's kernels. A GPU row's pid is the launching process in every parser (docs/design.md).
+    w = pd.DataFrame(
+        {"work_row": work.index.to_numpy(), "pid": work["pid"].to_numpy(), "corr": work["correlation"].to_numpy()}
+    )
+    rc = rc.astype({"pid": "int64", "corr": "int64"}).drop_duplicates(["range_row", "corr"])
+    w = w.astype({"pid": "int64", "corr": "int64"})
+    return rc.merge(w, on=["pid", "corr"])[["range_row", "work_row"]]
 
 
 def range_summary(events: pd.DataFrame) -> pd.DataFrame:
