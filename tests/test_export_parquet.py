@@ -31,7 +31,17 @@ def test_tracer_reads_back_the_same_timeline_and_summary(exported) -> None:
     assert back.meta.gpu_names == timeline.meta.gpu_names
     assert back.meta.thread_names == timeline.meta.thread_names
     a, b = summarize(timeline), summarize(back)
-    assert {k: v for k, v in b.items() if k != "format"} == {k: v for k, v in a.items() if k != "format"}
+    skip = ("format", "source")
+    assert {k: v for k, v in b.items() if k not in skip} == {k: v for k, v in a.items() if k not in skip}
+
+
+def test_summary_names_the_parquet_file_it_read_not_the_original_trace(exported) -> None:
+    # `tracer summary t.parquet` used to head its table with the path of the trace the timeline was first
+    # parsed from (another file, perhaps on another machine)
+    timeline, out = exported
+    back = load_trace(out)
+    assert summarize(back)["source"] == back.meta.source == str(out)
+    assert back.meta.extra["parsed_from"] == timeline.meta.source == str(DATA / "copy_side_stream.json.gz")
 
 
 def test_pandas_reads_columns_and_metadata(exported) -> None:

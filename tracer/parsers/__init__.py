@@ -111,7 +111,13 @@ def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
         if fmt == "parquet":
             from tracer.storage import read_timeline_parquet
 
-            return read_timeline_parquet(p)
+            timeline = read_timeline_parquet(p)
+            # The stored source is the trace the timeline was first parsed from (on whatever machine); the
+            # summary and every export name the file actually read, and keep the first one beside it.
+            if timeline.meta.source and timeline.meta.source != str(p):
+                timeline.meta.extra.setdefault("parsed_from", timeline.meta.source)
+            timeline.meta.source = str(p)
+            return timeline
         if fmt == "nsys-sqlite":
             return _load_sqlite(p)
         if fmt == "nsys-rep":
