@@ -121,6 +121,14 @@ def test_cli_bad_arguments_exit_2_before_parsing(tmp_path: Path, args: list[str]
     assert proc.stderr.count("\n") == 1
 
 
+def test_cli_output_under_a_file_is_one_line_before_parsing(tmp_path: Path) -> None:
+    # `-o afile/t.sqlite` used to end in a FileExistsError traceback from mkdir, after the parse
+    (tmp_path / "afile").write_text("")
+    proc = run_cli("export", str(DATA / "no-such-trace.json"), "-o", str(tmp_path / "afile" / "sub" / "t.sqlite"))
+    assert proc.returncode == 2
+    assert proc.stderr == f"tracer: error: {tmp_path / 'afile'}: is a file, not a directory\n"
+
+
 def test_cli_missing_input_is_one_line(tmp_path: Path) -> None:
     proc = run_cli("export", str(tmp_path / "nope.json.gz"), "-o", str(tmp_path / "t.json"))
     assert proc.returncode == 2

@@ -211,6 +211,16 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert not tmp_path.exists() or list(tmp_path.iterdir()) == []
 
 
+def test_out_that_is_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # `--out afile` used to end in a FileExistsError traceback from mkdir (exit 1)
+    (tmp_path / "afile").write_text("")
+    rc = main(["record", "multi-device", "--device", "cpu", "--out", str(tmp_path / "afile"), "-p", "n=1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert err == [f"tracer: error: {tmp_path / 'afile'}: is a file, not a directory"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without CUDA")
 def test_asking_for_a_gpu_here_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["record", "multi-device", "--device", "cuda", "--out", str(tmp_path)])

@@ -117,6 +117,10 @@ def check_output(out: str | os.PathLike[str], *, force: bool) -> Path:
         raise UsageError(p, "is a directory; give a file name for the export")
     if p.exists() and not force:
         raise UsageError(p, "already exists; pass --force to overwrite it")
+    # a file where a directory of OUT should be: say so now, not after a long parse
+    nearest = next((a for a in p.parents if a.exists()), None)
+    if nearest is not None and not nearest.is_dir():
+        raise UsageError(nearest, "is a file, not a directory")
     return p
 
 
