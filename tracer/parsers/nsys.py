@@ -84,6 +84,9 @@ def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
         return _parse(con, tables, source)
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(source, f"damaged Nsight Systems export: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        # NULL or text where nsys always writes integers (a hand-made or damaged file): pandas/int() say so
+        raise TraceFormatError(source, f"damaged Nsight Systems export: unexpected values ({exc})") from None
     finally:
         con.close()
 
