@@ -71,14 +71,20 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
     text = tmp / "notes.txt"
     text.write_text("hello")
     # device / stream beyond the schema's int16 / int32 used to crash build_events with a pandas traceback
-    def kernel_trace(args: dict[str, int]) -> str:
+    def kernel_trace(args: dict[str, int], **top: object) -> str:
         kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5, "args": args}
-        return json.dumps({"traceEvents": [kernel]})
+        return json.dumps({"traceEvents": [kernel], **top})
 
     big_device = tmp / "big_device.json"
     big_device.write_text(kernel_trace({"device": 99999, "stream": 7}))
     big_stream = tmp / "big_stream.json"
     big_stream.write_text(kernel_trace({"device": 0, "stream": 99999999999}))
+    # content the Kineto parser trips on (ValueError from int(), OverflowError from np.int16) used to escape
+    # as a traceback; load_trace turns any such parser exception into one line naming the file
+    odd_gpu_id = tmp / "odd_gpu_id.json"
+    odd_gpu_id.write_text(kernel_trace({"device": 0, "stream": 7}, deviceProperties=[{"id": "x", "name": "G"}]))
+    big_rank = tmp / "big_rank.json"
+    big_rank.write_text(kernel_trace({"device": 0, "stream": 7}, distributedInfo={"rank": 70000}))
     return {
         "missing": (tmp / "nope.json", "no such file"),
         "empty": (empty, "empty file"),
@@ -93,6 +99,8 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
         "empty-dir": (_empty_dir(tmp), "not a tracer run"),
         "device-out-of-range": (big_device, "device 99999 is out of range"),
         "stream-out-of-range": (big_stream, "stream 99999999999 is out of range"),
+        "gpu-id-not-a-number": (odd_gpu_id, "could not be read: unexpected content (ValueError"),
+        "rank-out-of-range": (big_rank, "could not be read: unexpected content (OverflowError"),
     }
 
 
@@ -111,6 +119,7 @@ def _empty_dir(tmp: Path) -> Path:
 BAD = [
     "missing", "empty", "truncated", "truncated-gzip", "not-a-trace", "wrong-field-types", "other-sqlite",
     "random-bytes", "text", "nsys-rep-without-nsys", "empty-dir", "device-out-of-range", "stream-out-of-range",
+    "gpu-id-not-a-number", "rank-out-of-range",
 ]
 
 

@@ -128,6 +128,10 @@ def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
             raise
         # raised where the file is not known (tracer.timeline.build_events): name it here
         raise type(exc)(p, exc.problem) from None
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+        # Content no parser check foresaw (deviceProperties id "x", distributedInfo rank 70000 ...): still bad
+        # input, so one line naming the file; the exception's own words say what the parser tripped on.
+        raise TraceFormatError(p, f"could not be read: unexpected content ({type(exc).__name__}: {exc})") from None
 
 
 def _load_kineto(p: Path, *, cache: bool) -> Timeline:
