@@ -135,8 +135,6 @@ def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
 
 
 def _load_kineto(p: Path, *, cache: bool) -> Timeline:
-    from tracer.parsers.kineto import parse_kineto_bytes
-
     stat = p.stat()
     key = {"source_size": stat.st_size, "source_mtime_ns": stat.st_mtime_ns, "schema_version": SCHEMA_VERSION}
     use_cache = cache and stat.st_size >= CACHE_MIN_BYTES
@@ -144,6 +142,8 @@ def _load_kineto(p: Path, *, cache: bool) -> Timeline:
         cached = _read_cache(p, key)
         if cached is not None:
             return cached
+    from tracer.parsers.kineto import parse_kineto_bytes  # (not imported at all when the cache answers)
+
     timeline = parse_kineto_bytes(read_bytes(p), str(p))
     if use_cache:
         _write_cache(p, timeline, key)
@@ -157,7 +157,8 @@ def _read_cache(p: Path, key: dict[str, int]) -> Timeline | None:
     if not cp.exists():
         return None
     try:
-        if {k: read_parquet_meta(cp).get("cache_key", {}).get(k) for k in key} != key:
+        stored_key = read_parquet_meta(cp).get("cache_key", {})  # (one read of the footer, not one per key)
+        if {k: stored_key.get(k) for k in key} != key:
             return None
         timeline = read_timeline_parquet(cp)
     except Exception:  # a stale or damaged cache is never worth an error: parse afresh
