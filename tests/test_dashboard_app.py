@@ -334,3 +334,20 @@ def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
     )
     missing = run_cli("dashboard", str(tmp_path / "nope.json"), module=module, timeout=120)
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "tracer: error: --port: 99999 is not a TCP port; choose one from 1 to 65535"),
+        (["--port", "0"], "tracer: error: --port: 0 is not a TCP port; choose one from 1 to 65535"),
+        (["--max-upload-mb", "0"], "tracer: error: --max-upload-mb: 0 would refuse every upload; give 1 or more"),
+    ],
+)
+def test_dashboard_command_rejects_a_bad_port_or_upload_limit_in_one_line(args, message):
+    # --port 99999 used to end in Dash's AssertionError traceback after every run had been loaded
+    from tests.conftest import run_cli
+
+    proc = run_cli("dashboard", "--no-examples", *args, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr == message + "\n"

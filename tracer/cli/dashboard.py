@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from tracer.cli import app
-from tracer.errors import InputNotFoundError
+from tracer.errors import InputNotFoundError, UsageError
 
 
 @app.command()
@@ -35,6 +35,11 @@ def dashboard(
     With no PATH it lists the bundled example runs and ./runs; given a single trace or run, it opens straight
     on that timeline (parsed before the server starts, so a bad file fails here with one line).
     """
+    # checked here: Dash asserts on a bad port only after the runs are loaded, with a traceback
+    if not 1 <= port <= 65535:
+        raise UsageError("--port", f"{port} is not a TCP port; choose one from 1 to 65535")
+    if max_upload_mb < 1:
+        raise UsageError("--max-upload-mb", f"{max_upload_mb} would refuse every upload; give 1 or more")
     paths = list(paths or [])
     for p in paths:
         if not p.exists():
