@@ -15,14 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pandas as pd
 import pytest
 
 from tracer.analysis.summary import summarize
 from tracer.exporters import export_timeline
 from tracer.exporters.chrome import SYNTHETIC_TID_BASE
-from tracer.exporters.chrome import build as chrome_build
 from tracer.parsers import load_trace
 from tracer.parsers.kineto import parse_kineto_bytes
 from tracer.timeline import Timeline, TraceMeta, build_events

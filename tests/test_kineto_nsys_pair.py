@@ -45,7 +45,6 @@ def test_same_kernel_names(pair):
 
 
 def test_same_ranges(pair):
-    kineto, nsys = pair
     names = {"pair/compute", "pair/copy", "pair/memset"}
     for tl in pair:
         rs = range_summary(tl.events).set_index("name")

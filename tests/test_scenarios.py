@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import scenarios
-from scenarios import registry, runtime
+from scenarios import runtime
 from scenarios.runtime import Context, DeviceError, ParamError, ScenarioError, resolve_devices
 
 NAMES = [

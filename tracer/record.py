@@ -140,11 +140,11 @@ def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
 def _environment() -> dict[str, Any]:
     import torch
 
-    try:
-        from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
+    try:
         tracer_version = version("tracer")
-    except Exception:
+    except PackageNotFoundError:  # a source tree that was never installed
         tracer_version = "unknown"
     return {
         "tracer_version": tracer_version,
@@ -185,7 +185,7 @@ def record(
                 "--backend nsys",
                 "nsys (Nsight Systems) is not on PATH; install it or add its directory to PATH, or use --backend torch",
             )
-    spec, plan, values, variants = _prepare(scenario, device, params)
+    spec, plan, values, _variants = _prepare(scenario, device, params)
     if backend == "nsys" and not plan.on_gpu and NSYS_NEEDS_GPU:
         raise UsageError("--backend nsys", "nsys traces CUDA and NVTX and needs a GPU; on the CPU use --backend torch")
 

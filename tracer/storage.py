@@ -7,7 +7,6 @@ Arrow schema's key-value metadata under ``tracer``.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import orjson

@@ -36,7 +36,7 @@ def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
     if isinstance(run, dict) and run:
         keep = ("scenario", "variant", "mode", "backend", "devices", "wall_times_s", "derived")
         out["run"] = {k: run[k] for k in keep if k in run}
-    for dev, d in devices.items():
+    for dev in devices:
         gaps = idle_gaps(ev, int(dev))
         d_extra = {
             "idle_gaps": int(len(gaps)),

@@ -161,7 +161,7 @@ def _read_cache(p: Path, key: dict[str, int]) -> Timeline | None:
         if {k: stored_key.get(k) for k in key} != key:
             return None
         timeline = read_timeline_parquet(cp)
-    except Exception:  # a stale or damaged cache is never worth an error: parse afresh
+    except Exception:  # noqa: BLE001 - a stale or damaged cache is never worth an error: parse afresh
         return None
     timeline.meta.source = str(p)
     timeline.meta.extra.pop("stored_as", None)
