@@ -377,3 +377,21 @@ def test_bundled_examples_are_current(tmp_path: Path) -> None:
         fresh = load_trace(source, cache=False).events
         stored = read_timeline_parquet(run / "timeline.parquet").events
         assert fresh.equals(stored), f"{run.name}: run tracer.record.refresh_run on it"
+
+
+def test_record_output_tells_the_wall_time_estimate_from_the_timeline_overlap() -> None:
+    # The bundled blocking run printed "blocking: copy time hidden 14%" under "Derived" beside "hidden 0%" per
+    # GPU, with nothing saying the first is a wall-time estimate and the second the timeline's measurement.
+    from rich.console import Console
+
+    from tracer.cli.record import render_run
+
+    run = Path(rec.__file__).parent / "examples" / "compute-copy-blocking-streams-20261202-161350"
+    meta = json.loads((run / "meta.json").read_text())
+    summary = json.loads((run / "summary.json").read_text())
+    console = Console(width=200, record=True)
+    for r in render_run(meta, summary, run):
+        console.print(r)
+    text = console.export_text()
+    assert "Derived from the wall times" in text and "blocking: copy time hidden" in text
+    assert "overlap = copy time hidden behind compute, on the timeline" in text

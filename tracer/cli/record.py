@@ -37,7 +37,8 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
         times.add_row(name, _s(secs), "reference, not profiled" if name in unprofiled else "")
     out.append(times)
     if meta.get("derived"):
-        d = Table(box=box.SIMPLE_HEAD, title="Derived")
+        # "copy time hidden" here is an estimate from wall times; the per-GPU table's comes from the timeline
+        d = Table(box=box.SIMPLE_HEAD, title="Derived from the wall times")
         d.add_column("figure")
         d.add_column("value", justify="right")
         for k, v in meta["derived"].items():
@@ -49,7 +50,7 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
     devs = summary.get("devices") or {}
     if devs:
         t = Table(box=box.SIMPLE_HEAD, title="Per GPU (ms), profiled window",
-                  caption="overlap = copy time hidden behind compute")
+                  caption="overlap = copy time hidden behind compute, on the timeline")
         for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden"):
             t.add_column(col, justify="right")
         for dev, v in devs.items():
