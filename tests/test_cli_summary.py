@@ -147,3 +147,25 @@ def test_unknown_command_is_a_usage_error():
     proc = run_cli("frobnicate")
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
+
+
+def test_range_names_are_wrapped_not_cut_on_a_narrow_terminal():
+    # At 80 columns the three compute-copy ranges all read "compute-copy/run+copy-…", telling the user nothing
+    from rich.console import Console
+
+    from tracer.cli.summary import render_summary
+
+    summary = {
+        "format": "kineto", "source": "run", "span_ns": 1, "devices": {}, "lanes": [],
+        "ranges": [
+            {"name": f"compute-copy/run+copy-{v}", "count": 1, "host_ns": 1, "gpu_busy_ns": 0, "kernels": 0,
+             "memcpys": 0}
+            for v in ("side-stream", "blocking", "non-blocking")
+        ],
+    }
+    console = Console(width=80, record=True)
+    for r in render_summary(summary):
+        console.print(r)
+    text = console.export_text()
+    assert "…" not in text
+    assert text.count("compute-copy/run+copy-") == 3

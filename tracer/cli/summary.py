@@ -91,7 +91,8 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
     if ranges:
         r = Table(box=box.SIMPLE_HEAD, title="NVTX / record_function ranges → the GPU work they launched")
         for col in ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys"):
-            r.add_column(col, justify="left" if col == "range" else "right")
+            # range names share long prefixes ("compute-copy/run+copy-…"): wrap them rather than cut them short
+            r.add_column(col, justify="left" if col == "range" else "right", overflow="fold" if col == "range" else None)
         for row in ranges[:max_ranges]:
             r.add_row(row["name"][:60], f"{row['count']:,}", _ms(row["host_ns"]), _ms(row["gpu_busy_ns"]),
                       f"{row['kernels']:,}", f"{row['memcpys']:,}")
