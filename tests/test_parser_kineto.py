@@ -145,3 +145,32 @@ def test_importing_parsers_and_cli_does_not_import_dash():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_ts_beyond_int64_ns_is_an_error_not_a_wrong_number(tmp_path):
+    """Regression: ts 1e20 µs used to become a garbage start and a 0-ns kernel that was still counted."""
+    from tests.conftest import run_cli
+
+    p = tmp_path / "huge.json"
+    p.write_bytes(trace(kernel(1e20, 5.0)))
+    proc = run_cli("summary", str(p))
+    assert proc.returncode == 2
+    assert str(p) in proc.stderr and "beyond what int64 ns can hold" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_base_time_overflow_is_an_error(tmp_path):
+    from tests.conftest import run_cli
+
+    p = tmp_path / "base.json"
+    p.write_bytes(trace(kernel(9e15 - 10, 1.0), baseTimeNanoseconds=9_000_000_000_000_000_000))
+    proc = run_cli("summary", str(p))
+    assert proc.returncode == 2 and "int64" in proc.stderr
+
+
+def test_gpu_row_without_correlation_keeps_the_pid_the_chrome_export_kept():
+    """Regression: rows with args.tracer_pid but no correlation id lost their pid (set to -1)."""
+    ev = {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "pid": 0, "tid": 7, "ts": 1, "dur": 1,
+          "args": {"device": 0, "stream": 7, "tracer_pid": 709}}
+    out = parse_kineto_bytes(trace(ev), "t").events
+    assert out["pid"].tolist() == [709]

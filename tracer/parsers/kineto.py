@@ -296,7 +296,7 @@ class _FastChunks:
 
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
 _PARTS = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
-_PARTS += ("bytes", "bytes_na", "correlation", "correlation_na")
+_PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
 
 
 class _Columns:
@@ -323,6 +323,12 @@ class _Columns:
             ts, kind = ts[keep], kind[keep]
         dur = np.array([e.dur for e in xs], dtype=np.float64)
         dur[np.isnan(dur)] = 0.0
+        too_far = np.abs(ts) + np.maximum(dur, 0.0) >= _MAX_US
+        if too_far.any():
+            i = int(np.flatnonzero(too_far)[0])
+            raise TraceFormatError(
+                "", f"event {xs[i].name!r}: ts {ts[i]:g} µs + dur {dur[i]:g} µs is beyond what int64 ns can hold"
+            )
         # Both ends are rounded as points in time (end = ts + dur), so that the union of back-to-back
         # intervals has no 1-ns seams; this is also how the reference figures in tests/data/FIXTURES.md
         # were computed.
@@ -332,11 +338,17 @@ class _Columns:
         tid = _int_column([e.tid for e in xs])
         no_args = _Args()
         args = [e.args or no_args for e in xs]
-        for column, values in ((pid, [a.tracer_pid for a in args]), (tid, [a.tracer_tid for a in args])):
+        pid_given = np.zeros(len(xs), dtype=bool)  # the Chrome export kept the real pid in args
+        for column, values, mark in (
+            (pid, [a.tracer_pid for a in args], pid_given),
+            (tid, [a.tracer_tid for a in args], None),
+        ):
             if values.count(None) != len(values):
                 moved = _optional_int_column(values)
                 given = ~np.isnan(moved)
                 column[given] = moved[given]
+                if mark is not None:
+                    mark |= given
         # GPU activities live at pid=device, tid=stream in Kineto; args say the same more reliably. Only GPU
         # rows (a tenth, typically) have args.device/stream read.
         device = np.full(len(xs), HOST_DEVICE, dtype=np.int64)
@@ -356,6 +368,7 @@ class _Columns:
         p["kind"].append(kind)
         p["name"].append(np.array([self.names[e.name] for e in xs], dtype=np.int32))
         p["pid"].append(pid)
+        p["pid_given"].append(pid_given)
         p["tid"].append(tid)
         p["device"].append(device)
         p["stream"].append(stream)
@@ -369,13 +382,15 @@ class _Columns:
 
     def columns(self, base_ns: int) -> dict[str, Any]:
         """The canonical columns, rows in time order (the parts are consumed)."""
-        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool}
+        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool}
         col = {
             k: np.concatenate(v) if v else np.zeros(0, dtype=empty.get(k, np.int64))
             for k, v in self.parts.items()
         }
         self.parts.clear()
         if base_ns:
+            if len(col["end"]) and int(col["end"].max()) > np.iinfo(np.int64).max - base_ns:
+                raise TraceFormatError("", f"baseTimeNanoseconds {base_ns} + ts is beyond what int64 ns can hold")
             col["start"] += base_ns
             col["end"] += base_ns
         # Name categories sorted, as pd.Categorical(names) has them.
@@ -390,14 +405,15 @@ class _Columns:
         pid, corr = col["pid"], np.where(col["correlation_na"], -1, col["correlation"])
         on_gpu = np.isin(col["kind"], _GPU_LANE_CODES)
         is_call = np.isin(col["kind"], _CALL_CODES) & (corr >= 0)
-        gpu_rows = on_gpu & (corr >= 0)
+        given = col["pid_given"]
+        gpu_rows = on_gpu & (corr >= 0) & ~given
         if is_call.any() and gpu_rows.any():
             # the first call (in file order) of each correlation id
             call_corr, first = np.unique(corr[is_call], return_index=True)
             call_pid = pid[is_call][first]
             at = np.minimum(np.searchsorted(call_corr, corr[gpu_rows]), len(call_corr) - 1)
             pid[gpu_rows] = np.where(call_corr[at] == corr[gpu_rows], call_pid[at], -1)
-        pid[on_gpu & ~gpu_rows] = -1
+        pid[on_gpu & ~gpu_rows & ~given] = -1
         # Direction of a copy, decided once per distinct memcpy name.
         is_copy = col["kind"] == KINDS.index("memcpy")
         copy_of_name = np.zeros(max(len(names), 1), dtype=np.int8)
@@ -421,6 +437,9 @@ class _Columns:
             "correlation": pd.arrays.IntegerArray(col["correlation"], col["correlation_na"]),
         }
 
+
+#: the most µs that int64 nanoseconds can hold (with room for the rounding)
+_MAX_US = 9.2e15
 
 _GPU_LANE_CODES = np.array([KINDS.index(k) for k in _GPU_LANE_KINDS], dtype=np.int8)
 _CALL_CODES = np.array([KINDS.index("runtime"), KINDS.index("driver")], dtype=np.int8)
