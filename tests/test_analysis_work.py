@@ -49,3 +49,27 @@ def test_summary_has_every_gpu_and_no_host():
     assert set(s["devices"]) == {"0", "1"}
     assert s["devices"]["0"]["overlap_ns"] == 0
     assert s["span_ns"] == 1000
+
+
+def test_host_thread_stats_counts_nested_ops_once():
+    from tracer.analysis.lanes import host_thread_stats
+
+    ev = build_events(
+        {
+            "start_ns": [0, 10, 50, 0, 5],
+            "end_ns": [40, 20, 60, 30, 6],
+            "kind": ["cpu_op", "cpu_op", "cpu_op", "cpu_op", "runtime"],
+            "name": ["outer", "inner", "later", "other", "cudaLaunchKernel"],
+            "pid": [1, 1, 1, 1, 1],
+            "tid": [7, 7, 7, 8, 8],
+        }
+    )
+    out = host_thread_stats(ev)
+    assert out[["tid", "ops", "busy_ns", "launches"]].values.tolist() == [[7, 3, 50, 0], [8, 1, 30, 1]]
+
+
+def test_summary_of_a_cpu_only_timeline_lists_threads():
+    ev = build_events({"start_ns": [0], "end_ns": [10], "kind": ["cpu_op"], "name": ["aten::mm"], "pid": [1], "tid": [2]})
+    s = summarize(Timeline(ev, TraceMeta(format="test", thread_names={"1:2": "worker"})))
+    assert s["devices"] == {}
+    assert s["threads"] == [{"pid": 1, "tid": 2, "ops": 1, "busy_ns": 10, "launches": 0, "name": "worker"}]

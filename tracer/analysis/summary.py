@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tracer.analysis.lanes import lane_stats
+from tracer.analysis.lanes import host_thread_stats, lane_stats
 from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, gpu_span_ns, span_ns
 from tracer.analysis.ranges import range_summary
 from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
@@ -32,6 +32,11 @@ def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
         "concurrent_gpus_ns": {str(k): v for k, v in concurrent_devices_ns(ev).items()},
         "events": int(len(ev)),
     }
+    names = timeline.meta.thread_names
+    out["threads"] = [
+        {**{k: int(v) for k, v in row.items()}, "name": names.get(f"{row['pid']}:{row['tid']}", "")}
+        for row in host_thread_stats(ev).to_dict("records")
+    ]
     run = timeline.meta.extra.get("run")
     if isinstance(run, dict) and run:
         keep = ("scenario", "variant", "mode", "backend", "devices", "wall_times_s", "derived")

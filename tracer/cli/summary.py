@@ -41,8 +41,9 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
         out.append(Text(f"run: {run.get('scenario', '?')} · variant {run.get('variant', 'all')} · "
                         f"{run.get('mode', '?')} · backend {run.get('backend', '?')}", style="dim"))
     names = summary.get("gpu_names", {})
+    threads = summary.get("threads") or []
     if not summary["devices"]:
-        out.append(Text("No GPU work in this trace (CPU-only run?).", style="yellow"))
+        out.append(Text("No GPU work in this trace (CPU-only run?): per host thread below.", style="yellow"))
     else:
         gpus = ", ".join(f"GPU {k} = {v}" for k, v in names.items())
         t = Table(
@@ -87,6 +88,17 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
             together = sum(v for k, v in conc.items() if int(k) >= 2)
             out.append(Text(f"Two or more GPUs busy at once for {_ms(together)} ms "
                             f"({_pct(together, sum(conc.values()))} of the time any GPU was busy)."))
+    if threads and (not summary["devices"] or len(threads) > 1):
+        span = summary["span_ns"]
+        th = Table(box=box.SIMPLE_HEAD, title="Host threads: framework ops (nested ops counted once)")
+        for col in ("pid", "tid", "thread", "ops", "busy ms", "of span", "CUDA calls"):
+            th.add_column(col, justify="left" if col == "thread" else "right")
+        for t in threads[:8]:
+            th.add_row(str(t["pid"]), str(t["tid"]), t.get("name", "")[:20], f"{t['ops']:,}", _ms(t["busy_ns"]),
+                       _pct(t["busy_ns"], span), f"{t['launches']:,}")
+        if len(threads) > 8:
+            th.caption = f"{len(threads) - 8} more threads in --json"
+        out.append(th)
     ranges = summary.get("ranges") or []
     if ranges:
         r = Table(box=box.SIMPLE_HEAD, title="NVTX / record_function ranges → the GPU work they launched")
