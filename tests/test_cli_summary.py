@@ -169,3 +169,20 @@ def test_range_names_are_wrapped_not_cut_on_a_narrow_terminal():
     text = console.export_text()
     assert "…" not in text
     assert text.count("compute-copy/run+copy-") == 3
+
+
+@pytest.mark.parametrize(
+    "args, phrase",
+    [
+        (["summary"], "Missing argument"),
+        (["summary", "--bogus", "x"], "No such option: --bogus"),
+        (["record"], "Missing argument 'scenario'"),
+    ],
+)
+def test_usage_errors_are_one_line(args, phrase):
+    """Regression: click's usage errors printed a multi-line box; now one line with a --help hint, exit 2."""
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("tracer: error: ") and phrase in lines[0]
+    assert "--help" in lines[0]

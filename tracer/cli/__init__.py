@@ -57,8 +57,7 @@ for _optional in ("record", "export", "dashboard"):
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 1 failure, 2 bad input or usage, 130 interrupted)."""
     try:
-        # Standalone mode: click prints usage errors itself (one line plus a hint, exit 2).
-        app(args=argv, prog_name="tracer", standalone_mode=True)
+        rc = app(args=argv, prog_name="tracer", standalone_mode=False)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
@@ -68,4 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
         return 130
-    return 0
+    except Exception as exc:
+        # Click's usage errors (Typer vendors its own copy of click, so match by shape, not by class): one
+        # line and a hint instead of click's multi-line box, like every other bad input.
+        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "tracer"
+            print(f"tracer: error: {exc.format_message()} (try '{where} --help')", file=sys.stderr)
+            return int(exc.exit_code)
+        if type(exc).__name__ == "Abort":
+            print("tracer: aborted", file=sys.stderr)
+            return 130
+        raise
+    return rc if isinstance(rc, int) else 0
