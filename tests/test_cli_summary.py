@@ -186,3 +186,9 @@ def test_usage_errors_are_one_line(args, phrase):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tracer: error: ") and phrase in lines[0]
     assert "--help" in lines[0]
+
+
+def test_bare_tracer_shows_help():
+    proc = run_cli()
+    assert proc.returncode == 0
+    assert "summary" in proc.stdout and "record" in proc.stdout and "error" not in proc.stderr

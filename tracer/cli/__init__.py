@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         # Click's usage errors (Typer vendors its own copy of click, so match by shape, not by class): one
         # line and a hint instead of click's multi-line box, like every other bad input.
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tracer`: the help is already printed
+            return 0
         if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "tracer"
