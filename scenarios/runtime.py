@@ -379,14 +379,6 @@ class Context:
             event.record(lane.stream)
         return Handle(lane, _value=value, event=event)
 
-    def on_lanes(self, fn: Callable[..., Any], *args: Any, lanes: list[Lane] | None = None,
-                 phase: str | None = None) -> list[Handle]:
-        """``submit(lane, fn, lane, *args)`` on every lane (or those given); one handle per lane."""
-        return [
-            self.submit(lane, fn, lane, *args, phase=f"{phase}-{lane.index}" if phase else None)
-            for lane in (lanes or self.lanes)
-        ]
-
     def sync(self) -> None:
         """Wait for everything submitted so far: queued thread work and every GPU in use."""
         while True:

@@ -50,7 +50,3 @@ def sub_tracks(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     out[order] = assigned
     return out
 
-
-def is_nested(starts: np.ndarray, ends: np.ndarray) -> bool:
-    """Whether all intervals fit on one track (every pair nests or is disjoint)."""
-    return not bool(sub_tracks(starts, ends).any())
