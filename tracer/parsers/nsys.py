@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.errors import TraceFormatError
-from tracer.timeline import HOST_DEVICE, HOST_STREAM, Timeline, TraceMeta, build_events, validate
+from tracer.timeline import HOST_DEVICE, HOST_STREAM, Timeline, TraceMeta, build_events, empty_events, validate
 
 # CUPTI's CUpti_ActivityMemcpyKind (ENUM_CUDA_MEMCPY_OPER in the export): arrays count as device memory,
 # unified-memory migrations as the direction they move data in.
@@ -109,8 +109,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             f"SELECT start, end, deviceId, streamId, correlationId, globalPid, {name_col} AS nameId "
             "FROM CUPTI_ACTIVITY_KIND_KERNEL",
         )
-        pid, _ = split_global_id(k["globalPid"].fillna(0).to_numpy())
-        parts.append(_gpu_part(k, "kernel", names(k["nameId"]), pid))
+        parts.append(_gpu_part(k, "kernel", names(k["nameId"])))
 
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
         m = _frame(
@@ -123,8 +122,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         dst = [MEM_KIND_LABEL.get(int(s), "Unknown") if pd.notna(s) else "Unknown" for s in m["dstKind"]]
         # Named as Kineto names them, so the same copy reads the same whichever profiler saw it.
         label = [f"Memcpy {d} ({s} -> {t})" for d, s, t in zip(direction, src, dst)]
-        pid, _ = split_global_id(m["globalPid"].fillna(0).to_numpy())
-        part = _gpu_part(m, "memcpy", label, pid)
+        part = _gpu_part(m, "memcpy", label)
         part["copy_kind"] = direction
         part["bytes"] = m["bytes"].astype("Int64").to_numpy()
         parts.append(part)
@@ -138,8 +136,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             "FROM CUPTI_ACTIVITY_KIND_MEMSET",
         )
         label = [f"Memset ({MEM_KIND_LABEL.get(int(x), 'Device') if pd.notna(x) else 'Device'})" for x in s["memKind"]]
-        pid, _ = split_global_id(s["globalPid"].fillna(0).to_numpy())
-        part = _gpu_part(s, "memset", label, pid)
+        part = _gpu_part(s, "memset", label)
         part["bytes"] = s["bytes"].astype("Int64").to_numpy()
         parts.append(part)
 
@@ -225,7 +222,9 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     return Timeline(validate(_concat(parts), source), meta)
 
 
-def _gpu_part(df: pd.DataFrame, kind: str, label: list[str], pid: np.ndarray) -> dict[str, object]:
+def _gpu_part(df: pd.DataFrame, kind: str, label: list[str]) -> dict[str, object]:
+    """Columns of GPU activity rows: pid from the launching process's globalPid, tid = the stream."""
+    pid, _ = split_global_id(df["globalPid"].fillna(0).to_numpy())
     return {
         "start_ns": df["start"].to_numpy(np.int64),
         "end_ns": df["end"].to_numpy(np.int64),
@@ -264,7 +263,7 @@ def _host_part(
 
 def _concat(parts: list[dict[str, object]]) -> pd.DataFrame:
     if not parts:
-        return build_events({"start_ns": [], "end_ns": [], "kind": [], "name": []})
+        return empty_events()
     cols: dict[str, object] = {}
     for col in parts[0]:
         values = [p[col] for p in parts]
