@@ -35,16 +35,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-CHROMIUM = os.environ.get("TRACER_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+
 VIEWPORT = {"width": 1600, "height": 1000}
 #: zoom windows as (centre, width) fractions of the run
 ZOOMS = ((0.5, 0.1), (0.3, 0.01), (0.7, 0.001))

@@ -14,16 +14,8 @@ from pathlib import Path
 
 import pytest
 
-CHROMIUM = Path(os.environ.get("TRACER_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from dashboard.headless import CHROMIUM, CHROMIUM_ARGS
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 
 
