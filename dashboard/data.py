@@ -23,18 +23,16 @@ from typing import Any
 import orjson
 
 from dashboard.model import TimelineView, prepare
+from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.parsers import RUN_META, RUN_TIMELINE, RUN_TRACE_CANDIDATES, load_trace
 from tracer.timeline import Timeline
 
-#: Files that look like traces when a folder is scanned (the content decides the format when opened).
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep", ".parquet")
 RUN_SUMMARY = "summary.json"
 #: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
 LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
 #: Uploads above this are refused (open big traces with ``tracer dashboard PATH`` instead).
 DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
-SCAN_DEPTH = 4
 
 
 def bundled_examples_dir() -> Path:
@@ -59,36 +57,6 @@ class RunInfo:
     @property
     def is_run_dir(self) -> bool:
         return self.path.is_dir()
-
-
-def is_run_dir(p: Path) -> bool:
-    return p.is_dir() and any((p / n).exists() for n in (RUN_META, RUN_TIMELINE, *RUN_TRACE_CANDIDATES))
-
-
-def is_trace_file(p: Path) -> bool:
-    n = p.name.lower()
-    return p.is_file() and not n.startswith(".") and n.endswith(TRACE_SUFFIXES)
-
-
-def discover(path: Path, depth: int = SCAN_DEPTH) -> list[Path]:
-    """Run directories and trace files at or under ``path`` (a run directory is not looked into)."""
-    if is_run_dir(path) or path.is_file():
-        return [path]
-    if not path.is_dir() or depth <= 0:
-        return []
-    found: list[Path] = []
-    try:
-        children = sorted(path.iterdir())
-    except OSError:
-        return []
-    for child in children:
-        if child.name.startswith("."):
-            continue
-        if child.is_dir():
-            found += discover(child, depth - 1)
-        elif is_trace_file(child):
-            found.append(child)
-    return found
 
 
 def _stem(p: Path) -> str:

@@ -164,11 +164,73 @@ def test_range_names_are_wrapped_not_cut_on_a_narrow_terminal():
         ],
     }
     console = Console(width=80, record=True)
-    for r in render_summary(summary):
+    for r in render_summary(summary, width=80):
         console.print(r)
     text = console.export_text()
     assert "…" not in text
-    assert text.count("compute-copy/run+copy-") == 3
+    assert "side-stream" in text and "non-blocking" in text
+    assert any("blocking" in ln and "non-blocking" not in ln for ln in text.splitlines())
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_long_range_names_break_after_a_separator_not_mid_word(width):
+    from rich.console import Console
+
+    from tracer.cli.summary import render_summary
+
+    names = ["mlp-data-parallel/forward-backward", "mlp-data-parallel/broadcast", "dependency-graph/streams"]
+    summary = {
+        "format": "kineto", "source": "run", "span_ns": 1, "devices": {}, "lanes": [],
+        "ranges": [{"name": n, "count": 1, "host_ns": 1, "gpu_busy_ns": 0, "kernels": 0, "memcpys": 0}
+                   for n in names],
+    }
+    console = Console(width=width, record=True)
+    for r in render_summary(summary, width=width):
+        console.print(r)
+    text = console.export_text()
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert max(len(ln) for ln in text.splitlines()) <= width
+    words = {w for n in names for w in n.replace("/", " ").replace("-", " ").split()}
+    # every word of every name appears whole on some line: nothing was cut inside a word
+    for w in words:
+        assert any(w in ln for ln in lines), (w, lines)
+    assert "…" not in text
+
+
+def test_wrap_name_prefers_separators():
+    from tracer.cli.summary import wrap_name
+
+    assert wrap_name("mlp-data-parallel/forward-backward", 20) == "mlp-data-parallel/\nforward-backward"
+    assert wrap_name("short", 20) == "short"
+    assert wrap_name("abcdefghijklmnopqrstuvwxyz", 10) == "abcdefghij\nklmnopqrst\nuvwxyz"  # no separator: cut
+
+
+def test_summary_of_a_folder_summarises_each_run_in_it(tmp_path, data_dir):
+    import shutil
+
+    (tmp_path / "a").mkdir()
+    shutil.copy(data_dir / "two_streams.json.gz", tmp_path / "a" / "two_streams.json.gz")
+    shutil.copy(data_dir / "copy_side_stream.json.gz", tmp_path / "copy_side_stream.json.gz")
+    proc = run_cli("summary", "--json", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    sources = [Path(json.loads(line)["source"]).name for line in proc.stdout.splitlines()]
+    assert sorted(sources) == ["copy_side_stream.json.gz", "two_streams.json.gz"]
+
+
+def test_summary_of_a_folder_without_runs_says_what_to_pass(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    proc = run_cli("summary", str(tmp_path))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no run directories or traces" in lines[0]
+
+
+@pytest.mark.parametrize("command", [[], ["summary"], ["record"], ["export"], ["dashboard"], ["scenarios"]])
+def test_help_shows_no_value_placeholder_for_flags(command):
+    proc = run_cli(*command, "--help")
+    assert proc.returncode == 0, proc.stderr
+    assert "--help" in proc.stdout
+    assert "<bool>" not in proc.stdout
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,8 @@ import pytest
 
 from dashboard import ids
 from dashboard.app import create_app, route, upload
-from dashboard.data import RunStore, discover, speedup_of
+from dashboard.data import RunStore, speedup_of
+from tracer.discover import discover
 from dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
 from dashboard.model import CLASS_INDEX, prepare
 from dashboard.pages import runs, timeline

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from dashboard import ids
-from dashboard.data import bundled_examples_dir, discover
+from dashboard.data import bundled_examples_dir
+from tracer.discover import discover
 from dashboard.model import CLASS_INDEX, N_CLASSES
 
 GRAPH_JS = f"document.querySelector('#{ids.TL_GRAPH} .js-plotly-plot')"

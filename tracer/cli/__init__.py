@@ -7,12 +7,52 @@ and exit code 2, so no user ever sees a traceback for bad input.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from tracer.errors import TracerError
 
+
+
+def _plain_flags(params: list) -> None:
+    """Flags take no value: show none in --help (Typer 0.2x prints ``<bool>`` beside them)."""
+    for p in params:
+        if getattr(p, "is_flag", False):
+            p.metavar = ""
+
+
+class TracerCommand(TyperCommand):
+    """Every tracer subcommand: flags (``--json``, ``--help`` …) listed without a value placeholder."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_flags(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        opt = super().get_help_option(ctx)
+        if opt is not None:
+            _plain_flags([opt])
+        return opt
+
+
+class TracerGroup(TyperGroup):
+    """The ``tracer`` group itself, with the same plain flags."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_flags(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        opt = super().get_help_option(ctx)
+        if opt is not None:
+            _plain_flags([opt])
+        return opt
+
+
 app = typer.Typer(
+    cls=TracerGroup,
     name="tracer",
     help=(
         "See how PyTorch work runs in parallel across GPUs, CUDA streams and the CPU, and how much copy "
@@ -25,8 +65,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",
 )
-
-
 
 def _version(value: bool) -> None:
     if value:

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from tracer.cli import app
+from tracer.cli import TracerCommand, app
 from tracer.errors import InputNotFoundError, UsageError
 
 
-@app.command()
+@app.command(cls=TracerCommand)
 def dashboard(
     paths: Annotated[
         list[Path] | None,

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from tracer.cli import app
+from tracer.cli import TracerCommand, app
 
 #: Show a progress bar on stderr (on a terminal) for timelines at least this long.
 PROGRESS_MIN_EVENTS = 200_000
@@ -37,7 +37,7 @@ def _progress(console: Any, events: int) -> Iterator[Any]:
         yield update
 
 
-@app.command()
+@app.command(cls=TracerCommand)
 def export(
     path: Annotated[
         Path, typer.Argument(help="A trace (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) or a run directory.")

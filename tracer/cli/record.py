@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from tracer.cli import app
+from tracer.cli import TracerCommand, app
 
 
 def _s(seconds: float) -> str:
@@ -71,7 +71,7 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
     return out
 
 
-@app.command()
+@app.command(cls=TracerCommand)
 def record(
     scenario: Annotated[str, typer.Argument(help="Scenario name; `tracer scenarios` lists them.")],
     device: Annotated[
@@ -123,7 +123,7 @@ def record(
         console.print(r)
 
 
-@app.command()
+@app.command(cls=TracerCommand)
 def scenarios(
     name: Annotated[str | None, typer.Argument(help="Show one scenario in full.")] = None,
     json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -132,6 +132,7 @@ def scenarios(
     import orjson
     from rich import box
     from rich.console import Console
+    from rich.markdown import Markdown
     from rich.table import Table
 
     from scenarios import ScenarioError, all_scenarios, get
@@ -151,10 +152,12 @@ def scenarios(
         console.print(f"[bold]{s.name}[/bold] — {s.description}")
         console.print(f"  variants: {', '.join(s.variants)}", style="dim")
         if name:
-            console.print(s.details.strip(), markup=False)
-        t = Table(box=box.SIMPLE, show_header=bool(name), padding=(0, 1))
-        for col in ("param", "CPU", "GPU", "meaning"):
-            t.add_column(col, no_wrap=col != "meaning")
+            # The details are the scenario module's docstring (reST-style ``code``): render it as Markdown so
+            # that it reflows to the terminal instead of showing its markup.
+            console.print(Markdown(s.details.strip().replace("``", "`")))
+        t = Table(box=box.SIMPLE_HEAD, padding=(0, 1))
+        for col in ("param", "CPU default", "GPU default", "meaning"):
+            t.add_column(col, no_wrap=col != "meaning", justify="right" if "default" in col else "left")
         for p in s.all_params():
             if not name and p.name in ("variant", "lanes", "seed"):
                 continue
@@ -162,4 +165,4 @@ def scenarios(
         console.print(t)
     if not name:
         console.print("Every scenario also takes variant, lanes and seed; `tracer scenarios NAME` shows all. "
-                      "Set them with `tracer record NAME --param NAME=VALUE`.", style="dim")
+                      "Set them with `tracer record NAME --param NAME=VALUE`.", style="dim", markup=False)

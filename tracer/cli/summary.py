@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from tracer.cli import app
+from tracer.cli import TracerCommand, app
 from tracer.errors import TracerError
 
 
@@ -21,8 +21,35 @@ def _pct(part: int, whole: int) -> str:
     return f"{100.0 * part / whole:.1f}%" if whole else "–"
 
 
-def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any]:
-    """Rich renderables for a summary dict (see :func:`tracer.analysis.summary.summarize`)."""
+def wrap_name(name: str, width: int) -> str:
+    """``name`` in lines of at most ``width`` characters, broken after ``/ - _ . + :`` where it can be."""
+    lines: list[str] = []
+    while len(name) > width:
+        cut = max(name.rfind(sep, 0, width) for sep in "/-_.+: ") + 1
+        if cut <= width // 3:  # no separator far enough in: cut at the width
+            cut = width
+        lines.append(name[:cut].rstrip())
+        name = name[cut:].lstrip()
+    lines.append(name)
+    return "\n".join(lines)
+
+
+def _table_width(table: Any, rows: list[list[str]]) -> int:
+    """The width ``table``'s columns (headers included) and ``rows`` need, borders and padding included."""
+    from copy import deepcopy
+
+    from rich.console import Console
+
+    probe = deepcopy(table)
+    for row in rows:
+        probe.add_row(*row)
+    console = Console(width=10_000)
+    return console.measure(probe).maximum
+
+
+def render_summary(summary: dict[str, Any], *, max_ranges: int = 12, width: int = 100) -> list[Any]:
+    """Rich renderables for a summary dict (see :func:`tracer.analysis.summary.summarize`), for a terminal
+    ``width`` characters wide."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
@@ -101,13 +128,20 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12) -> list[Any
         out.append(th)
     ranges = summary.get("ranges") or []
     if ranges:
+        cols = ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys")
+        rows = [
+            [row["name"], f"{row['count']:,}", _ms(row["host_ns"]), _ms(row["gpu_busy_ns"]),
+             f"{row['kernels']:,}", f"{row['memcpys']:,}"]
+            for row in ranges[:max_ranges]
+        ]
         r = Table(box=box.SIMPLE_HEAD, title="NVTX / record_function ranges → the GPU work they launched")
-        for col in ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys"):
-            # range names share long prefixes ("compute-copy/run+copy-…"): wrap them rather than cut them short
-            r.add_column(col, justify="left" if col == "range" else "right", overflow="fold" if col == "range" else None)
-        for row in ranges[:max_ranges]:
-            r.add_row(row["name"][:60], f"{row['count']:,}", _ms(row["host_ns"]), _ms(row["gpu_busy_ns"]),
-                      f"{row['kernels']:,}", f"{row['memcpys']:,}")
+        for col in cols:
+            r.add_column(col, justify="left" if col == "range" else "right", no_wrap=True)
+        # Range names share long prefixes without spaces ("mlp-data-parallel/forward-backward"): break them
+        # after a separator to fit what the numbers leave, instead of letting the table cut them mid-word.
+        room = max(12, width - _table_width(r, [["", *row[1:]] for row in rows]))
+        for row in rows:
+            r.add_row(wrap_name(row[0], room), *row[1:])
         if len(ranges) > max_ranges:
             r.caption = f"{len(ranges) - max_ranges} more ranges in --json"
         out.append(r)
@@ -130,11 +164,35 @@ def _progress(console: Any, path: Path) -> Any:
 PROGRESS_MIN_BYTES = 20_000_000
 
 
-@app.command()
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """Each PATH as given, except a folder that is not a run directory: the runs and traces under it."""
+    from tracer.discover import discover, is_run_dir
+    from tracer.errors import InputNotFoundError
+
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and not is_run_dir(p):
+            inside = discover(p)
+            if not inside:
+                raise InputNotFoundError(
+                    p, "not a tracer run, and a folder with no run directories or traces (*.json[.gz], "
+                    "*.sqlite[.gz], *.nsys-rep, *.parquet) under it"
+                )
+            out += inside
+        else:
+            out.append(p)
+    return out
+
+
+@app.command(cls=TracerCommand)
 def summary(
     paths: Annotated[
         list[Path],
-        typer.Argument(help="Trace files (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) or run directories."),
+        typer.Argument(
+            metavar="PATH",
+            help="Trace files (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet), run directories, or folders "
+            "of them (each run or trace found is summarised).",
+        ),
     ],
     json: Annotated[bool, typer.Option("--json", help="Print JSON (one object per PATH, one per line).")] = False,
     no_cache: Annotated[
@@ -154,12 +212,13 @@ def summary(
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    for path in paths:
+    found = expand_paths(paths)
+    for path in found:
         try:
             with _progress(status_console, path):
                 result = summarize(load_trace(path, cache=not no_cache))
         except TracerError as exc:
-            if len(paths) == 1:
+            if len(found) == 1:
                 raise
             # One bad file in a batch does not stop the others; report it and go on.
             print(f"tracer: error: {exc}", file=sys.stderr)
@@ -169,7 +228,7 @@ def summary(
             sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
             sys.stdout.flush()
         else:
-            for renderable in render_summary(result):
+            for renderable in render_summary(result, width=console.width):
                 console.print(renderable)
             console.print()
     if failed:
