@@ -28,7 +28,7 @@ others on a shared machine hits them alike; the table shows the median wall time
 
     python bench/parse.py --sizes 1,10,100 --repeat 3            # all default tools; HTA once at ~1 GB
 
-The targets of issue 2 are checked at the end (inputs of 50 MB and more; on smaller ones imports dominate).
+The parsing targets (docs/performance.md) are checked at the end (inputs of 50 MB and more; on smaller ones imports dominate).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ SLOW_FROM_BYTES = 500 * 10**6
 #: Below this size fixed costs (imports, interpreter) dominate: targets are shown, not judged.
 JUDGE_FROM_BYTES = 50 * 10**6
 
-# Targets of issue 2.
+# The parsing targets (docs/performance.md#parsing).
 TARGET_VS_HTA = 15.0
 TARGET_RSS_PER_BYTE = 3.0
 TARGET_CACHE_SPEEDUP = 10.0

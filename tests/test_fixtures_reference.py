@@ -1,4 +1,4 @@
-"""The per-device figures in tests/data/FIXTURES.md (from ../shared/fixtures) are reproduced exactly."""
+"""The per-device figures in tests/data/FIXTURES.md (recorded on an H200; reference figures computed with exact decimals) are reproduced exactly."""
 
 import pytest
 
