@@ -59,3 +59,26 @@ def test_grouped_union_total():
     groups = np.array([1, 1, 2, 2, 2])
     totals = iv.grouped_union_total(groups, arr(0, 5, 0, 100, 100), arr(10, 15, 10, 110, 105))
     assert totals.to_dict() == {1: 15, 2: 20}
+
+
+def test_grouped_union_total_keeps_a_1_ns_gap_at_epoch_nanoseconds():
+    # ~1.77e18 ns (a 2025 epoch stamp): float64 steps there are 256 ns; the gap between the two kernels of
+    # lane_gap.json (100 ns) must not be counted as busy.
+    base = 1_766_169_255_000_000_000
+    s = np.array([base + 218_039_954, base + 218_046_294], dtype=np.int64)
+    e = np.array([base + 218_046_193, base + 218_056_294], dtype=np.int64)
+    totals = iv.grouped_union_total(np.array([7, 7]), s, e)
+    assert totals.to_dict() == {7: int((e - s).sum())}
+    one = iv.grouped_union_total(np.array([7, 7]), np.array([base, base + 11]), np.array([base + 10, base + 20]))
+    assert one.to_dict() == {7: 19}
+
+
+def test_grouped_union_total_matches_a_per_group_union():
+    rng = np.random.default_rng(3)
+    g = rng.integers(0, 5, 2000)
+    s = rng.integers(0, 10**6, 2000) + 1_700_000_000_000_000_000
+    e = s + rng.integers(0, 5000, 2000)
+    totals = iv.grouped_union_total(g, s, e)
+    for k in np.unique(g):
+        m = g == k
+        assert totals[k] == iv.total(iv.union(s[m], e[m]))
