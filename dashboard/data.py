@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
 import re
 import tempfile
 import threading
@@ -25,7 +26,7 @@ import orjson
 from dashboard.model import TimelineView, prepare
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
-from tracer.parsers import RUN_META, RUN_TIMELINE, RUN_TRACE_CANDIDATES, load_trace
+from tracer.parsers import RUN_META, load_trace
 from tracer.timeline import Timeline
 
 RUN_SUMMARY = "summary.json"
@@ -284,17 +285,146 @@ def run_date(info: RunInfo) -> str:
         return ""
 
 
-def speedup_of(meta: dict[str, Any]) -> float | None:
-    """The run's speedup: ``meta["speedup"]``, else the first ``derived`` figure whose name says speedup."""
+def speedups(meta: dict[str, Any]) -> list[tuple[float, str]]:
+    """The run's speedups as (value, what it compares): ``meta["speedup"]`` (label ""), else every ``derived``
+    figure whose name says speedup, its label taken from the name: ``"speedup (single / parallel)"`` ->
+    ``"single / parallel"``, ``"speedup size 64 (one stream / streams)"`` -> ``"size 64: one stream / streams"``.
+    """
     v = find_key(meta, "speedup")
-    if isinstance(v, (int, float)) and not isinstance(v, bool):
-        return float(v)
+    if _is_number(v):
+        return [(float(v), "")]
     derived = meta.get("derived")
+    out: list[tuple[float, str]] = []
     if isinstance(derived, dict):
         for k, v in derived.items():
-            if "speedup" in str(k).lower() and isinstance(v, (int, float)) and not isinstance(v, bool):
-                return float(v)
-    return None
+            name = str(k)
+            if "speedup" in name.lower() and _is_number(v):
+                out.append((float(v), _speedup_label(name)))
+    return out
+
+
+def _speedup_label(name: str) -> str:
+    rest = re.sub(r"(?i)\bspeedup\b", "", name).strip()
+    m = re.fullmatch(r"(.*?)\s*\((.*)\)", rest)
+    if m:
+        what, ratio = m.group(1).strip(" :"), m.group(2).strip()
+        return f"{what}: {ratio}" if what else ratio
+    return rest.strip(" :")
+
+
+def speedup_of(meta: dict[str, Any]) -> float | None:
+    """The run's (first) speedup: ``meta["speedup"]``, else the first ``derived`` figure named speedup."""
+    found = speedups(meta)
+    return found[0][0] if found else None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
+
+
+#: What each recording mode of ``tracer record`` means (docs/scenarios.md, "Devices").
+MODE_MEANING = {
+    "multi-gpu": "one lane per GPU",
+    "streams": "CUDA streams of one GPU stand in for devices",
+    "cpu-threads": "CPU threads stand in for devices",
+}
+#: meta.json's ``backend`` -> the profiler's name.
+BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
+#: Trace formats (``Timeline.meta.format``) -> what wrote them, for traces without a meta.json.
+FORMAT_NAMES = {
+    "kineto": "Kineto trace (torch.profiler)",
+    "nsys": "Nsight Systems export",
+    "parquet": "Parquet timeline",
+}
+#: Parameters every scenario takes: listed after the scenario's own ones.
+COMMON_PARAMS = ("lanes", "seed")
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def params_text(meta: dict[str, Any]) -> str:
+    """The scenario's parameters from meta.json, its own first: ``"n=200 · size=1000 · lanes=2 · seed=0"``
+    (``variant`` has its own column and line)."""
+    params = meta.get("params")
+    if not isinstance(params, dict):
+        return ""
+    items = [(str(k), v) for k, v in params.items() if k != "variant"]
+    items.sort(key=lambda kv: kv[0] in COMMON_PARAMS)  # stable: the scenario's own order is kept
+    return " · ".join(f"{k}={_fmt_value(v)}" for k, v in items)
+
+
+def variant_text(meta: dict[str, Any]) -> str:
+    """``"side-stream"``, or for a run of every variant ``"all (single, parallel)"``."""
+    variant = meta.get("variant")
+    if not variant:
+        return ""
+    variants = meta.get("variants")
+    if variant == "all" and isinstance(variants, list) and variants:
+        return f"all ({', '.join(map(str, variants))})"
+    return str(variant)
+
+
+def _lane_count(meta: dict[str, Any]) -> int | None:
+    lanes = meta.get("lanes")
+    if isinstance(lanes, list) and lanes:
+        return len(lanes)
+    n = (meta.get("params") or {}).get("lanes") if isinstance(meta.get("params"), dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def device_text(meta: dict[str, Any], summary: dict[str, Any] | None = None) -> tuple[str, str]:
+    """(device, how it was used): ``("NVIDIA H200", "mode streams: CUDA streams of one GPU stand in for
+    devices, 2 lanes")``, ``("CPU", "mode cpu-threads: CPU threads stand in for devices, 4 lanes")``. From
+    meta.json, else from the summary (GPU names; no GPU work: CPU); ("", "") when neither says."""
+    names = meta.get("gpu_names") or (summary or {}).get("gpu_names") or {}
+    gpus = (
+        [str(v) for _, v in sorted(names.items(), key=lambda kv: str(kv[0]))]
+        if isinstance(names, dict)
+        else []
+    )
+    mode = str(meta.get("mode") or "")
+    devices = meta.get("devices")
+    if gpus:
+        distinct = sorted(set(gpus))
+        device = (
+            f"{len(gpus)} × {distinct[0]}" if len(gpus) > 1 and len(distinct) == 1 else ", ".join(distinct)
+        )
+    elif mode == "cpu-threads" or devices == ["cpu"]:
+        device = "CPU"
+    elif summary is not None and not summary.get("devices"):
+        device = "CPU (no GPU activity in the trace)"
+    else:
+        device = ""
+    how = ""
+    if mode:
+        n = _lane_count(meta)
+        how = f"mode {mode}"
+        if mode in MODE_MEANING:
+            how += f": {MODE_MEANING[mode]}"
+        if n is not None:
+            how += f", {n} lane{'s' if n != 1 else ''}"
+    return device, how
+
+
+def mode_short(meta: dict[str, Any]) -> str:
+    """``"streams · 2 lanes"``: the mode in a few words, for a table cell (its meaning goes in a tooltip)."""
+    mode = str(meta.get("mode") or "")
+    n = _lane_count(meta)
+    if not mode:
+        return ""
+    return mode + (f" · {n} lane{'s' if n != 1 else ''}" if n is not None else "")
+
+
+def backend_text(meta: dict[str, Any], fmt: str | None = None) -> str:
+    """The profiler that recorded the run (meta.json's backend), else what wrote the trace (its format)."""
+    backend = meta.get("backend")
+    if backend:
+        return BACKEND_NAMES.get(str(backend), str(backend))
+    return FORMAT_NAMES.get(str(fmt), str(fmt or ""))
 
 
 def find_key(d: Any, key: str, depth: int = 3) -> Any:

@@ -62,7 +62,7 @@ class Row:
 
     lane: str  # lane key: "gpu0/s7", "gpu0/overlap", "ranges/424/424", "cpu/424/424"
     lane_label: str  # "GPU 0 · stream 7"
-    sub: str  # "kernels", "copies", "compute ∩ copy", "ranges", "ops", "CUDA API" (+ " 2" ... for depth)
+    sub: str  # "kernels", "copies", "compute ∩ copy", "ranges", "ops", "CUDA API calls"; "ops, depth 2" ...
     label: str  # the y-axis text
     device: int  # GPU index, -1 for host rows
 
@@ -149,6 +149,17 @@ def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.maximum(rank - ended, 0)
 
 
+def depth_subs(what: str, n: int, deeper: bool) -> list[str]:
+    """Sub-row names for ``n`` nesting levels: ``["ops"]`` for one, else ``["ops, depth 1", "ops, depth 2",
+    ...]``, the last ``"depth 3+"`` when ``deeper`` levels share it. Spelled out because a bare "ops 2"
+    read like a second thread or a count."""
+    if n <= 0:
+        return []
+    if n == 1 and not deeper:
+        return [what]
+    return [f"{what}, depth {i + 1}" + ("+" if deeper and i == n - 1 else "") for i in range(n)]
+
+
 def prepare(timeline: Timeline) -> TimelineView:
     """Lay ``timeline`` out in rows and sort its drawable intervals by (row, class, start)."""
     ev = timeline.events
@@ -232,20 +243,19 @@ def prepare(timeline: Timeline) -> TimelineView:
         tlabel = _thread_label(timeline, p, t)
         r = np.flatnonzero(mine & is_range)
         if r.size:
-            depth = np.minimum(nesting_depth(starts[r], ends[r]), MAX_RANGE_DEPTH - 1)
-            n = int(depth.max()) + 1
-            subs = ["ranges"] + [f"ranges {i + 1}" for i in range(1, n)]
+            raw = nesting_depth(starts[r], ends[r])
+            depth = np.minimum(raw, MAX_RANGE_DEPTH - 1)
+            subs = depth_subs("ranges", int(depth.max()) + 1, bool(raw.max() > depth.max()))
             lane_rows = add_lane(f"ranges/{p}/{t}", f"NVTX · {tlabel}", subs, -1)
             add(r, np.asarray(lane_rows)[depth], CLASS_INDEX["range"])
         o = np.flatnonzero(mine & is_op)
         a = np.flatnonzero(mine & (is_api | is_sync))
         if o.size or a.size:
-            depth = np.minimum(nesting_depth(starts[o], ends[o]), MAX_OP_DEPTH - 1)
+            raw = nesting_depth(starts[o], ends[o])
+            depth = np.minimum(raw, MAX_OP_DEPTH - 1)
             n = int(depth.max()) + 1 if o.size else 0
-            subs = (
-                (["ops"] if n else [])
-                + [f"ops {i + 1}" for i in range(1, n)]
-                + (["CUDA API"] if a.size else [])
+            subs = depth_subs("ops", n, bool(o.size and raw.max() > depth.max())) + (
+                ["CUDA API calls"] if a.size else []
             )
             lane_rows = add_lane(f"cpu/{p}/{t}", f"CPU · {tlabel}", subs, -1)
             if o.size:

@@ -13,13 +13,14 @@ import pytest
 
 from dashboard import ids
 from dashboard.app import create_app, route, upload
-from dashboard.data import RunStore, speedup_of
-from tracer.discover import discover
+from dashboard.data import RunStore, device_text, params_text, speedup_of, speedups
 from dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
-from dashboard.model import CLASS_INDEX, prepare
-from dashboard.pages import runs, timeline
+from dashboard.model import CLASS_INDEX, depth_subs, prepare
+from dashboard.pages import common, compare, runs, timeline
+from tracer.discover import discover
 from tracer.errors import TracerError, UsageError
 from tracer.parsers import load_trace
+from tracer.timeline import Timeline
 
 DATA = Path(__file__).parent / "data"
 SIDE = DATA / "copy_side_stream.json.gz"
@@ -243,7 +244,7 @@ def test_zoom_callback_narrows_the_window_and_redraws():
     )
     assert new_state["window"] == [40_000_000, 45_000_000]
     assert fig.layout.meta["window_ns"] == [40_000_000, 45_000_000]
-    assert status.startswith("40.000 – 45.000 ms")
+    assert status.startswith("Window 40.000 – 45.000 ms (5.000 ms wide) · ")
     back = timeline.update(store, new_state, ids.TL_GRAPH, {"xaxis.autorange": True}, None, None, None, None)
     assert back[4]["window"] == [0, store.view("copy_side_stream").span_ns]
     # relayout events without an x range (autosize, dragmode) change nothing
@@ -342,7 +343,10 @@ def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
     [
         (["--port", "99999"], "tracer: error: --port: 99999 is not a TCP port; choose one from 1 to 65535"),
         (["--port", "0"], "tracer: error: --port: 0 is not a TCP port; choose one from 1 to 65535"),
-        (["--max-upload-mb", "0"], "tracer: error: --max-upload-mb: 0 would refuse every upload; give 1 or more"),
+        (
+            ["--max-upload-mb", "0"],
+            "tracer: error: --max-upload-mb: 0 would refuse every upload; give 1 or more",
+        ),
     ],
 )
 def test_dashboard_command_rejects_a_bad_port_or_upload_limit_in_one_line(args, message):
@@ -352,3 +356,272 @@ def test_dashboard_command_rejects_a_bad_port_or_upload_limit_in_one_line(args, 
     proc = run_cli("dashboard", "--no-examples", *args, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr == message + "\n"
+
+
+# ----- what a newcomer needs to read a run (issue 13)
+
+
+def _text(component) -> str:
+    """All the text of a Dash component tree, children in order, runs of white space made one space."""
+
+    def walk(c) -> str:
+        if c is None:
+            return ""
+        if isinstance(c, (str, int, float)):
+            return str(c)
+        if isinstance(c, (list, tuple)):
+            return " ".join(walk(x) for x in c)
+        return walk(getattr(c, "children", None))
+
+    return " ".join(walk(component).split())
+
+
+def _examples(scenario: str) -> list:
+    store = RunStore([], examples=True, runs_dir=None)
+    return store, [i for i in store.runs() if i.meta.get("scenario") == scenario]
+
+
+def test_runs_that_differ_only_in_parameters_or_back_end_look_different():
+    store, mlp = _examples("mlp-data-parallel")
+    assert len(mlp) >= 3
+    rows = [runs.run_row(i, store.summary(i.key)) for i in mlp]
+    shown = {(r["variant_detail"], r["trace"], r["speedup_text"]) for r in rows}
+    assert len(shown) == len(rows)  # no two rows read alike any more
+    for info, r in zip(mlp, rows):
+        share = info.meta["params"]["cpu_share"]
+        assert f"cpu_share={share:g}" in r["variant_detail"]
+        assert r["devices"] == "NVIDIA H200" and r["devices_detail"] == "streams · 2 lanes"
+        assert r["trace"] == {"torch": "torch.profiler", "nsys": "Nsight Systems"}[info.meta["backend"]]
+        assert r["speedup_detail"] == "single / parallel"
+    # the filter finds a run by a parameter
+    assert {r["name"] for r in runs.filter_sort(rows, "cpu_share=0.01", None)} == {
+        i.name for i in mlp if i.meta["params"]["cpu_share"] == 0.01
+    }
+    table = runs.render_table(rows, None, [])
+    assert "cpu_share=0.01" in _text(table) and "cpu_share=0 " in _text(table)
+
+
+def test_run_heading_says_parameters_device_back_end_and_what_the_speedup_compares():
+    store, multi = _examples("multi-device")
+    small = next(i for i in multi if i.meta["params"]["n"] != 50)  # the 200 × 1000² run, not the README's
+    view = store.view(small.key)
+    text = _text(common.run_heading(small, view))
+    n, size = small.meta["params"]["n"], small.meta["params"]["size"]
+    assert f"Parameters: n={n} · size={size} · lanes=2 · seed=0" in text
+    assert "Scenario: multi-device · variant all (alone, together)" in text
+    assert "Device: NVIDIA H200 — mode streams: CUDA streams of one GPU stand in for devices, 2 lanes" in text
+    value, label = speedups(small.meta)[0]
+    assert label == "sum alone / together"
+    assert f"Speedup: ×{value:.2f} (sum alone / together)" in text and common.SPEEDUP_SOURCE in text
+    assert (
+        f"Recorded with: {'torch.profiler' if small.meta['backend'] == 'torch' else 'Nsight Systems'}" in text
+    )
+
+
+def test_params_device_and_speedup_texts():
+    meta = {
+        "params": {"variant": "all", "lanes": 4, "seed": 0, "n": 12, "lr": 0.5, "copy_mb": 64.0},
+        "mode": "cpu-threads",
+        "devices": ["cpu"],
+        "derived": {"speedup size 64 (one stream / streams)": 1.01, "ratio": 0.3, "speedup (a / b)": 2.0},
+    }
+    assert params_text(meta) == "n=12 · lr=0.5 · copy_mb=64 · lanes=4 · seed=0"
+    assert device_text(meta) == ("CPU", "mode cpu-threads: CPU threads stand in for devices, 4 lanes")
+    assert speedups(meta) == [(1.01, "size 64: one stream / streams"), (2.0, "a / b")]
+    assert speedup_of(meta) == 1.01
+    assert device_text({}, {"devices": {}, "gpu_names": {}})[0] == "CPU (no GPU activity in the trace)"
+    assert device_text({"gpu_names": {"0": "A", "1": "A"}, "mode": "multi-gpu"})[0] == "2 × A"
+    assert device_text({}) == ("", "")
+
+
+def test_heading_and_status_count_the_same_bars(side_view):
+    """The heading used to say "858 intervals" and the status "904 intervals merged ...": the status counts
+    bars (drawn events plus the overlap band's pieces), so both now say bars and the heading says why."""
+    store = _store(SIDE)
+    info = store.get("copy_side_stream")
+    view = store.view("copy_side_stream")
+    ev = view.timeline.events
+    pieces = int((view.src < 0).sum())
+    drawn = int((view.src >= 0).sum())
+    assert pieces > 0 and drawn + pieces == len(view.src)
+    heading = _text(common.run_heading(info, view))
+    assert (
+        f"{len(ev):,} events in the trace → {len(view.src):,} bars on the chart: {drawn:,} events" in heading
+    )
+    assert f"+ {pieces:,} compute ∩ copy pieces" in heading
+    if drawn < len(ev):
+        assert f"{len(ev) - drawn:,} not drawn (" in heading
+    status = timeline.status_text(timeline_figure(view, width_px=1000))
+    assert f"{len(view.src):,} bars in this window merged into" in status
+    assert "intervals" not in heading + status
+
+
+def test_numbers_of_a_card_or_line_share_one_unit():
+    from tracer.analysis.overlap import DeviceOverlap
+
+    d = next(iter(prepare(load_trace(SAME, cache=False)).devices))
+    assert d.overlap_ns == 0 and d.compute_ns > 1e6  # the card that said "0 ns" beside ms
+    values = [c.children[0].children for c in common.device_card(d).children[1].children[:4]]
+    assert all(v.endswith(" ms") for v in values), values
+    assert values[2] == "0.0 ms"
+    assert isinstance(d, DeviceOverlap)
+    assert common.window_text(40_000_000, 45_000_000) == "40.000 – 45.000 ms (5.000 ms wide)"
+    # zoomed to 400 ns: still ms, with the decimals the width needs
+    assert common.window_text(40_000_000, 40_000_400) == "40.0000000 – 40.0004000 ms (0.0004000 ms wide)"
+    assert compare.status_text(timeline_figure(prepare(load_trace(SAME, cache=False)), (0, 2_000_000))) == (
+        "Window 0.000 – 2.000 ms (2.000 ms wide), the same scale for both runs"
+    )
+    assert common.card_format([0, 999_000]) == ((1e3, "µs"), 1)
+    assert common.card_format([0, 999]) == ((1.0, "ns"), 1)
+    assert common.card_format([0, 0]) == ((1e6, "ms"), 3)
+
+
+def _cpu_only(trace: Path = SIDE) -> Timeline:
+    """A real trace's host side alone, labelled as a cpu-threads run: what a CPU-only recording looks like."""
+    t = load_trace(trace, cache=False)
+    ev = t.events[t.events["device"] < 0].reset_index(drop=True)
+    t.meta.gpu_names = {}
+    t.meta.extra["run"] = {"scenario": "compute-copy", "mode": "cpu-threads", "devices": ["cpu"]}
+    return Timeline(ev, t.meta)
+
+
+def test_cpu_only_run_shows_its_host_threads_instead_of_gpu_cards():
+    from tracer.analysis.summary import summarize
+
+    timeline_ = _cpu_only(DATA / "mlp_train_200.json.gz")
+    view = prepare(timeline_)
+    assert not view.devices
+    cards = common.device_cards(view)
+    text = _text(cards)
+    assert "No GPU work" not in text
+    assert "This run has no GPU activity: it was recorded on the CPU (mode cpu-threads)" in text
+    assert "Shown instead: each host thread's framework ops" in text
+    threads = summarize(timeline_, ranges=False)["threads"]
+    assert len(threads) >= 2 and len(cards) == 1 + len(threads)
+    span = view.span_ns
+    for card, t in zip(cards[1:], threads):  # the same figures as `tracer summary`, busiest first
+        card_text = _text(card)
+        assert f"thread {t['tid']}" in card_text
+        unit, dec = common.card_format([t["busy_ns"], span])
+        assert common.fmt_in(t["busy_ns"], unit, dec) in card_text
+        assert f"{100 * t['busy_ns'] / span:.0f}% of the run's span" in card_text
+        assert f"{t['ops']:,} framework ops" in card_text and f"{t['launches']:,} CUDA calls" in card_text
+    # a bare trace without GPU work and without run metadata says so without claiming a recording mode
+    timeline_.meta.extra.pop("run")
+    assert "This trace has no GPU activity: no kernels, copies or memsets." in _text(
+        common.device_cards(view)
+    )
+
+
+def test_host_lanes_name_their_nesting_depth():
+    view = prepare(load_trace(DATA / "mlp_train_200.json.gz", cache=False))
+    labels = [r.label for r in view.rows]
+    assert "CPU · thread 424 (python3) · ops, depth 1" in labels
+    assert "CPU · thread 424 (python3) · ops, depth 2" in labels
+    assert "CPU · thread 424 (python3) · CUDA API calls" in labels
+    assert not any(label.endswith((" ops 2", " ranges 2", "CUDA API")) for label in labels)
+    assert depth_subs("ops", 1, False) == ["ops"]
+    assert depth_subs("ops", 3, True) == ["ops, depth 1", "ops, depth 2", "ops, depth 3+"]
+    assert depth_subs("ranges", 2, False) == ["ranges, depth 1", "ranges, depth 2"]
+    assert depth_subs("ops", 0, False) == []
+
+
+# ----- serving quietly
+
+
+def _hello(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"hello"]
+
+
+def _serve_once(server, path: str = "/x?y=1") -> bytes:
+    import threading
+    import urllib.request
+
+    from tracer.cli.dashboard import server_url, stop_server
+
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with urllib.request.urlopen(server_url(server) + path.lstrip("/"), timeout=30) as resp:
+            return resp.read()
+    finally:
+        stop_server(server)
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def test_server_is_quiet_by_default_and_logs_requests_when_verbose(capfd):
+    import io
+    import logging
+
+    from tracer.cli.dashboard import make_server
+
+    quiet = make_server(_hello, "127.0.0.1", 0)
+    assert int(quiet.effective_port) > 0
+    assert logging.getLogger("waitress").getEffectiveLevel() == logging.ERROR
+    assert _serve_once(quiet) == b"hello"
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+    log = io.StringIO()
+    loud = make_server(_hello, "127.0.0.1", 0, verbose=True, log_to=log)
+    assert _serve_once(loud) == b"hello"
+    assert log.getvalue() == "GET /x?y=1 200\n"
+    logger = logging.getLogger("waitress")
+    for h in list(logger.handlers):  # leave logging as it was for the other tests
+        logger.removeHandler(h)
+    logger.setLevel(logging.NOTSET)
+
+
+def test_server_on_a_port_in_use_is_a_one_line_error():
+    import socket
+
+    from tracer.cli.dashboard import make_server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"127.0.0.1:{port}: cannot listen there"):
+            make_server(_hello, "127.0.0.1", port)
+
+
+def test_dashboard_command_prints_one_line_and_stops_cleanly_on_ctrl_c():
+    """`tracer dashboard` says where it serves and nothing else — no development-server warning, no line per
+    request — and Ctrl-C (SIGINT) ends it with exit code 0. Waits for the line, not for a fixed time."""
+    import re
+    import signal
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:  # a free port (--port 0 is refused as not a TCP port)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    exe = str(Path(sys.executable).with_name("tracer"))
+    proc = subprocess.Popen(
+        [exe, "dashboard", str(SIDE), "--no-examples", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = []
+        while not lines or "http://" not in lines[-1]:
+            line = proc.stderr.readline()
+            assert line, f"tracer dashboard ended early: {lines}"
+            lines.append(line)
+        url = re.search(r"http://\S+", lines[-1]).group(0)
+        assert lines[-1].rstrip().endswith("(Ctrl-C to stop)")
+        for path in ("runs", "timeline?run=copy_side_stream", "_dash-layout"):
+            with urllib.request.urlopen(url + path, timeout=60) as resp:
+                assert resp.status == 200
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0
+    assert out == "" and err == ""  # nothing after the URL line: no request lines, no warning, no traceback
+    assert lines == [f"loading {SIDE} ...\n", lines[-1]]

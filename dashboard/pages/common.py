@@ -1,37 +1,90 @@
-"""Pieces several pages share: summary cards, the run's heading, window parsing."""
+"""Pieces several pages share: summary cards, the run's heading, window parsing, one unit per line."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import numpy as np
 from dash import html
 
-from dashboard.data import RunInfo, speedup_of
-from dashboard.figures import Window, fmt_duration
+from dashboard.data import (
+    RunInfo,
+    backend_text,
+    device_text,
+    params_text,
+    run_date,
+    speedups,
+    variant_text,
+)
+from dashboard.figures import Window
 from dashboard.model import TimelineView
+from tracer.analysis.lanes import host_thread_stats
 from tracer.analysis.overlap import DeviceOverlap
+
+#: Where the speedups on the pages come from, said once for every label and tooltip.
+SPEEDUP_SOURCE = (
+    "from the wall times the scenario measured itself during the run (devices synchronised before and "
+    "after; meta.json), not from the timeline"
+)
+UNITS = ((1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+
+
+def unit_for(ns: float) -> tuple[float, str]:
+    """(scale, name) of the unit that reads best for ``ns``: the one unit every number of a card shares."""
+    for scale, name in UNITS:
+        if abs(ns) >= scale:
+            return scale, name
+    return UNITS[0]  # nothing at all: ms, the unit of the time axis
+
+
+def fmt_in(ns: float, unit: tuple[float, str], decimals: int) -> str:
+    return f"{ns / unit[0]:,.{decimals}f} {unit[1]}"
+
+
+def card_format(values: list[float]) -> tuple[tuple[float, str], int]:
+    """The unit and the decimals that give the largest of ``values`` four significant digits (at most 3)."""
+    top = max((abs(v) for v in values), default=0.0)
+    unit = unit_for(top)
+    scaled = top / unit[0]
+    digits = math.floor(math.log10(scaled)) + 1 if scaled >= 1 else 1
+    return unit, min(3, max(0, 4 - digits))
+
+
+def window_text(lo: int, hi: int) -> str:
+    """``"40.000 – 45.000 ms (5.000 ms wide)"``: in ms like the time axis, with as many decimals as the
+    window's width needs (four significant digits of it, at least three decimals)."""
+    width_ms = max(hi - lo, 0) / 1e6
+    decimals = 3 if width_ms <= 0 else max(3, 3 - math.floor(math.log10(width_ms)))
+    return f"{lo / 1e6:.{decimals}f} – {hi / 1e6:.{decimals}f} ms ({width_ms:.{decimals}f} ms wide)"
+
+
+def _stat(label: str, value: str, cls: str = "", title: str | None = None) -> html.Div:
+    return html.Div(
+        [html.Div(value, className="stat-value"), html.Div(label, className="stat-label")],
+        className=f"stat {cls}",
+        title=title,
+    )
+
+
+def run_mode(view: TimelineView) -> str:
+    """The recording mode from the run's meta.json, when the timeline came from a run directory."""
+    run = view.timeline.meta.extra.get("run")
+    return str(run.get("mode") or "") if isinstance(run, dict) else ""
 
 
 def device_cards(view: TimelineView) -> list[Any]:
-    """Per GPU: compute, copy, overlap, busy and the share of copy time hidden behind compute."""
+    """Per GPU: compute, copy, overlap, busy and the share of copy time hidden behind compute. A run without
+    GPU work gets a sentence saying so and a card per host thread instead (:func:`host_cards`)."""
     if not view.devices:
-        return [html.Div("No GPU work in this trace (a CPU-only run?).", className="muted")]
+        return host_cards(view)
     names = view.timeline.meta.gpu_names
-    out = []
-    for d in view.devices:
-        out.append(device_card(d, names.get(d.device, "")))
-    return out
+    return [device_card(d, names.get(d.device, "")) for d in view.devices]
 
 
 def device_card(d: DeviceOverlap, gpu_name: str = "") -> html.Div:
     hidden = f"{100 * d.copy_hidden_frac:.0f}%" if d.copy_ns else "–"
-
-    def stat(label: str, value: str, cls: str = "") -> html.Div:
-        return html.Div(
-            [html.Div(value, className="stat-value"), html.Div(label, className="stat-label")],
-            className=f"stat {cls}",
-        )
-
+    unit, dec = card_format([d.compute_ns, d.copy_ns, d.overlap_ns, d.busy_ns])
     return html.Div(
         [
             html.Div(
@@ -40,11 +93,18 @@ def device_card(d: DeviceOverlap, gpu_name: str = "") -> html.Div:
             ),
             html.Div(
                 [
-                    stat("compute", fmt_duration(d.compute_ns), "c-kernel"),
-                    stat("copy", fmt_duration(d.copy_ns), "c-copy"),
-                    stat("overlap", fmt_duration(d.overlap_ns), "c-overlap"),
-                    stat("busy", fmt_duration(d.busy_ns)),
-                    stat("of copy time hidden", hidden, "c-overlap"),
+                    _stat(
+                        "compute", fmt_in(d.compute_ns, unit, dec), "c-kernel", "union of the GPU's kernels"
+                    ),
+                    _stat("copy", fmt_in(d.copy_ns, unit, dec), "c-copy", "union of the GPU's memcpys"),
+                    _stat(
+                        "overlap",
+                        fmt_in(d.overlap_ns, unit, dec),
+                        "c-overlap",
+                        "compute ∩ copy: copy time hidden",
+                    ),
+                    _stat("busy", fmt_in(d.busy_ns, unit, dec), title="union of all the GPU's work"),
+                    _stat("of copy time hidden", hidden, "c-overlap", "overlap / copy"),
                 ],
                 className="stats",
             ),
@@ -57,20 +117,143 @@ def device_card(d: DeviceOverlap, gpu_name: str = "") -> html.Div:
     )
 
 
+#: More host threads than this get one line instead of a card each.
+MAX_HOST_CARDS = 8
+
+
+def host_cards(view: TimelineView) -> list[Any]:
+    """For a run without GPU work: what it is, and per host thread that ran framework ops its busy time
+    (the union of its ops, nested ops once), share of the span, ops and CUDA calls (``tracer summary``'s
+    host-thread table)."""
+    mode = run_mode(view)
+    if mode == "cpu-threads":
+        why = (
+            "This run has no GPU activity: it was recorded on the CPU (mode cpu-threads), where CPU threads "
+            "stand in for devices."
+        )
+    else:
+        why = "This trace has no GPU activity: no kernels, copies or memsets."
+    stats = host_thread_stats(view.timeline.events)
+    shown = "Shown instead: each host thread's framework ops — busy is their union, nested ops counted once."
+    if stats.empty:
+        shown = "It has no framework ops either: the chart shows what host activity it has."
+    out: list[Any] = [html.Div([why, " ", shown], className="muted no-gpu", style={"flexBasis": "100%"})]
+    span = max(view.span_ns, 1)
+    names = view.timeline.meta.thread_names
+    for row in stats.head(MAX_HOST_CARDS).to_dict("records"):
+        busy = int(row["busy_ns"])
+        unit, dec = card_format([busy, span])
+        name = names.get(f"{row['pid']}:{row['tid']}", "").strip() or f"thread {row['tid']}"
+        out.append(
+            html.Div(
+                [
+                    html.Div(
+                        [html.B(f"CPU · {name}"), html.Span(f" pid {row['pid']}", className="muted")],
+                        className="card-title",
+                    ),
+                    html.Div(
+                        [
+                            _stat("busy", fmt_in(busy, unit, dec), "c-kernel", "union of the thread's ops"),
+                            _stat(
+                                "of the run's span",
+                                f"{100 * busy / span:.0f}%",
+                                title=f"span {fmt_in(span, unit, dec)}",
+                            ),
+                            _stat("framework ops", f"{int(row['ops']):,}"),
+                            _stat(
+                                "CUDA calls", f"{int(row['launches']):,}", title="CUDA runtime / driver calls"
+                            ),
+                        ],
+                        className="stats",
+                    ),
+                ],
+                className="card host-card",
+            )
+        )
+    if len(stats) > MAX_HOST_CARDS:
+        out.append(
+            html.Div(
+                f"… and {len(stats) - MAX_HOST_CARDS} more threads (tracer summary lists all).",
+                className="muted small",
+            )
+        )
+    return out
+
+
+def speedup_text(value: float, label: str) -> str:
+    """``"×1.04 (sum alone / together)"``."""
+    return f"×{value:.2f}" + (f" ({label})" if label else "")
+
+
+def trace_counts(view: TimelineView) -> str:
+    """How the trace's events become the chart's bars: every drawn event is one bar, the compute ∩ copy band
+    adds pieces of its own (not events), and kinds without a lane (e.g. gpu_range) are not drawn."""
+    ev = view.timeline.events
+    drawn = int(np.count_nonzero(view.src >= 0))
+    pieces = int(np.count_nonzero(view.src < 0))
+    left = len(ev) - drawn
+    if not pieces and not left:
+        return f"{len(ev):,} events, one bar each"
+    text = f"{len(ev):,} events in the trace → {len(view.src):,} bars on the chart: {drawn:,} events"
+    if pieces:
+        text += f" + {pieces:,} compute ∩ copy pieces (the overlap band)"
+    if left > 0:
+        mask = np.ones(len(ev), dtype=bool)
+        mask[view.src[view.src >= 0]] = False
+        kinds = ev["kind"].astype(str).to_numpy()[mask]
+        names, counts = np.unique(kinds, return_counts=True)
+        text += f"; {left:,} not drawn (" + ", ".join(f"{k} ×{c}" for k, c in zip(names, counts)) + ")"
+    return text
+
+
+def _fact(label: str, *content: Any, title: str | None = None) -> html.Div:
+    return html.Div([html.B(label + ": "), *content], className="fact muted", title=title)
+
+
 def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
-    bits = []
-    scenario = info.meta.get("scenario")
-    variant = info.meta.get("variant")
+    """The run's name and what a reader needs to tell it from a similar one: scenario, variant, parameters,
+    device and mode, back end, when; with the timeline, its span and counts; the speedup and what it
+    compares."""
+    meta = info.meta or {}
+    if not meta and view is not None and isinstance(view.timeline.meta.extra.get("run"), dict):
+        meta = view.timeline.meta.extra["run"]
+    summary = info.summary
+    facts: list[Any] = []
+    scenario = meta.get("scenario")
     if scenario:
-        bits.append(f"{scenario}" + (f" · {variant}" if variant else ""))
+        variant = variant_text(meta)
+        facts.append(_fact("Scenario", f"{scenario}" + (f" · variant {variant}" if variant else "")))
+    params = params_text(meta)
+    if params:
+        facts.append(_fact("Parameters", params))
+    gpu_names = {str(k): v for k, v in view.timeline.meta.gpu_names.items()} if view is not None else None
+    device, how = device_text(
+        meta,
+        {"gpu_names": gpu_names, "devices": {d.device: 1 for d in view.devices}}
+        if view is not None
+        else summary,
+    )
+    if device or how:
+        facts.append(_fact("Device", device + (f" — {how}" if device and how else how)))
+    fmt = view.timeline.meta.format if view is not None else (summary or {}).get("format")
+    backend = backend_text(meta, fmt)
+    when = run_date(info)
+    if backend or when:
+        facts.append(_fact("Recorded with", backend + (f", {when}" if backend and when else when)))
     if view is not None:
-        bits.append(view.timeline.meta.format)
-        bits.append(f"span {fmt_duration(view.span_ns)}")
-        bits.append(f"{len(view.timeline.events):,} intervals")
-    speedup = speedup_of(info.meta)
-    if speedup is not None:
-        bits.append(f"speedup ×{speedup:.2f}")
-    return html.Div([html.H2(info.name), html.Div(" · ".join(bits), className="muted")], className="heading")
+        unit = unit_for(view.span_ns)
+        facts.append(_fact("Trace", f"span {fmt_in(view.span_ns, unit, 3)} · {trace_counts(view)}"))
+    found = speedups(meta)
+    if found:
+        facts.append(
+            _fact(
+                "Speedup" if len(found) == 1 else "Speedups",
+                " · ".join(speedup_text(v, label) for v, label in found),
+                html.Span(f" — {SPEEDUP_SOURCE}", className="small"),
+                title="speedup = the first time / the second: above 1 the second way is faster",
+            )
+        )
+    return html.Div([html.H2(info.name), *facts], className="heading")
 
 
 def window_from_relayout(data: dict[str, Any] | None, axis: str = "xaxis") -> Window | str | None:

@@ -9,8 +9,15 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.data import RunStore
-from dashboard.figures import compare_figure, fmt_duration
-from dashboard.pages.common import GRAPH_CONFIG, device_cards, plot_width, run_heading, window_from_relayout
+from dashboard.figures import compare_figure
+from dashboard.pages.common import (
+    GRAPH_CONFIG,
+    device_cards,
+    plot_width,
+    run_heading,
+    window_from_relayout,
+    window_text,
+)
 from tracer.errors import TracerError
 
 
@@ -59,7 +66,7 @@ def layout(store: RunStore, keys: list[str], viewport: dict[str, Any] | None = N
 def status_text(fig: Any) -> str:
     meta = fig.layout.meta or {}
     lo, hi = meta.get("window_ns", [0, 0])
-    return f"{lo / 1e6:.3f} – {hi / 1e6:.3f} ms ({fmt_duration(hi - lo)}), the same scale for both runs"
+    return f"Window {window_text(lo, hi)}, the same scale for both runs"
 
 
 def update(

@@ -8,15 +8,26 @@ from urllib.parse import urlencode
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
 
 from dashboard import ids
-from dashboard.data import RunInfo, RunStore, run_date, speedup_of
+from dashboard.data import (
+    RunInfo,
+    RunStore,
+    backend_text,
+    device_text,
+    mode_short,
+    params_text,
+    run_date,
+    speedups,
+    variant_text,
+)
+from dashboard.pages.common import SPEEDUP_SOURCE, speedup_text
 
 #: (column id, header, numeric?) in display order.
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("name", "Run", False),
     ("scenario", "Scenario", False),
-    ("variant", "Variant", False),
-    ("trace", "Trace", False),
-    ("devices", "Devices", False),
+    ("variant", "Variant · parameters", False),
+    ("devices", "Device", False),
+    ("trace", "Recorded with", False),
     ("date", "Recorded", False),
     ("span_ms", "Span ms", True),
     ("compute_ms", "Compute ms", True),
@@ -27,34 +38,33 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
 )
 
 
-def _devices_text(info: RunInfo, summary: dict[str, Any] | None) -> str:
-    dev = info.meta.get("devices")
-    mode = info.meta.get("mode")
-    text = ""
-    if isinstance(dev, list) and dev:
-        text = ", ".join(str(d.get("name", d)) if isinstance(d, dict) else str(d) for d in dev)
-    elif isinstance(dev, (str, int)):
-        text = str(dev)
-    if text:
-        return f"{text} ({mode})" if mode else text
-    names = (summary or {}).get("gpu_names") or {}
-    if names:
-        return ", ".join(f"GPU {k} {v}".strip() for k, v in names.items())
-    if summary is not None and not summary.get("devices"):
-        return "CPU"
-    return ""
+#: Header tooltips: what a column holds, where the page alone cannot say it.
+HEADER_TITLES = {
+    "variant": "The variant recorded (all: every variant, one after another) and, below it, the scenario's "
+    "parameters from the run's meta.json (tracer scenarios explains each)",
+    "devices": "Device, and how the scenario used it: the mode of tracer record",
+    "trace": "The profiler that recorded the run (run directories), or what wrote the trace",
+    "speedup": "The scenario's own speedup, first time / second time (above 1: the second way is faster), "
+    + SPEEDUP_SOURCE,
+    "hidden_pct": "Overlap / copy: the share of copy time hidden behind compute",
+}
 
 
 def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     """One table row: display text per column plus a sort value for the numeric ones."""
+    device, how = device_text(info.meta, summary)
     row: dict[str, Any] = {
         "key": info.key,
         "name": info.name,
         "origin": info.origin,
         "scenario": str(info.meta.get("scenario") or ""),
-        "variant": str(info.meta.get("variant") or ""),
-        "trace": str(info.meta.get("backend") or (summary or {}).get("format") or ""),
-        "devices": _devices_text(info, summary),
+        "variant": variant_text(info.meta),
+        "params": params_text(info.meta),
+        "variant_detail": params_text(info.meta),  # under the variant: runs that differ only here stay apart
+        "trace": backend_text(info.meta, (summary or {}).get("format")),
+        "devices": device,
+        "devices_detail": mode_short(info.meta),
+        "devices_title": how,
         "date": run_date(info),
         "error": info.error,
     }
@@ -76,9 +86,13 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     overlap = sum(d.get("overlap_ns", 0) for d in devs.values())
     row["hidden_pct"] = 100.0 * overlap / copy if copy else None
     row["hidden_pct_text"] = f"{row['hidden_pct']:.0f}%" if copy else ("–" if summary is not None else "")
-    speedup = speedup_of(info.meta)
-    row["speedup"] = speedup
-    row["speedup_text"] = f"×{speedup:.2f}" if speedup is not None else ""
+    found = speedups(info.meta)
+    row["speedup"] = found[0][0] if found else None
+    row["speedup_text"] = f"×{found[0][0]:.2f}" if found else ""
+    # what each speedup compares, under the value: "single / parallel", "size 64: one stream / streams"
+    # what it compares, under the value ("single / parallel"); every speedup of the run in the tooltip
+    row["speedup_detail"] = found[0][1] if found else ""
+    row["speedup_title"] = " · ".join(speedup_text(v, label) for v, label in found)
     return row
 
 
@@ -96,7 +110,17 @@ def filter_sort(
         def hay(r: dict[str, Any]) -> str:
             return " ".join(
                 str(r.get(c) or "")
-                for c in ("name", "scenario", "variant", "trace", "devices", "date", "origin")
+                for c in (
+                    "name",
+                    "scenario",
+                    "variant",
+                    "params",
+                    "trace",
+                    "devices",
+                    "devices_detail",
+                    "date",
+                    "origin",
+                )
             ).lower()
 
         rows = [r for r in rows if all(w in hay(r) for w in words)]
@@ -122,6 +146,7 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
             html.Th(
                 html.Button(title + arrow, id={"type": ids.RUNS_SORT_BUTTON, "col": col}, className="sort"),
                 className="num" if numeric else "",
+                title=HEADER_TITLES.get(col),
             )
         )
     body = []
@@ -148,7 +173,18 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
                     content.append(html.Div(r["error"], className="small error-text"))
             else:
                 content = r.get(col + "_text", r.get(col, "")) if numeric else r.get(col, "")
-            cells.append(html.Td(content, className="num" if numeric else ""))
+                detail = r.get(col + "_detail")
+                if detail:  # a second, smaller line: how the device was used, what a speedup compares
+                    content = [html.Div(content), html.Div(detail, className="small muted")]
+            cells.append(
+                html.Td(
+                    content,
+                    className="num" if numeric else "",
+                    title=r.get(col + "_title") or None,
+                    # room for a few parameters a line: one per line made every row ten lines tall
+                    style={"minWidth": "14em"} if col == "variant" else None,
+                )
+            )
         body.append(html.Tr(cells, **{"data-run": r["key"]}))
     if not body:
         body = [html.Tr(html.Td("No runs match.", colSpan=len(COLUMNS) + 1, className="muted"))]

@@ -21,7 +21,14 @@ from dashboard.figures import (
     timeline_figure,
 )
 from dashboard.model import TimelineView
-from dashboard.pages.common import GRAPH_CONFIG, device_cards, plot_width, run_heading, window_from_relayout
+from dashboard.pages.common import (
+    GRAPH_CONFIG,
+    device_cards,
+    plot_width,
+    run_heading,
+    window_from_relayout,
+    window_text,  # the status line's one unit
+)
 from tracer.errors import TracerError
 
 
@@ -75,15 +82,18 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
 
 
 def status_text(fig: Any) -> str:
+    """The window and what was drawn of it, in ms like the time axis. "Bars" are what the heading counts
+    too: the drawn events plus the overlap band's pieces, here only those that touch the window."""
     meta = fig.layout.meta or {}
     lo, hi = meta.get("window_ns", [0, 0])
     blocks, n = meta.get("blocks", 0), meta.get("intervals", 0)
-    detail = (
-        "every interval drawn"
-        if blocks >= n
-        else f"{n:,} intervals merged into {blocks:,} blocks (zoom in for detail)"
-    )
-    return f"{lo / 1e6:.3f} – {hi / 1e6:.3f} ms ({fmt_duration(hi - lo)}) · {detail}"
+    if n == 0:
+        detail = "no bars in this window"
+    elif blocks >= n:
+        detail = f"all {n:,} bars in this window drawn one by one"
+    else:
+        detail = f"{n:,} bars in this window merged into {blocks:,} blocks (zoom in to see each)"
+    return f"Window {window_text(lo, hi)} · {detail}"
 
 
 def launch_text(view: TimelineView, link: dict[str, Any] | None) -> Any:

@@ -1,9 +1,17 @@
-"""`tracer dashboard`: the Plotly Dash app over runs and traces (Dash is imported only when it runs)."""
+"""`tracer dashboard`: the Plotly Dash app over runs and traces (Dash is imported only when it runs).
+
+It is served by waitress, a small pure-Python production WSGI server, rather than Flask's development server:
+no "do not use in production" warning and no line per request. ``--verbose`` logs each request,
+``--debug`` runs Dash's development server (reloader, error overlay) instead.
+"""
 
 from __future__ import annotations
 
+import logging
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import IO, Annotated, Any
 
 import typer
 
@@ -28,7 +36,12 @@ def dashboard(
         bool, typer.Option("--no-examples", help="Don't list the bundled example runs.")
     ] = False,
     max_upload_mb: Annotated[int, typer.Option(help="Largest trace accepted by drag and drop, MB.")] = 200,
-    debug: Annotated[bool, typer.Option(help="Dash debug mode (reloader, error overlay).")] = False,
+    debug: Annotated[
+        bool, typer.Option(help="Dash debug mode: Flask's development server, reloader, error overlay.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log every request (method, path, status) to stderr.")
+    ] = False,
 ) -> None:
     """Browse runs and their timelines in the browser: compute, copies and their overlap per GPU and stream.
 
@@ -53,8 +66,99 @@ def dashboard(
     if first is not None:
         typer.echo(f"loading {paths[0]} ...", err=True)
         store.view(first)  # parse now: errors surface as one line and exit 2, and the first page is fast
-    typer.echo(
-        f"tracer dashboard: {len(store.runs())} run(s); open http://{host}:{port}/  (Ctrl-C to stop)",
-        err=True,
+    dash_app = create_app(store=store)
+    if debug:
+        dash_app.run(host=host, port=port, debug=True)
+        return
+    server = make_server(
+        dash_app.server, host, port, verbose=verbose, max_upload_bytes=store.max_upload_bytes
     )
-    create_app(store=store).run(host=host, port=port, debug=debug)
+    typer.echo(
+        f"tracer dashboard: {len(store.runs())} run(s) at {server_url(server)}  (Ctrl-C to stop)", err=True
+    )
+    server.run()  # returns on Ctrl-C: waitress catches KeyboardInterrupt and closes its sockets
+
+
+def server_url(server: Any) -> str:
+    """The address a browser should open (the port the server really got, for port 0; the first of several
+    sockets, e.g. IPv4 and IPv6 for ``localhost``)."""
+    listen = getattr(server, "effective_listen", None) or [(server.effective_host, server.effective_port)]
+    host, port = listen[0][0], listen[0][1]
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    return f"http://{host}:{port}/"
+
+
+def make_server(
+    wsgi_app: Callable[..., Iterable[bytes]],
+    host: str,
+    port: int,
+    *,
+    verbose: bool = False,
+    max_upload_bytes: int = 200 * 1024 * 1024,
+    log_to: IO[str] | None = None,
+) -> Any:
+    """A waitress server for ``wsgi_app`` bound to ``host:port`` (0: any free port), not yet serving.
+
+    Quiet unless ``verbose``: waitress logs only errors (an exception in a request), nothing per request.
+    Verbose: one line per request on ``log_to`` (stderr) and waitress's own messages. A port in use or a
+    host that cannot be bound is a one-line :class:`UsageError`.
+    """
+    from waitress.server import create_server
+
+    logger = logging.getLogger("waitress")
+    if verbose:
+        logger.setLevel(logging.INFO)
+        if not logger.handlers:
+            logger.addHandler(logging.StreamHandler(log_to or sys.stderr))
+        wsgi_app = log_requests(wsgi_app, log_to or sys.stderr)
+    else:
+        # without this, "Task queue depth is N" warnings would reach stderr through logging's last resort
+        logger.setLevel(logging.ERROR)
+    try:
+        return create_server(
+            wsgi_app,
+            host=host,
+            port=port,
+            threads=8,  # a page load asks for a dozen assets and callbacks at once
+            # uploads arrive base64-encoded inside JSON: 4/3 of the file and a little more
+            max_request_body_size=max(1 << 30, max_upload_bytes * 3 // 2),
+            ident="tracer",
+        )
+    except OSError as exc:
+        what = exc.strerror or str(exc)
+        raise UsageError(
+            f"{host}:{port}", f"cannot listen there ({what}); choose another --port or --host"
+        ) from None
+
+
+def log_requests(wsgi_app: Callable[..., Iterable[bytes]], stream: IO[str]) -> Callable[..., Iterable[bytes]]:
+    """WSGI middleware: one line per request, ``GET /timeline?run=x 200``, written when the response starts."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            query = environ.get("QUERY_STRING")
+            path = environ.get("PATH_INFO", "") + (f"?{query}" if query else "")
+            print(
+                f"{environ.get('REQUEST_METHOD', '?')} {path} {status.split(' ', 1)[0]}",
+                file=stream,
+                flush=True,
+            )
+            return start_response(status, headers, exc_info)
+
+        return wsgi_app(environ, start)
+
+    return app
+
+
+def stop_server(server: Any) -> None:
+    """Stop a server from :func:`make_server` whose ``run()`` loop is in another thread (tests, screenshots).
+
+    Its sockets are closed by the loop's own thread, through waitress's trigger: closing them from here would
+    pull them out from under the loop's ``select()``.
+    """
+    from waitress import wasyncore
+
+    socket_map = server._map  # the dispatcher's socket map (a single listening socket: TcpWSGIServer)
+    server.trigger.pull_trigger(lambda: wasyncore.close_all(socket_map))
+    server.task_dispatcher.shutdown()
