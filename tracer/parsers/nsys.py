@@ -189,9 +189,15 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         parts.append(_host_part(n, "range", label, pid, tid, None))
 
     meta = TraceMeta(format="nsys", source=source)
-    if "TARGET_INFO_GPU" in tables:
-        for gid, gname in con.execute("SELECT id, name FROM TARGET_INFO_GPU"):
-            meta.gpu_names[int(gid)] = str(gname)
+    for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
+        # The device column is "id" in nsys 2023+ and "deviceId" in older exports (and in the CUDA table).
+        cols = _columns(con, table) if table in tables else set()
+        dev = next((c for c in ("id", "deviceId") if c in cols), None)
+        if dev is None or "name" not in cols:
+            continue
+        for gid, gname in con.execute(f'SELECT "{dev}", name FROM "{table}"'):
+            if gid is not None and gname and int(gid) not in meta.gpu_names:
+                meta.gpu_names[int(gid)] = str(gname)
     if "ThreadNames" in tables:
         for name_id, gtid in con.execute("SELECT nameId, globalTid FROM ThreadNames"):
             p, t = split_global_id(np.array([gtid]))
@@ -205,7 +211,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             import orjson
 
             saved = TraceMeta.from_dict(orjson.loads(row[0]))
-            meta.gpu_names = saved.gpu_names or meta.gpu_names
+            # tracer wrote TARGET_INFO_GPU's names itself ("GPU 0" where it knew none): the saved ones are the truth
+            meta.gpu_names = saved.gpu_names
             meta.process_names.update(saved.process_names)
             meta.thread_names.update(saved.thread_names)
             meta.extra["exported_from"] = saved.format
