@@ -52,7 +52,7 @@ def record_cpu_run(out_dir: Path) -> Path:
 
 
 def screenshot(run: Path, out: Path, width: int = 1400) -> None:
-    """The whole timeline page of ``run`` at ``width`` pixels into ``out``."""
+    """The whole timeline page of ``run`` at ``width`` pixels into ``out`` (as tall as the page is)."""
     from playwright.sync_api import sync_playwright
 
     from dashboard import ids
@@ -67,7 +67,7 @@ def screenshot(run: Path, out: Path, width: int = 1400) -> None:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": width, "height": 900}, device_scale_factor=1)
+            page = browser.new_page(viewport={"width": width, "height": 600}, device_scale_factor=1)
             page.goto(f"{server_url(server)}timeline?run={key}")
             page.wait_for_function(DRAWN_JS, arg=f"#{ids.TL_GRAPH} .js-plotly-plot", polling="raf")
             page.wait_for_selector(
