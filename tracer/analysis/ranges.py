@@ -16,8 +16,44 @@ from tracer.analysis.overlap import gpu_work
 RANGE_COLUMNS = ["name", "count", "host_ns", "gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
 
 
-def range_launches(events: pd.DataFrame) -> pd.DataFrame:
-    """Pairs (range row index, GPU work row index): which GPU work each host range instance launched."""
+#: How GPU work is credited to ranges (``range_launches``' ``rule``):
+#: - "thread": only the work launched by calls the range's own thread made inside it;
+#: - "process" (the default): that, plus the work launched from threads of the same process that had no range
+#:   open at the time (PyTorch runs ``loss.backward()``'s kernels from autograd threads, so a step range on the
+#:   main thread would otherwise miss the whole backward pass).
+RULES = ("thread", "process")
+RULE_TEXT = {
+    "thread": "GPU work launched by calls on the range's own thread",
+    "process": "GPU work launched on the range's thread, plus launches from threads of the same process with no "
+    "range open (autograd's backward threads) while the range was open",
+}
+
+
+def _calls_inside(ranges: pd.DataFrame, call_starts: np.ndarray, call_corr: np.ndarray) -> pd.DataFrame:
+    """(range_row, corr) for every call (sorted by start) that starts inside a range of ``ranges``."""
+    lo = np.searchsorted(call_starts, ranges["start_ns"].to_numpy(), side="left")
+    hi = np.searchsorted(call_starts, ranges["end_ns"].to_numpy(), side="right")
+    n = hi - lo
+    if n.sum() == 0:
+        return pd.DataFrame({"range_row": np.zeros(0, np.int64), "corr": np.zeros(0, np.int64)})
+    # positions lo..hi-1 for every range, without a Python loop
+    offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    call_pos = np.repeat(lo, n) + offsets
+    return pd.DataFrame({"range_row": np.repeat(ranges.index.to_numpy(), n), "corr": call_corr[call_pos]})
+
+
+def _covered(starts: np.ndarray, r_starts: np.ndarray, r_ends: np.ndarray) -> np.ndarray:
+    """Which points of ``starts`` lie inside the union of [r_starts, r_ends]."""
+    u_s, u_e = iv.union(r_starts, np.maximum(r_ends, r_starts + 1))  # a zero-length range still covers its point
+    i = np.searchsorted(u_s, starts, side="right") - 1
+    return (i >= 0) & (starts < u_e[np.maximum(i, 0)]) & (len(u_s) > 0)
+
+
+def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
+    """Pairs (range row index, GPU work row index): which GPU work each host range instance launched, by
+    ``rule`` (see :data:`RULES`)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
     ranges = events[events["kind"] == "range"]
     calls = events[events["kind"].isin(("runtime", "driver")) & events["correlation"].notna()]
     work = gpu_work(events)
@@ -26,24 +62,21 @@ def range_launches(events: pd.DataFrame) -> pd.DataFrame:
     if ranges.empty or calls.empty or work.empty:
         return empty
     pairs = []
-    for (pid, tid), r in ranges.groupby(["pid", "tid"], sort=False):
-        c = calls[(calls["pid"] == pid) & (calls["tid"] == tid)]
-        if c.empty:
-            continue
+    ranges_by_thread = dict(tuple(ranges.groupby(["pid", "tid"], sort=False)))
+    for (pid, tid), c in calls.groupby(["pid", "tid"], sort=False):
         c = c.sort_values("start_ns", kind="stable")
-        cs = c["start_ns"].to_numpy()
-        lo = np.searchsorted(cs, r["start_ns"].to_numpy(), side="left")
-        hi = np.searchsorted(cs, r["end_ns"].to_numpy(), side="right")
-        n = hi - lo
-        if n.sum() == 0:
-            continue
-        range_rows = np.repeat(r.index.to_numpy(), n)
-        # positions lo..hi-1 for every range, without a Python loop
-        offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
-        call_pos = np.repeat(lo, n) + offsets
-        pairs.append(
-            pd.DataFrame({"range_row": range_rows, "pid": pid, "corr": c["correlation"].to_numpy()[call_pos]})
-        )
+        cs, corr = c["start_ns"].to_numpy(), c["correlation"].to_numpy(dtype=np.int64)
+        own = ranges_by_thread.get((pid, tid))
+        if own is not None:
+            pairs.append(_calls_inside(own, cs, corr).assign(pid=pid))
+            if rule == "process":
+                orphan = ~_covered(cs, own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
+                cs, corr = cs[orphan], corr[orphan]
+        if rule == "process" and len(cs):
+            others = ranges[(ranges["pid"] == pid) & (ranges["tid"] != tid)]
+            if not others.empty:
+                pairs.append(_calls_inside(others, cs, corr).assign(pid=pid))
+    pairs = [p for p in pairs if len(p)]
     if not pairs:
         return empty
     rc = pd.concat(pairs, ignore_index=True)
@@ -58,16 +91,17 @@ def range_launches(events: pd.DataFrame) -> pd.DataFrame:
     return rc.merge(w, on=["pid", "corr"])[["range_row", "work_row"]]
 
 
-def range_summary(events: pd.DataFrame) -> pd.DataFrame:
+def range_summary(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
     """Per range name: instances, host time (sum of durations), GPU busy time of the work they launched
-    (union per instance, summed), GPU window (first launched start → last end, summed) and work counts."""
+    (union per instance, summed), GPU window (first launched start → last end, summed) and work counts; the
+    work credited by ``rule`` (see :data:`RULES`)."""
     ranges = events[events["kind"] == "range"]
     if ranges.empty:
         return pd.DataFrame({c: pd.Series([], dtype="int64" if c != "name" else object) for c in RANGE_COLUMNS})
     host = ranges.assign(dur=ranges["end_ns"] - ranges["start_ns"]).groupby("name", observed=True).agg(
         count=("dur", "size"), host_ns=("dur", "sum")
     )
-    pairs = range_launches(events)
+    pairs = range_launches(events, rule)
     out = host
     if not pairs.empty:
         w = events.loc[pairs["work_row"], ["start_ns", "end_ns", "kind"]].reset_index(drop=True)

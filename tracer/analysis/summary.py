@@ -6,7 +6,7 @@ from typing import Any
 
 from tracer.analysis.lanes import host_thread_stats, lane_stats
 from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, gpu_span_ns, span_ns
-from tracer.analysis.ranges import range_summary
+from tracer.analysis.ranges import RULE_TEXT, range_summary
 from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
 from tracer.timeline import Timeline
 
@@ -59,7 +59,12 @@ def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
         for r in copy_summary(ev).to_dict("records")
     ]
     if ranges:
-        rs = range_summary(ev)
+        rs = range_summary(ev, "process")
+        # The strict figure (own thread only) rides along, so a user can see what the autograd rule added.
+        strict = range_summary(ev, "thread").set_index("name")
+        rs["own_thread_gpu_busy_ns"] = rs["name"].map(strict["gpu_busy_ns"]).fillna(0).astype("int64")
+        rs["own_thread_kernels"] = rs["name"].map(strict["kernels"]).fillna(0).astype("int64")
+        out["range_rule"] = RULE_TEXT["process"]
         out["ranges"] = [
             {k: (int(v) if k != "name" else str(v)) for k, v in row.items()} for row in rs.to_dict("records")
         ]

@@ -142,8 +142,10 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12, width: int 
         room = max(12, width - _table_width(r, [["", *row[1:]] for row in rows]))
         for row in rows:
             r.add_row(wrap_name(row[0], room), *row[1:])
+        caption = [summary["range_rule"] + "; own-thread figures in --json"] if summary.get("range_rule") else []
         if len(ranges) > max_ranges:
-            r.caption = f"{len(ranges) - max_ranges} more ranges in --json"
+            caption.append(f"{len(ranges) - max_ranges} more ranges in --json")
+        r.caption = "\n".join(caption) or None
         out.append(r)
     return out
 
