@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, Handle, Lane, rand, seeded
+from scenarios.runtime import Context, Handle, Lane, rand, seeded, speedup_beyond
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,9 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
         else:
             ctx.check_close("serial is finite", torch.isfinite(out["serial"]).all(), torch.tensor(True))
     if "serial" in ctx.times_s and "parallel" in ctx.times_s:
-        ctx.derived["speedup (serial / parallel)"] = ctx.times_s["serial"] / ctx.times_s["parallel"]
+        # the graph is L tasks wide (the loads, then the mixes): at most L lanes work at once
+        speedup = ctx.times_s["serial"] / ctx.times_s["parallel"]
+        ctx.derive({"speedup (serial / parallel)": speedup}, unless=speedup_beyond(speedup, *ctx.max_speedup(L)))
     ctx.derived["tasks"] = float(len(tasks))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, Lane, rand, seeded
+from scenarios.runtime import Context, Lane, rand, seeded, speedup_beyond
 
 
 def chain(lane: Lane, a: torch.Tensor, w: torch.Tensor, depth: int) -> torch.Tensor:
@@ -71,7 +71,8 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
             ctx.check_close("serial is finite", [torch.isfinite(t).all() for t in out["serial"]],
                             [torch.tensor(True)] * ops)
     if "serial" in ctx.times_s and "spread" in ctx.times_s:
-        ctx.derived["speedup (serial / spread)"] = ctx.times_s["serial"] / ctx.times_s["spread"]
+        speedup = ctx.times_s["serial"] / ctx.times_s["spread"]
+        ctx.derive({"speedup (serial / spread)": speedup}, unless=speedup_beyond(speedup, *ctx.max_speedup(ops)))
         ctx.derived["lanes used"] = float(min(ops, len(ctx.lanes)))
 
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Check, Context, Handle, Lane, ParamError, seeded
+from scenarios.runtime import Check, Context, Handle, Lane, ParamError, seeded, speedup_beyond
 
 
 def init_params(gen: torch.Generator, inputs: int, hidden: int, classes: int) -> list[torch.Tensor]:
@@ -156,7 +156,10 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     if cpu_rows:
         ctx.derived["cpu rows per batch"] = float(cpu_rows)
     if "single" in ctx.times_s and "parallel" in ctx.times_s:
-        ctx.derived["speedup (single / parallel)"] = ctx.times_s["single"] / ctx.times_s["parallel"]
+        # each step's batch is split over the participants: at most that many work at once
+        speedup = ctx.times_s["single"] / ctx.times_s["parallel"]
+        ctx.derive({"speedup (single / parallel)": speedup},
+                   unless=speedup_beyond(speedup, *ctx.max_speedup(len(participants))))
 
 
 SCENARIO = register(

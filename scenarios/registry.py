@@ -14,7 +14,16 @@ from typing import Any
 
 import torch
 
-from scenarios.runtime import Context, DevicePlan, ParamError, ScenarioError, ScenarioResult, resolve_devices
+from scenarios.runtime import (
+    Context,
+    DevicePlan,
+    ParamError,
+    ScenarioError,
+    ScenarioResult,
+    resolve_devices,
+    sanitize_derived,
+    usable_cores,
+)
 
 
 @dataclass(frozen=True)
@@ -231,8 +240,15 @@ def run_scenario(
         ctx.sync()
     finally:
         ctx.close()
+    if plan.mode == "cpu-threads":
+        ctx.note(
+            f"cpu-threads: each lane is a thread running torch with {ctx.intra_op_threads} intra-op thread, "
+            f"on {usable_cores()} CPU core(s) shared with whatever else runs here; at most that many lanes "
+            "compute at once, and a busy machine shows in every wall time"
+        )
     if not ctx._window_used:
         raise RuntimeError(f"scenario {scenario.name} never opened its profiled window")
+    derived = sanitize_derived(ctx.derived, ctx.notes)
     return ScenarioResult(
         scenario=scenario.name,
         variant=values["variant"],
@@ -243,14 +259,16 @@ def run_scenario(
         params=values,
         times_s=ctx.times_s,
         unprofiled=ctx.unprofiled,
+        samples_s={k: v for k, v in ctx.samples_s.items() if len(v) > 1},
         checks={k: c.to_dict() for k, c in ctx.checks.items()},
-        derived=ctx.derived,
+        derived=derived,
         notes=ctx.notes,
         phases=ctx.phases,
         gpu_names=gpu_names(plan),
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda,
         profiled_window_s=ctx.profiled_window_s,
+        intra_op_threads=ctx.intra_op_threads,
     )
 
 

@@ -19,10 +19,13 @@ This module imports only torch, nvtx and the standard library: scenarios feed th
 from __future__ import annotations
 
 import contextlib
+import math
+import os
+import statistics
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +39,16 @@ except ImportError:  # pragma: no cover - depends on the environment
     _nvtx = None
 
 MODES = ("multi-gpu", "streams", "cpu-threads")
+
+#: Intra-op threads of torch in every thread of a ``cpu-threads`` run (the lanes and the main thread): one lane
+#: stands for one device, so it gets one core. With torch's default (one OpenMP team of every core in *each*
+#: lane thread) two lanes put four spinning OpenMP threads on two cores, and a phase took 3 ms or 300 ms by luck
+#: (docs/scenarios.md, "Timing on the CPU").
+CPU_INTRA_OP_THREADS = 1
+
+#: How much longer a part may seem than the whole it belongs to (relative) before a figure derived from the two
+#: counts as impossible rather than as timer noise, and is left out with a note.
+NOISE = 0.10
 
 
 class ScenarioError(Exception):
@@ -246,6 +259,8 @@ class ScenarioResult:
     times_s: dict[str, float] = field(default_factory=dict)
     #: names in ``times_s`` measured outside the profiled window (reference timings, not in the trace)
     unprofiled: list[str] = field(default_factory=list)
+    #: every measurement of the names timed more than once (``times_s`` holds their median)
+    samples_s: dict[str, list[float]] = field(default_factory=dict)
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     derived: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -254,6 +269,8 @@ class ScenarioResult:
     torch_version: str = ""
     cuda_version: str | None = None
     profiled_window_s: float | None = None
+    #: torch's intra-op threads in every thread of the run (``cpu-threads``: one); None = torch's default
+    intra_op_threads: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -295,12 +312,19 @@ class Context:
         self._pending_lock = threading.Lock()
         self._executors: list[ThreadPoolExecutor] = []
         self.times_s: dict[str, float] = {}
+        #: every measurement of a name timed more than once (``times_s`` holds their median)
+        self.samples_s: dict[str, list[float]] = {}
         self.unprofiled: list[str] = []
         self.checks: dict[str, Check] = {}
         self.derived: dict[str, float] = {}
         self.notes: list[str] = []
         self.phases: list[str] = []
         self.profiled_window_s: float | None = None
+        #: torch's intra-op threads in every thread of this run (None: torch's default, left alone on GPUs)
+        self.intra_op_threads: int | None = CPU_INTRA_OP_THREADS if plan.mode == "cpu-threads" else None
+        self._saved_threads = torch.get_num_threads()
+        if self.intra_op_threads is not None:
+            torch.set_num_threads(self.intra_op_threads)  # the main thread: the host lane and the checks
         self.lanes: list[Lane] = self._make_lanes(max(1, int(lanes)))
         #: the CPU itself, as a lane that runs work inline on the calling (main) thread
         self.host = Lane(-1, "cpu (main thread)", torch.device("cpu"))
@@ -320,7 +344,14 @@ class Context:
         return [self._thread_lane(i, f"cpu/thread{i}") for i in range(n)]
 
     def _thread_lane(self, index: int, label: str) -> Lane:
-        ex = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.scenario}-{label.replace('/', '-')}")
+        # torch's intra-op thread count is per thread (an OpenMP setting): set it in the lane's own thread,
+        # before its first operation, or that operation starts an OpenMP team of every core.
+        ex = ThreadPoolExecutor(
+            max_workers=1,
+            thread_name_prefix=f"{self.scenario}-{label.replace('/', '-')}",
+            initializer=torch.set_num_threads,
+            initargs=(self.intra_op_threads or torch.get_num_threads(),),
+        )
         self._executors.append(ex)
         return Lane(index, label, torch.device("cpu"), executor=ex)
 
@@ -406,15 +437,21 @@ class Context:
 
     @contextlib.contextmanager
     def timed(self, name: str) -> Iterator[None]:
-        """A phase whose wall time goes into the result: everything is synchronised before and after."""
+        """A phase whose wall time goes into the result: everything is synchronised before and after.
+
+        Timing the same name again adds a sample: ``times_s[name]`` is then the median of them all, and
+        ``samples_s[name]`` lists them (one sample of a few milliseconds on a busy machine can be far off).
+        """
         self.sync()
         with self.phase(name):
             t0 = time.perf_counter()
             yield
             self.sync()
             dt = time.perf_counter() - t0
-        self.times_s[name] = dt
-        if not self._in_window:
+        samples = self.samples_s.setdefault(name, [])
+        samples.append(dt)
+        self.times_s[name] = statistics.median(samples)
+        if not self._in_window and name not in self.unprofiled:
             self.unprofiled.append(name)
 
     @contextlib.contextmanager
@@ -463,12 +500,106 @@ class Context:
         return True
 
     def note(self, text: str) -> None:
-        self.notes.append(text)
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def max_speedup(self, pieces: int) -> tuple[float, str]:
+        """The most a variant can gain over one lane by spreading ``pieces`` equal pieces of work over the lanes
+        (the busiest lane still does ``ceil(pieces / lanes)`` of them), and the reason, for a note. On the CPU the
+        lanes are threads with one intra-op thread each, so the cores bound it too."""
+        lanes = max(1, min(pieces, len(self.lanes)))
+        bound = pieces / math.ceil(pieces / lanes)
+        why = f"{pieces} equal pieces of work on {len(self.lanes)} lanes"
+        if self.mode == "cpu-threads":
+            cores = usable_cores()
+            if cores < bound:
+                bound, why = float(cores), f"{cores} CPU cores (one thread per lane)"
+        return bound, why
+
+    def derive(self, figures: Mapping[str, float], unless: str | None = None) -> bool:
+        """Keep ``figures`` in ``derived`` unless a sanity check gave a reason not to (``unless``): then leave
+        them out and say which and why in ``notes``. Returns whether they were kept."""
+        if unless is not None:
+            self.note(f"left out {', '.join(figures)}: {unless}")
+            return False
+        self.derived.update(figures)
+        return True
 
     def close(self) -> None:
         for ex in self._executors:
             ex.shutdown(wait=True, cancel_futures=True)
         self._executors.clear()
+        if self.intra_op_threads is not None:
+            torch.set_num_threads(self._saved_threads)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Sanity checks of derived figures: a figure that cannot be right is left out, with a note, never printed
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def part_longer_than_whole(whole: tuple[str, float], parts: Mapping[str, float],
+                           tolerance: float = NOISE) -> str | None:
+    """Why a figure comparing ``whole`` with ``parts`` cannot be right, or None if it can.
+
+    ``whole`` = (name, seconds) is a phase that does all the work of every part, so it cannot take less time
+    than any one part alone; shorter by more than ``tolerance`` (relative) means the timings are not comparable
+    (a busy machine, a cold start), not that something ran faster than its own piece.
+    """
+    name, whole_s = whole
+    if not math.isfinite(whole_s) or whole_s <= 0:
+        return f"{name} has no usable time ({whole_s!r} s)"
+    for part, part_s in parts.items():
+        if not math.isfinite(part_s) or part_s < 0:
+            return f"{part} has no usable time ({part_s!r} s)"
+        if whole_s < part_s * (1 - tolerance):
+            return (f"{name} ({_ms(whole_s)}) took less time than {part} ({_ms(part_s)}) alone, yet does "
+                    "all of its work: the timings are noise (a busy machine?), not a measurement")
+    return None
+
+
+def speedup_beyond(speedup: float, bound: float, why: str, tolerance: float = NOISE) -> str | None:
+    """Why ``speedup`` cannot be right (not finite, or more than ``bound`` by more than ``tolerance``), or None.
+
+    ``bound`` is the most the parallel variant can gain (``why`` says where it comes from: lanes, the busiest
+    lane's share of the work), so a larger speedup means the timings are noise.
+    """
+    if not math.isfinite(speedup) or speedup <= 0:
+        return f"the speedup {speedup!r} is not a positive number"
+    if speedup > bound * (1 + tolerance):
+        return (f"a speedup of {speedup:.2f} is more than {why} allow ({bound:g}): the timings are noise "
+                "(a busy machine?)")
+    return None
+
+
+def sanitize_derived(derived: Mapping[str, Any], notes: list[str]) -> dict[str, float]:
+    """The last guard before figures are saved or printed: drop any that is not a finite number, and any share
+    (a name with "hidden" or "share") outside [0, 1]; each dropped one gets a note. Returns what is kept."""
+    kept: dict[str, float] = {}
+    for name, value in derived.items():
+        why = None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            why = f"{value!r} is not a finite number"
+        elif ("hidden" in name or "share" in name) and not 0.0 <= value <= 1.0:
+            why = f"{value:.3g} is not a share between 0 and 1"
+        if why is None:
+            kept[name] = float(value)
+        else:
+            note = f"left out {name}: {why}"
+            if note not in notes:
+                notes.append(note)
+    return kept
 
 
 def seeded(seed: int) -> torch.Generator:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from scenarios.registry import Param, ParamError, Scenario, register
-from scenarios.runtime import Context, Lane, rand, seeded
+from scenarios.runtime import Context, Lane, rand, seeded, speedup_beyond
 
 
 def chain(lane: Lane, a: torch.Tensor, w: torch.Tensor, length: int) -> torch.Tensor:
@@ -81,7 +81,8 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     for size in sizes:
         a, b = ctx.times_s.get(f"one-stream-{size}"), ctx.times_s.get(f"streams-{size}")
         if a and b:
-            ctx.derived[f"speedup size {size} (one stream / streams)"] = a / b
+            ctx.derive({f"speedup size {size} (one stream / streams)": a / b},
+                       unless=speedup_beyond(a / b, *ctx.max_speedup(chains)))
             ctx.derived[f"us per product size {size}, one stream"] = a / (chains * length) * 1e6
 
 

@@ -66,6 +66,13 @@ def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.Ca
     assert set(meta["files"]) == RUN_FILES - {"meta.json"}
     assert meta["files"]["trace.json.gz"] == (run / "trace.json.gz").stat().st_size
     assert meta["backend_details"]["profile_all_threads"] is True
+    assert meta["intra_op_threads"] == 1
+    # no derived figure that cannot be right: finite numbers, shares within [0, 1], none of the GPU-only shares
+    for k, v in meta["derived"].items():
+        assert isinstance(v, float) and v == v and abs(v) != float("inf"), (k, v)
+        assert "hidden" not in k, f"{k}: a copy-time share is meaningless on the CPU"
+        if "share" in k:
+            assert 0.0 <= v <= 1.0, (k, v)
     host = socket.gethostname()
     if len(host) >= 4:
         assert host not in (run / "meta.json").read_text()
@@ -107,8 +114,36 @@ def test_one_variant_per_run_names_the_run(tmp_path: Path, capsys: pytest.Captur
     assert "compute-copy/run+copy-side-stream" in names
     assert "compute-copy/run+copy-blocking" not in names
     # the reference timings are in meta.json but not in the trace
-    assert meta["unprofiled_times"] == ["run", "copy-pinned-side-stream"]
-    assert "compute-copy/run" not in names
+    assert meta["unprofiled_times"] == ["run", "copy-pinned-side-stream", "run+copy-side-stream-unprofiled"]
+    assert "compute-copy/run" not in names and "compute-copy/run+copy-side-stream-unprofiled" not in names
+    assert all(len(meta["wall_time_samples_s"][k]) == 5 for k in meta["unprofiled_times"])  # repeats' default
+
+
+def test_cpu_compute_copy_saves_no_copy_time_hidden_and_says_why(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # The issue's run printed "blocking: copy time hidden 100%" beside a 68.4 ms reference and 10 ms run+copy.
+    run = _record(tmp_path, capsys, "compute-copy", *_params("compute-copy"))
+    meta = json.loads((run / "meta.json").read_text())
+    assert not [k for k in meta["derived"] if "hidden" in k]
+    assert any("no 'copy time hidden' on the CPU" in n for n in meta["notes"])
+    t = meta["wall_times_s"]
+    for v in ("blocking", "non-blocking", "side-stream"):
+        ratio = meta["derived"].get(f"{v}: ratio run+copy / (run + copy)")
+        whole = t[f"run+copy-{v}-unprofiled"]
+        if ratio is None:  # left out: only when the whole was shorter than a part, and a note says so
+            assert whole < max(t["run"], t[f"copy-{'pinned-side-stream' if v == 'side-stream' else v}"]) * 0.9
+            assert any(n.startswith(f"left out {v}: ratio") for n in meta["notes"])
+        else:
+            assert ratio >= 0.45  # run+copy is at least as long as run alone, less the noise allowed
+
+
+def test_quiet_kineto_drops_only_the_usdt_markers(capfd: pytest.CaptureFixture[str]) -> None:
+    with rec.quiet_kineto():
+        os.write(2, b"USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
+        os.write(2, b"ERROR: something that matters\n")
+        os.write(2, b"USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
+    err = capfd.readouterr().err
+    assert err == "ERROR: something that matters\n"
 
 
 def test_two_runs_in_the_same_second_get_distinct_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -310,6 +345,8 @@ def test_tracer_record_as_a_user_runs_it(tmp_path: Path, module: bool) -> None:
                    module=module, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "checks passed" in proc.stdout
+    # torch 2.13's CPU build printed "USDT:... profiler_start" and "... profiler_stop" around every recording
+    assert "USDT" not in proc.stdout and "USDT" not in proc.stderr, proc.stderr
     (run,) = tmp_path.iterdir()
     assert {p.name for p in run.iterdir()} == RUN_FILES
 

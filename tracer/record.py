@@ -23,9 +23,11 @@ import gzip
 import inspect
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -65,6 +67,13 @@ NSYS_PROFILE_ARGS = (
     "--capture-range-end=stop",
     "--force-overwrite=true",
 )
+
+
+#: What Kineto (torch.profiler's C++ side) writes to stderr at every start and stop in torch 2.13's CPU build:
+#: ``USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start`` — markers for
+#: user-space tracing probes, not messages for a person. Its own log level (KINETO_LOG_LEVEL) silences them only
+#: together with its errors, so they are filtered out by line instead.
+KINETO_NOISE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\r?$")
 
 
 class ScenarioFailedError(TracerError):
@@ -135,6 +144,36 @@ def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
         except (ImportError, TypeError):  # torch older than about 2.7
             pass
     return kwargs
+
+
+@contextlib.contextmanager
+def quiet_kineto() -> Iterator[None]:
+    """Run the block with file descriptor 2 sent to a temporary file, then write back all of it except Kineto's
+    USDT marker lines (:data:`KINETO_NOISE`). C++ writes them to the descriptor itself, past ``sys.stderr``, so
+    only a descriptor-level redirect reaches them; anything else written meanwhile (an error, a warning, another
+    thread's output) comes out afterwards, unchanged. Meant for short calls: the profiler's start and stop."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no stderr to redirect (closed, or replaced by an object)
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            lines = tmp.read().splitlines(keepends=True)
+            kept = [line for line in lines if not KINETO_NOISE.match(line.rstrip(b"\n"))]
+            if kept:
+                os.write(2, b"".join(kept))
 
 
 def _environment() -> dict[str, Any]:
@@ -232,7 +271,10 @@ def record(
 
 def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime,
           stages: dict[str, float]) -> dict[str, Any]:
+    from scenarios.runtime import sanitize_derived
+
     env = _environment()
+    notes = list(result.notes)
     return {
         "schema_version": RUN_SCHEMA_VERSION,
         "kind": "tracer-run",
@@ -249,10 +291,14 @@ def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.
         "cuda_version": result.cuda_version,
         "wall_times_s": result.times_s,
         "unprofiled_times": result.unprofiled,
+        # every sample of a time taken more than once (wall_times_s holds their median)
+        "wall_time_samples_s": result.samples_s,
         "profiled_window_s": result.profiled_window_s,
+        "intra_op_threads": result.intra_op_threads,
         "checks": result.checks,
-        "derived": result.derived,
-        "notes": result.notes,
+        # the scenario guarded them already; again here for a result read back from the nsys child's JSON
+        "derived": sanitize_derived(result.derived, notes),
+        "notes": notes,
         "phases": result.phases,
         "backend": backend,
         "backend_details": backend_meta,
@@ -282,8 +328,13 @@ def _run_torch(name: str, device: str, params: dict[str, str], tmp: Path, say: C
         prof = profile(**settings)
         holder["prof"] = prof
         t0 = time.perf_counter()
-        with prof:
+        with quiet_kineto():  # start and stop print USDT marker lines (torch 2.13, CPU build)
+            prof.__enter__()
+        try:
             yield
+        finally:
+            with quiet_kineto():
+                prof.__exit__(*sys.exc_info())
         stages["profiled"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
