@@ -137,6 +137,23 @@ def test_cpu_compute_copy_saves_no_copy_time_hidden_and_says_why(tmp_path: Path,
             assert ratio >= 0.45  # run+copy is at least as long as run alone, less the noise allowed
 
 
+def test_both_reports_say_which_times_are_medians_and_print_the_notes(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tracer.cli.record import render_run
+    from tracer.record_main import plain_report
+
+    run = rec.record("compute-copy", device="cpu", out=tmp_path,
+                     params={**SMALL["compute-copy"], "variant": "side-stream", "repeats": "3"})
+    console = Console(width=200, record=True)
+    for r in render_run(run.meta, run.summary, run.path):
+        console.print(r)
+    for text in (console.export_text(), plain_report(run.meta, run.summary, run.path)):
+        assert re.search(r"run +[\d.]+ +\(?reference, not profiled; median of 3", text), text
+        assert re.search(r"run\+copy-side-stream +[\d.]+ *\n", text), text  # the profiled pass: one sample
+        assert "no 'copy time hidden' on the CPU" in text and "copy time hidden  " not in text
+
+
 def test_quiet_kineto_drops_only_the_usdt_markers(capfd: pytest.CaptureFixture[str]) -> None:
     with rec.quiet_kineto():
         os.write(2, b"USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start\n")

@@ -22,9 +22,13 @@ def plain_report(meta: dict[str, Any], summary: dict[str, Any], path: Any) -> st
     if meta.get("gpu_names"):
         lines.append("GPUs: " + ", ".join(f"{k}: {v}" for k, v in meta["gpu_names"].items()))
     unprofiled = set(meta.get("unprofiled_times", []))
+    samples = meta.get("wall_time_samples_s") or {}  # absent in runs recorded before repeats existed
     lines.append("wall time (ms):")
     for name, secs in meta["wall_times_s"].items():
-        lines.append(f"  {name:32} {secs * 1e3:12.2f}{'   (reference, not profiled)' if name in unprofiled else ''}")
+        how = ["reference, not profiled"] if name in unprofiled else []
+        if len(samples.get(name, ())) > 1:
+            how.append(f"median of {len(samples[name])}")
+        lines.append(f"  {name:32} {secs * 1e3:12.2f}{'   (' + '; '.join(how) + ')' if how else ''}")
     for k, v in meta.get("derived", {}).items():
         lines.append(f"  {k:48} {v:10.3f}")
     for dev, d in (summary.get("devices") or {}).items():
@@ -36,6 +40,7 @@ def plain_report(meta: dict[str, Any], summary: dict[str, Any], path: Any) -> st
     checks = meta.get("checks", {})
     lines.append(("checks passed: " if all(c["ok"] for c in checks.values()) else "CHECKS FAILED: ")
                  + "; ".join(f"{k} [{c['detail']}]" for k, c in checks.items()))
+    lines += [f"note: {note}" for note in meta.get("notes", [])]  # what a figure means here, what was left out
     lines.append(f"run written to {path}")
     return "\n".join(lines)
 

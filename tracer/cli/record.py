@@ -33,8 +33,12 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
     times.add_column("ms", justify="right")
     times.add_column("", justify="left")
     unprofiled = set(meta.get("unprofiled_times", []))
+    samples = meta.get("wall_time_samples_s") or {}  # absent in runs recorded before repeats existed
     for name, secs in meta["wall_times_s"].items():
-        times.add_row(name, _s(secs), "reference, not profiled" if name in unprofiled else "")
+        how = "reference, not profiled" if name in unprofiled else ""
+        if len(samples.get(name, ())) > 1:
+            how += f"{'; ' if how else ''}median of {len(samples[name])}"
+        times.add_row(name, _s(secs), how)
     out.append(times)
     if meta.get("derived"):
         # "copy time hidden" here is an estimate from wall times; the per-GPU table's comes from the timeline
