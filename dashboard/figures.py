@@ -13,6 +13,7 @@ per block, carried by one invisible marker trace.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from dashboard.lod import Blocks, merge_blocks
-from dashboard.model import CLASSES, N_CLASSES, Row, TimelineView, prepare
+from dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
 from tracer.timeline import Timeline
 
 #: Default plot width in pixels when the browser has not said (the level of detail depends on it).
@@ -28,7 +29,17 @@ DEFAULT_WIDTH_PX = 1200
 ROW_PX = 26
 BAR_HALF = 0.38  # half the height of a bar, in rows
 HOVER_STEP_PX = 24  # hover points along a wide block, so that hovering anywhere on it finds one
+#: Names drawn on range bars: the font, a generous average character width for it (so that a cut name never
+#: spills over its bar), the padding each side and the narrowest bar that gets a name at all.
+LABEL_FONT_PX = 10
+LABEL_CHAR_PX = 6.2
+LABEL_PAD_PX = 3
+MIN_LABEL_PX = 2 * LABEL_PAD_PX + 4 * LABEL_CHAR_PX
 FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
+#: Classes drawn hatched: the overlap band, so that it never reads as one more copy colour.
+FILL_PATTERNS: dict[str, dict[str, Any]] = {
+    "overlap": dict(shape="/", fgcolor="#000000", size=6, solidity=0.25),
+}
 
 Window = tuple[int, int]
 
@@ -202,6 +213,7 @@ def lane_traces(
             ys = np.column_stack(
                 [y[m] - half, y[m] - half, y[m] + half, y[m] + half, y[m] - half, nan]
             ).ravel()
+            pattern = FILL_PATTERNS.get(c.key)
             first = legend is None or c.key not in legend
             if legend is not None:
                 legend.add(c.key)
@@ -212,8 +224,9 @@ def lane_traces(
                     mode="lines",
                     fill="toself",
                     fillcolor=c.color,
+                    fillpattern=dict(pattern, bgcolor=c.color) if pattern else None,
                     # A darker edge of the same hue, so back-to-back intervals stay two bars.
-                    line=dict(width=0.7, color=_darker(c.color)),
+                    line=dict(width=0.7, color=pattern["fgcolor"] if pattern else _darker(c.color)),
                     name=c.label,
                     legendgroup=c.key,
                     showlegend=first,
@@ -223,8 +236,73 @@ def lane_traces(
                     uid=f"{yaxis}-{c.key}",
                 )
             )
+        names = _range_names(view, blocks, src, cls, x0, x1, y, window, ns_per_px, xaxis, yaxis)
+        if names is not None:
+            traces.append(names)
         traces.append(_hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis))
     return Drawn(traces, [view.rows[i] for i in shown], len(blocks), blocks.n_in_window, row_of)
+
+
+def fit_label(name: str, width_px: float, char_px: float = LABEL_CHAR_PX) -> str | None:
+    """``name`` cut to what ``width_px`` pixels hold (ending in "…" when cut); None if not even 3 characters
+    and the ellipsis fit."""
+    room = int((width_px - 2 * LABEL_PAD_PX) // char_px)
+    if room >= len(name):
+        return name
+    if room < 4:
+        return None
+    return name[: room - 1].rstrip() + "…"
+
+
+def _range_names(
+    view: TimelineView,
+    blocks: Blocks,
+    src: np.ndarray,
+    cls: np.ndarray,
+    x0: np.ndarray,
+    x1: np.ndarray,
+    y: np.ndarray,
+    window: Window,
+    ns_per_px: float,
+    xaxis: str,
+    yaxis: str,
+) -> go.Scatter | None:
+    """A text trace naming each NVTX / ``record_function`` range on its bar, where the bar is wide enough.
+
+    Only unmerged ranges in the window are looked at (merged blocks are narrow by construction), and only
+    their visible part counts, so the cost follows what is drawn, not the size of the trace."""
+    x_lo = np.maximum(x0, window[0])
+    x_hi = np.minimum(x1, window[1])
+    visible_px = (x_hi - x_lo) / ns_per_px
+    pick = np.flatnonzero(
+        (cls == CLASS_INDEX["range"]) & (blocks.count == 1) & (src >= 0) & (visible_px >= MIN_LABEL_PX)
+    )
+    if not pick.size:
+        return None
+    names = view.timeline.events["name"].iloc[src[pick]].astype(str).to_numpy()
+    xs, ys, texts = [], [], []
+    for j, b in enumerate(pick):
+        text = fit_label(names[j], visible_px[b])
+        if text is not None:
+            xs.append((x_lo[b] + x_hi[b]) / 2e6)
+            ys.append(float(y[b]))
+            texts.append(_escape(text))
+    if not texts:
+        return None
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode="text",
+        text=texts,
+        textposition="middle center",
+        textfont=dict(family=FONT, size=LABEL_FONT_PX, color="#222"),
+        hoverinfo="skip",
+        showlegend=False,
+        name="range names",
+        xaxis=xaxis,
+        yaxis=yaxis,
+        uid=f"{yaxis}-range-names",
+    )
 
 
 def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> go.Scatter:
@@ -318,8 +396,15 @@ def launch_of(view: TimelineView, src: int) -> dict[str, Any] | None:
     }
 
 
-def _highlight(view: TimelineView, drawn: Drawn, link: dict[str, Any], xref: str, yref: str):
-    shapes, notes = [], []
+def _highlight(
+    view: TimelineView, drawn: Drawn, link: dict[str, Any], xref: str, yref: str
+) -> tuple[list[dict[str, Any]], go.Scatter | None]:
+    """Outlines of the clicked work and its launch, and the arrow from the launch to the work.
+
+    The arrow is a line trace with an arrowhead marker rather than an annotation: traces are clipped to the
+    plot area, so when the launch lies outside the window the arrow leaves through the plot's edge instead of
+    being drawn across the lane labels (annotation arrows are never clipped)."""
+    shapes = []
     ys = {}
     for key in ("work", "launch"):
         r = view.row_of_src(link[f"{key}_src"])
@@ -339,25 +424,23 @@ def _highlight(view: TimelineView, drawn: Drawn, link: dict[str, Any], xref: str
                     fillcolor="rgba(0,0,0,0)",
                 )
             )
-    if len(ys) == 2:
-        notes.append(
-            dict(
-                x=link["work_start_ns"] / 1e6,
-                y=ys["work"],
-                ax=link["launch_end_ns"] / 1e6,
-                ay=ys["launch"],
-                xref=xref,
-                yref=yref,
-                axref=xref,
-                ayref=yref,
-                showarrow=True,
-                arrowhead=3,
-                arrowwidth=1.5,
-                arrowcolor="#000",
-                text="",
-            )
-        )
-    return shapes, notes
+    if len(ys) < 2:
+        return shapes, None
+    arrow = go.Scatter(
+        x=[link["launch_end_ns"] / 1e6, link["work_start_ns"] / 1e6],
+        y=[ys["launch"], ys["work"]],
+        mode="lines+markers",
+        line=dict(color="#000", width=1.5),
+        marker=dict(symbol=["circle", "arrow"], size=[5, 11], angleref="previous", color="#000"),
+        cliponaxis=True,
+        hoverinfo="skip",
+        showlegend=False,
+        name="launch → work",
+        xaxis=xref,
+        yaxis=yref,
+        uid=f"{yref}-launch-arrow",
+    )
+    return shapes, arrow
 
 
 def _base_layout(height: int) -> dict[str, Any]:
@@ -426,16 +509,23 @@ def timeline_figure(
     annotations: list[dict[str, Any]] = []
     link = launch_of(view, highlight) if highlight is not None else None
     if link:
-        s, a = _highlight(view, drawn, link, "x", "y")
-        shapes += s
-        annotations += a
+        outlines, arrow = _highlight(view, drawn, link, "x", "y")
+        shapes += outlines
+        if arrow is not None:
+            fig.add_trace(arrow)
     if not drawn.rows:
         annotations.append(
             dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
         )
     fig.update_layout(
         **_base_layout(max(220, ROW_PX * len(drawn.rows) + 90)),
-        xaxis=_xaxis(window, "time since the run's first event"),
+        # A new revision per window: the server's range always replaces whatever the user's last zoom,
+        # pan or double-click (autorange) left, while layout.uirevision keeps legend toggles.
+        xaxis=dict(
+            _xaxis(window, "time since the run's first event"),
+            autorange=False,
+            uirevision=f"{window[0]}:{window[1]}",
+        ),
         yaxis=_yaxis(drawn.rows),
         shapes=shapes,
         annotations=annotations,
@@ -447,11 +537,23 @@ def timeline_figure(
     return fig
 
 
+def short_lane_label(label: str, limit: int = 16) -> str:
+    """A lane's label short enough for the overview strip: "GPU 0 · stream 7" → "GPU0 s7",
+    "NVTX · thread 424 (python3)" → "NVTX t424", "GPU 0 · compute ∩ copy" → "GPU0 overlap"."""
+    s = label.replace(" · compute ∩ copy", " overlap")
+    s = re.sub(r"GPU (\d+)", r"GPU\1", s)
+    s = re.sub(r"stream (\d+)", r"s\1", s)
+    s = re.sub(r"thread (\d+)(?: \([^)]*\))?", r"t\1", s)
+    s = s.replace(" · ", " ")
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
 def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: int = 600) -> go.Figure:
     """Lanes × time busy-fraction heatmap of the whole run, with the current window outlined.
 
     The honest overview: a pixel column's shade is the share of that time the lane was busy, however many
-    intervals that took. Drag on it to move the main chart there.
+    intervals that took. Its x axis is fixed to the whole run; a drag across it is a horizontal selection
+    (``selectedData["range"]["x"]``, in ms), which the timeline page turns into the main chart's window.
     """
     labels, z = view.lane_busy(bins)
     span = max(view.span_ns, 1)
@@ -460,7 +562,7 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         go.Heatmap(
             z=z,
             x=x,
-            y=labels,  # category axis: the hover names the lane without a label per cell
+            y=labels,  # category axis: the hover names the lane in full without a label per cell
             colorscale=[[0, "#ffffff"], [0.02, "#e3eef8"], [1, "#08306b"]],
             zmin=0,
             zmax=1,
@@ -469,21 +571,37 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         )
     )
     fig.update_layout(
-        **_base_layout(max(70, min(200, 9 * max(len(labels), 1) + 50))),
+        **_base_layout(max(70, min(220, 11 * max(len(labels), 1) + 34))),
         xaxis=dict(
-            range=[0, span / 1e6], showgrid=False, zeroline=False, ticksuffix=" ms", tickfont=dict(size=10)
+            range=[0, span / 1e6],
+            fixedrange=True,  # the strip always shows the whole run: a drag selects, it never zooms
+            showgrid=False,
+            zeroline=False,
+            ticksuffix=" ms",
+            tickfont=dict(size=10),
         ),
         yaxis=dict(
             autorange="reversed",
             fixedrange=True,
-            showticklabels=False,
+            tickvals=labels,
+            ticktext=[short_lane_label(label) for label in labels],
+            tickfont=dict(size=9),
+            ticks="",
+            automargin=True,
             showgrid=False,
             zeroline=False,
             type="category",
         ),
         shapes=minimap_shapes(view, window),
     )
-    fig.update_layout(margin=dict(l=10, r=20, t=4, b=24), showlegend=False)
+    fig.update_layout(
+        margin=dict(l=10, r=20, t=4, b=24),
+        showlegend=False,
+        dragmode="select",
+        selectdirection="h",
+        # the selection box goes as soon as the main chart has jumped (the page clears layout.selections)
+        newselection=dict(line=dict(color="#D55E00", width=1, dash="dot")),
+    )
     return fig
 
 

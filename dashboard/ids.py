@@ -24,7 +24,9 @@ TL_LANES = "timeline-lanes"
 TL_RESET = "timeline-reset"
 TL_STATUS = "timeline-status"
 TL_LAUNCH = "timeline-launch"
-TL_STATE = "timeline-state"  # store: {"run": key, "window": [lo, hi], "highlight": src | None}
+TL_STATE = "timeline-state"  # store: {"run": key, "window": [lo, hi], "highlight": src | None} (drawn)
+#: store: the window asked for: {"relayout": {...}} | {"range_ms": [a, b]} | {"whole": n_clicks}
+TL_WANT = "timeline-want"
 TL_CARDS = "timeline-cards"
 
 # compare page

@@ -35,7 +35,9 @@ class DrawClass:
 
 
 #: Colour classes, in drawing order. Okabe–Ito colours (distinguishable with the common colour-vision
-#: deficiencies); copies in warm/green hues against blue kernels, host work in pale tones.
+#: deficiencies); copies in warm/green hues against blue kernels, host work in pale tones. The overlap band
+#: is yellow under black hatching (dashboard/figures.py), far in lightness and pattern from the vermilion
+#: DtoH copies beside it (orange was not); ranges are a pale sand so that the band's yellow stays its own.
 CLASSES: tuple[DrawClass, ...] = (
     DrawClass("kernel", "Kernel", "#0072B2"),
     DrawClass("HtoD", "Copy HtoD", "#009E73"),
@@ -43,8 +45,8 @@ CLASSES: tuple[DrawClass, ...] = (
     DrawClass("DtoD", "Copy DtoD / PtoP", "#CC79A7"),
     DrawClass("copy_other", "Copy (other)", "#8C6D31"),
     DrawClass("memset", "Memset", "#999999"),
-    DrawClass("overlap", "Compute ∩ copy", "#E69F00"),
-    DrawClass("range", "Range (NVTX / annotation)", "#F0E442"),
+    DrawClass("overlap", "Compute ∩ copy", "#F0E442"),
+    DrawClass("range", "Range (NVTX / annotation)", "#E8DFB0"),
     DrawClass("cpu_op", "CPU op", "#9DB9D3"),
     DrawClass("runtime", "CUDA API call", "#56B4E9"),
 )

@@ -121,7 +121,12 @@ def test_clicking_a_kernel_links_it_to_its_launch(side_view):
     assert link["launch_name"].startswith("cudaLaunchKernel")
     assert link["correlation"] == int(ev.loc[kernel, "correlation"])
     fig = timeline_figure(side_view, highlight=kernel)
-    assert len(fig.layout.annotations) == 1 and fig.layout.annotations[0].showarrow
+    # the arrow is a trace (clipped to the plot area), not an annotation drawn across the lane labels
+    assert not any(a.showarrow for a in fig.layout.annotations)
+    (arrow,) = [t for t in fig.data if t.name == "launch → work"]
+    assert arrow.cliponaxis and arrow.hoverinfo == "skip"
+    assert list(arrow.x) == [link["launch_end_ns"] / 1e6, link["work_start_ns"] / 1e6]
+    assert len([s for s in fig.layout.shapes if s.line.color == "#000"]) == 2  # work and launch outlined
     assert launch_of(side_view, int(ev.index[ev["kind"] == "cpu_op"][0])) is None
 
 
@@ -133,6 +138,55 @@ def test_minimap_is_a_lane_by_column_busy_heatmap(side_view):
     stream7 = [k for k, _ in side_view.lanes].index("gpu0/s7")
     assert z[stream7].mean() > 0.9  # kernels back to back for the whole run
     assert len(fig.layout.shapes) == 1
+    # fixed to the whole run: a drag selects a stretch (for the main chart) instead of zooming the strip
+    assert fig.layout.xaxis.fixedrange and fig.layout.xaxis.range == (0, side_view.span_ns / 1e6)
+    assert fig.layout.dragmode == "select" and fig.layout.selectdirection == "h"
+    # short lane labels, one per lane, in the main chart's order
+    assert list(fig.layout.yaxis.tickvals) == [label for _, label in side_view.lanes]
+    assert list(fig.layout.yaxis.ticktext) == ["GPU0 overlap", "GPU0 s7", "GPU0 s21", "NVTX t424", "CPU t424"]
+
+
+def test_range_names_are_drawn_on_bars_wide_enough_for_them(side_view):
+    ev = side_view.timeline.events
+    ranges = ev[ev["kind"] == "range"]
+    r = ranges.loc[(ranges["end_ns"] - ranges["start_ns"]).idxmax()]
+    lo, hi = int(r["start_ns"]) - side_view.t0_ns, int(r["end_ns"]) - side_view.t0_ns
+
+    def names(window, width_px):
+        fig = timeline_figure(side_view, window, width_px=width_px)
+        return [list(t.text) for t in fig.data if t.name == "range names"]
+
+    (drawn,) = names((lo, hi), 1200)  # the range fills the window: its whole name on it
+    assert str(r["name"]) in drawn
+    narrow = names((lo - 40 * (hi - lo), hi + 40 * (hi - lo)), 1200)  # ~15 px wide: no room, no name
+    assert all(str(r["name"]) not in t for t in narrow)
+
+
+def test_fit_label_cuts_names_to_the_bar():
+    from dashboard.figures import LABEL_CHAR_PX, MIN_LABEL_PX, fit_label
+
+    assert fit_label("multi-device/together", 400) == "multi-device/together"
+    cut = fit_label("multi-device/together", 80)
+    assert cut is not None and cut.endswith("…") and len(cut) * LABEL_CHAR_PX <= 80
+    assert fit_label("multi-device/together", MIN_LABEL_PX - 1) is None
+
+
+def test_overlap_band_is_hatched_and_unlike_the_copy_colours(side_view):
+    from dashboard.model import CLASSES
+
+    colours = {c.key: c.color for c in CLASSES}
+    band = next(t for t in timeline_figure(side_view).data if t.name == "Compute ∩ copy")
+    assert band.fillpattern.shape == "/"
+
+    def lightness(hex_: str) -> float:  # relative luminance 0-255: survives any colour-vision deficiency
+        r, g, b = (int(hex_[i : i + 2], 16) for i in (1, 3, 5))
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    # the old orange band (#E69F00) was 50 from the vermilion DtoH copies beside it; now twice that and more
+    assert abs(lightness(colours["overlap"]) - lightness(colours["DtoH"])) > 100
+    for key in ("HtoD", "DtoD", "kernel"):
+        assert abs(lightness(colours["overlap"]) - lightness(colours[key])) > 70, key
+    assert colours["overlap"] != colours["range"]
 
 
 def test_compare_figure_stacks_two_runs_on_one_axis(side_view):
@@ -237,21 +291,46 @@ def test_upload_over_the_limit_is_refused(tmp_path):
 
 def test_zoom_callback_narrows_the_window_and_redraws():
     store = _store(SIDE)
+    span = store.view("copy_side_stream").span_ns
     state = {"run": "copy_side_stream", "window": None, "highlight": None}
-    relayout = {"xaxis.range[0]": 40.0, "xaxis.range[1]": 45.0}
-    fig, _minimap, status, _, new_state = timeline.update(
-        store, state, ids.TL_GRAPH, relayout, None, None, None, None
-    )
+    want = {"relayout": {"xaxis.range[0]": 40.0, "xaxis.range[1]": 45.0}}
+    fig, minimap, status, _, new_state = timeline.update(store, state, want, None, None, None)
     assert new_state["window"] == [40_000_000, 45_000_000]
     assert fig.layout.meta["window_ns"] == [40_000_000, 45_000_000]
+    assert fig.layout.xaxis.range == (40.0, 45.0) and fig.layout.xaxis.autorange is False
     assert status.startswith("Window 40.000 – 45.000 ms (5.000 ms wide) · ")
-    back = timeline.update(store, new_state, ids.TL_GRAPH, {"xaxis.autorange": True}, None, None, None, None)
-    assert back[4]["window"] == [0, store.view("copy_side_stream").span_ns]
-    # relayout events without an x range (autosize, dragmode) change nothing
-    assert (
-        timeline.update(store, new_state, ids.TL_GRAPH, {"autosize": True}, None, None, None, None)[0]
-        is not fig
-    )
+    # a double-click (autorange) and Whole run both draw the whole run again
+    for whole in ({"relayout": {"xaxis.autorange": True}}, {"whole": 1}):
+        assert timeline.update(store, new_state, whole, None, None, None)[4]["window"] == [0, span]
+    # a drag across the overview strip asks for its range, in ms
+    assert timeline.update(store, state, {"range_ms": [10.0, 20.5]}, None, None, None)[4]["window"] == [
+        10_000_000,
+        20_500_000,
+    ]
+    # a relayout without an x range keeps the window drawn
+    assert timeline.update(store, new_state, {"relayout": {"dragmode": "pan"}}, None, None, None)[4][
+        "window"
+    ] == [40_000_000, 45_000_000]
+
+
+def test_timeline_callback_draws_everything_asked_whatever_changed_last():
+    """Dash drops a callback's in-flight answer when an input changes again; the new request must still
+    draw the click made before (the browser tests' lost-click flake)."""
+    store = _store(SIDE)
+    view = store.view("copy_side_stream")
+    ev = view.timeline.events
+    kernel = int(ev.index[ev["kind"] == "kernel"][10])
+    state = {"run": "copy_side_stream", "window": None, "highlight": None}
+    click = {"points": [{"customdata": kernel}]}
+    want = {"relayout": {"xaxis.range[0]": 1.0, "xaxis.range[1]": 130.0}}
+    fig, _, _, launch, new_state = timeline.update(store, state, want, None, click, None)
+    assert new_state == {"run": "copy_side_stream", "window": [1_000_000, 130_000_000], "highlight": kernel}
+    assert "correlation" in str(launch)
+    assert any(t.name == "launch → work" for t in fig.data)
+    # a click on something that launched nothing clears the highlight and says what to click
+    cpu_op = int(ev.index[ev["kind"] == "cpu_op"][0])
+    out = timeline.update(store, new_state, want, None, {"points": [{"customdata": cpu_op}]}, None)
+    assert out[4]["highlight"] is None and "Click a kernel or copy" in str(out[3])
 
 
 def test_runs_table_filters_and_sorts():

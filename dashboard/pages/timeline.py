@@ -2,17 +2,30 @@
 
 Zooming or panning sends the new x range to the server (``relayoutData``), which merges the intervals of
 that window at the plot's pixel width and sends back only the blocks to draw.
+
+Two callbacks, so that no event is ever lost. Dash runs one request per callback at a time: when an input
+changes while the callback's request is in flight, that request's answer is *dropped* and a new one is sent
+with only the newest change marked as the trigger. Plotly sends ``relayoutData`` for things that are not
+zooms at all (``{"autosize": true}`` right after every first draw), so one callback that both listened to
+relayoutData and acted on "what triggered me" lost a click made just after the page drew (the browser
+tests' flake). Now:
+
+1. a clientside callback turns the events that ask for a window (zoom/pan/double-click relayouts, a drag
+   on the overview strip, **Whole run**) into ``ids.TL_WANT`` and ignores the rest, in the browser;
+2. the server callback is a pure function of its inputs (that window request, the lanes, the last click),
+   never of which one changed: a request that replaces a dropped one still draws everything asked for.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
+from dash import Dash, Input, Output, Patch, State, dcc, html
 
 from dashboard import ids
 from dashboard.data import RunStore
 from dashboard.figures import (
+    Window,
     clamp_window,
     fmt_duration,
     full_window,
@@ -44,6 +57,7 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     window = full_window(view)
     lanes = [k for k, _ in view.lanes]
     fig = timeline_figure(view, window, width_px=width, uirevision=key)
+    minimap_config = {**GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False}
     return html.Div(
         [
             run_heading(info, view),
@@ -64,18 +78,16 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
                 className="controls",
             ),
             html.Div(status_text(fig), id=ids.TL_STATUS, className="status muted"),
-            dcc.Graph(id=ids.TL_GRAPH, figure=fig, config=GRAPH_CONFIG, className="timeline-graph"),
+            dcc.Graph(id=ids.TL_GRAPH, figure=fig, config=TIMELINE_CONFIG, className="timeline-graph"),
             html.Div(
-                "Overview: share of each lane busy per pixel column — drag across it to zoom there",
+                "Overview of the whole run: share of each lane busy per pixel column — drag across it to "
+                "show that stretch above",
                 className="muted small minimap-title",
             ),
-            dcc.Graph(
-                id=ids.TL_MINIMAP,
-                figure=minimap_figure(view, window),
-                config={**GRAPH_CONFIG, "scrollZoom": False},
-            ),
-            html.Div(id=ids.TL_LAUNCH, className="launch muted"),
+            dcc.Graph(id=ids.TL_MINIMAP, figure=minimap_figure(view, window), config=minimap_config),
+            html.Div(launch_text(view, None), id=ids.TL_LAUNCH, className="launch muted"),
             dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None}),
+            dcc.Store(id=ids.TL_WANT, data=None),
         ],
         className="timeline-page",
     )
@@ -110,77 +122,111 @@ def launch_text(view: TimelineView, link: dict[str, Any] | None) -> Any:
     )
 
 
+#: The main chart's Plotly config: a double-click sets ``xaxis.autorange`` (the y axis is fixed), which the
+#: page answers by drawing the whole run again.
+TIMELINE_CONFIG = {**GRAPH_CONFIG, "doubleClick": "autosize"}
+
+#: Clientside: which events ask for a window. Relayouts that touch no x-axis key (autosize, dragmode,
+#: selections) return no_update, so they never reach — and never cancel — the server callback.
+WANT_JS = """
+function(relayout, selected, reset) {
+    const nu = window.dash_clientside.no_update;
+    const fired = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
+    if (fired.some(p => p.startsWith("%(reset)s."))) {
+        return {whole: reset || 0};
+    }
+    if (fired.some(p => p.startsWith("%(minimap)s."))) {
+        const r = selected && selected.range && selected.range.x;
+        return r ? {range_ms: [r[0], r[1]]} : nu;
+    }
+    if (relayout && Object.keys(relayout).some(k => k.startsWith("xaxis."))) {
+        return {relayout: relayout};
+    }
+    return nu;
+}
+""" % {"reset": ids.TL_RESET, "minimap": ids.TL_MINIMAP}
+
+
+def wanted_window(view: TimelineView, want: dict[str, Any] | None, current: Window) -> Window:
+    """The window a ``TL_WANT`` value asks for: the whole run, an x range from a zoom or from the overview
+    strip; ``current`` when it names none."""
+    if not want:  # nothing asked yet: the page's first window
+        return current
+    if "whole" in want:
+        return full_window(view)
+    if "range_ms" in want:
+        lo, hi = want["range_ms"]
+        asked: Window | str | None = (round(float(lo) * 1e6), round(float(hi) * 1e6))
+    else:
+        asked = window_from_relayout(want.get("relayout"))
+    if asked is None:
+        return current
+    return full_window(view) if asked == "full" else clamp_window(view, asked)
+
+
+def clicked_src(click: dict[str, Any] | None) -> int | None:
+    """The events row behind the last clicked point (its customdata), if any."""
+    points = (click or {}).get("points") or []
+    src = points[0].get("customdata") if points else None
+    return int(src) if isinstance(src, (int, float)) and src >= 0 else None
+
+
 def update(
     store: RunStore,
     state: dict[str, Any],
-    trigger: str | None,
-    relayout: dict[str, Any] | None,
-    minimap_relayout: dict[str, Any] | None,
+    want: dict[str, Any] | None,
     lanes: list[str] | None,
     click: dict[str, Any] | None,
     viewport: dict[str, Any] | None,
 ) -> tuple[Any, Any, Any, Any, Any]:
-    """The page's one callback, as a plain function: (figure, minimap, status, launch text, state).
+    """The page's server callback, as a plain function: (figure, minimap patch, status, launch text, state).
 
-    ``trigger`` is what changed: ids.TL_GRAPH (zoom/pan), ids.TL_MINIMAP, ids.TL_LANES, ids.TL_RESET or
-    "click" (a click on the chart).
+    A pure function of what is asked — the window (``want``, a ``TL_WANT`` value), the lanes and the last
+    click — not of which of them changed (see the module's docstring for why).
     """
     from dashboard.figures import launch_of
 
     key = state["run"]
     view = store.view(key)
-    window = tuple(state.get("window") or full_window(view))
-    highlight = state.get("highlight")
-    launch = no_update
-    if trigger == ids.TL_GRAPH:
-        asked = window_from_relayout(relayout)
-        if asked is None:
-            return no_update, no_update, no_update, no_update, no_update
-        window = full_window(view) if asked == "full" else clamp_window(view, asked)
-    elif trigger == ids.TL_MINIMAP:
-        asked = window_from_relayout(minimap_relayout)
-        if asked is None:
-            return no_update, no_update, no_update, no_update, no_update
-        window = full_window(view) if asked == "full" else clamp_window(view, asked)
-    elif trigger == ids.TL_RESET:
-        window = full_window(view)
-    elif trigger == "click":
-        points = (click or {}).get("points") or []
-        src = points[0].get("customdata") if points else None
-        link = launch_of(view, int(src)) if isinstance(src, (int, float)) else None
-        highlight = int(src) if link else None
-        launch = launch_text(view, link)
+    current = tuple(state.get("window") or full_window(view))
+    window = wanted_window(view, want, current)  # type: ignore[arg-type]
+    src = clicked_src(click)
+    link = launch_of(view, src) if src is not None else None
+    highlight = src if link else None
     fig = timeline_figure(
         view, window, width_px=plot_width(viewport), lanes=lanes, highlight=highlight, uirevision=key
     )
-    # The minimap's heatmap never changes: send only the window's outline.
+    # The minimap's heatmap never changes: send only the window's outline, and drop the selection box a
+    # drag across it left (the outline now shows where the main chart is).
     minimap = Patch()
     minimap["layout"]["shapes"] = minimap_shapes(view, window)
+    minimap["layout"]["selections"] = []
     new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight}
-    return fig, minimap, status_text(fig), launch, new_state
-
-
-def ctx_props() -> list[str]:
-    return [t["prop_id"].split(".", 1)[-1] for t in ctx.triggered]
+    return fig, minimap, status_text(fig), launch_text(view, link), new_state
 
 
 def register(app: Dash, store: RunStore) -> None:
+    app.clientside_callback(
+        WANT_JS,
+        Output(ids.TL_WANT, "data"),
+        Input(ids.TL_GRAPH, "relayoutData"),
+        Input(ids.TL_MINIMAP, "selectedData"),
+        Input(ids.TL_RESET, "n_clicks"),
+        prevent_initial_call=True,
+    )
+
     @app.callback(
         Output(ids.TL_GRAPH, "figure"),
         Output(ids.TL_MINIMAP, "figure"),
         Output(ids.TL_STATUS, "children"),
         Output(ids.TL_LAUNCH, "children"),
         Output(ids.TL_STATE, "data"),
-        Input(ids.TL_GRAPH, "relayoutData"),
-        Input(ids.TL_MINIMAP, "relayoutData"),
+        Input(ids.TL_WANT, "data"),
         Input(ids.TL_LANES, "value"),
         Input(ids.TL_GRAPH, "clickData"),
-        Input(ids.TL_RESET, "n_clicks"),
         State(ids.TL_STATE, "data"),
         State(ids.VIEWPORT, "data"),
         prevent_initial_call=True,
     )
-    def _update(relayout, minimap_relayout, lanes, click, _reset, state, viewport):
-        props = ctx_props()
-        trigger = "click" if "clickData" in props else ctx.triggered_id
-        return update(store, state, trigger, relayout, minimap_relayout, lanes, click, viewport)
+    def _update(want, lanes, click, state, viewport):
+        return update(store, state, want, lanes, click, viewport)
