@@ -19,17 +19,17 @@ def test_summary_json_shape(data_dir):
     assert out["format"] == "kineto"
     assert set(out["devices"]) == {"0"}
     assert out["devices"]["0"] == {
-        "compute_ns": 130922834,
-        "copy_ns": 57973729,
-        "overlap_ns": 56818859,
+        "compute_ns": 130922833,
+        "copy_ns": 57973731,
+        "overlap_ns": 56818860,
         "busy_ns": 132077704,
         "kernels": 50,
         "memcpys": 50,
         "memsets": 0,
     }
     assert out["lanes"] == [
-        {"device": 0, "stream": 7, "kernels": 50, "memcpys": 0, "memsets": 0, "busy_ns": 130922834},
-        {"device": 0, "stream": 21, "kernels": 0, "memcpys": 50, "memsets": 0, "busy_ns": 57973729},
+        {"device": 0, "stream": 7, "kernels": 50, "memcpys": 0, "memsets": 0, "busy_ns": 130922833},
+        {"device": 0, "stream": 21, "kernels": 0, "memcpys": 50, "memsets": 0, "busy_ns": 57973731},
     ]
     assert isinstance(out["span_ns"], int) and out["span_ns"] >= 132077704
 
@@ -60,7 +60,9 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
     not_trace = tmp / "config.json"
     not_trace.write_text('{"learning_rate": 0.1}')
     wrong_types = tmp / "wrong.json"
-    wrong_types.write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
+    # (an event whose ts is not a number is skipped and reported, not a reason to refuse the trace:
+    # tests/test_kineto_tolerant.py)
+    wrong_types.write_text('{"traceEvents": {"ph": "X", "ts": 1}}')
     other_db = tmp / "app.sqlite"
     con = sqlite3.connect(other_db)
     con.execute("CREATE TABLE users (id INTEGER)")
@@ -79,10 +81,9 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
     big_device.write_text(kernel_trace({"device": 99999, "stream": 7}))
     big_stream = tmp / "big_stream.json"
     big_stream.write_text(kernel_trace({"device": 0, "stream": 99999999999}))
-    # content the Kineto parser trips on (ValueError from int(), OverflowError from np.int16) used to escape
-    # as a traceback; load_trace turns any such parser exception into one line naming the file
-    odd_gpu_id = tmp / "odd_gpu_id.json"
-    odd_gpu_id.write_text(kernel_trace({"device": 0, "stream": 7}, deviceProperties=[{"id": "x", "name": "G"}]))
+    # content the Kineto parser trips on (OverflowError from np.int16) used to escape as a traceback;
+    # load_trace turns any such parser exception into one line naming the file. (A deviceProperties id "x" is
+    # now ignored, the trace read: tests/test_kineto_tolerant.py)
     big_rank = tmp / "big_rank.json"
     big_rank.write_text(kernel_trace({"device": 0, "stream": 7}, distributedInfo={"rank": 70000}))
     return {
@@ -99,7 +100,6 @@ def _bad_inputs(tmp: Path, data: Path) -> dict[str, tuple[Path, str]]:
         "empty-dir": (_empty_dir(tmp), "not a tracer run"),
         "device-out-of-range": (big_device, "device 99999 is out of range"),
         "stream-out-of-range": (big_stream, "stream 99999999999 is out of range"),
-        "gpu-id-not-a-number": (odd_gpu_id, "could not be read: unexpected content (ValueError"),
         "rank-out-of-range": (big_rank, "could not be read: unexpected content (OverflowError"),
     }
 
@@ -119,7 +119,7 @@ def _empty_dir(tmp: Path) -> Path:
 BAD = [
     "missing", "empty", "truncated", "truncated-gzip", "not-a-trace", "wrong-field-types", "other-sqlite",
     "random-bytes", "text", "nsys-rep-without-nsys", "empty-dir", "device-out-of-range", "stream-out-of-range",
-    "gpu-id-not-a-number", "rank-out-of-range",
+    "rank-out-of-range",
 ]
 
 

@@ -140,7 +140,7 @@ def test_report_joins_give_tracers_numbers(tmp_path: Path) -> None:
         "FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind "
         "JOIN ENUM_CUDA_MEM_KIND src ON src.id = m.srcKind JOIN ENUM_CUDA_MEM_KIND dst ON dst.id = m.dstKind "
         "GROUP BY 1"
-    ).fetchall() == [("[CUDA memcpy Device-to-Host]", 50, 57973729, 50 * 64_000_000, "Device", "Pinned")]
+    ).fetchall() == [("[CUDA memcpy Device-to-Host]", 50, 57973731, 50 * 64_000_000, "Device", "Pinned")]
     assert con.execute(
         "SELECT DISTINCT printf('%s (%d)', g.name, k.deviceId) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
         "LEFT JOIN TARGET_INFO_GPU g ON g.id = k.deviceId"

@@ -9,8 +9,8 @@ from tracer.parsers import load_trace
 # file: (kernels, memcpys, compute_ns, copy_ns, overlap_ns, busy_ns) — copied from FIXTURES.md
 REFERENCE = {
     "two_streams.json.gz": (100, 0, 253234011, 0, 0, 253234011),
-    "copy_nonblocking_same_stream.json.gz": (50, 50, 130964109, 58004336, 0, 188968445),
-    "copy_side_stream.json.gz": (50, 50, 130922834, 57973729, 56818859, 132077704),
+    "copy_nonblocking_same_stream.json.gz": (50, 50, 130964108, 58004331, 0, 188968439),
+    "copy_side_stream.json.gz": (50, 50, 130922833, 57973731, 56818860, 132077704),
     "nsys_compute_copy.sqlite.gz": (11, 10, 3461348, 2911400, 0, 6372748),
 }
 

@@ -200,6 +200,11 @@ def summary(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="Fail (exit 2) on a trace with events that could not be used, instead of "
+                     "summarising the rest and naming them on stderr."),
+    ] = False,
 ) -> None:
     """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
 
@@ -209,7 +214,20 @@ def summary(
     from rich.console import Console
 
     from tracer.analysis.summary import summarize
+    from tracer.errors import TraceFormatError
     from tracer.parsers import load_trace
+
+    def left_out_text(skipped: dict[str, int], ignored: dict[str, str]) -> str:
+        """What the parser left out of a trace, in one line: "3 events skipped: ts not a number"."""
+        parts = []
+        if skipped:
+            n = sum(skipped.values())
+            reasons = list(skipped.items())
+            why = reasons[0][0] if len(reasons) == 1 else ", ".join(f"{k} ({v:,})" for k, v in reasons)
+            parts.append(f"{n:,} event{'s' if n != 1 else ''} skipped: {why}")
+        if ignored:
+            parts.append("ignored: " + ", ".join(f"{k} ({v})" for k, v in ignored.items()))
+        return "; ".join(parts)
 
     console = Console()
     status_console = Console(stderr=True)
@@ -218,7 +236,15 @@ def summary(
     for path in found:
         try:
             with _progress(status_console, path):
-                result = summarize(load_trace(path, cache=not no_cache))
+                timeline = load_trace(path, cache=not no_cache)
+            # Events the parser could not use (ts not a number, GPU work without a device ...) are left out of
+            # every figure: say which and how many, or with --strict refuse the trace.
+            skipped = timeline.meta.extra.get("skipped") or {}
+            ignored = timeline.meta.extra.get("ignored") or {}
+            left_out = left_out_text(skipped, ignored)
+            if strict and skipped:
+                raise TraceFormatError(path, f"{left_out} (--strict)")
+            result = summarize(timeline)
         except TracerError as exc:
             if len(found) == 1:
                 raise
@@ -226,6 +252,13 @@ def summary(
             print(f"tracer: error: {exc}", file=sys.stderr)
             failed.append(exc)
             continue
+        if left_out:
+            print(f"tracer: warning: {path}: {left_out}", file=sys.stderr)
+        if not result["events"]:
+            print(f"tracer: note: {path}: the trace holds no events (a profiler that caught nothing writes this)",
+                  file=sys.stderr)
+        if skipped or ignored:
+            result["meta"] = {"skipped": skipped, "ignored": ignored}
         if json:
             sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
             sys.stdout.flush()

@@ -9,7 +9,9 @@ columns outlive the chunk, so memory stays near the size of the file (see ``_CHU
 
 from __future__ import annotations
 
+import decimal
 import re
+from collections import Counter
 from typing import Any, Iterator, Union
 
 import msgspec
@@ -30,7 +32,7 @@ from tracer.timeline import (
 )
 
 
-# gc=False: these structs hold only str/int/float/None and each other, so they can never be part of a
+# gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
 # reference cycle. Left tracked, the millions of them a large trace decodes into set off full collections
 # over and over while decoding (on a 114 MB trace: 0.6 s to decode tracked, 0.2 s untracked).
 class _Args(msgspec.Struct, gc=False):
@@ -44,30 +46,43 @@ class _Args(msgspec.Struct, gc=False):
     tracer_tid: Union[int, None] = None
 
 
-class _Event(msgspec.Struct, gc=False):
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    # pid/tid are ints in torch traces but strings in the profiler's own "Spans"/"Traces" rows
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    ts: Union[float, None] = None  # msgspec decodes JSON integers into float fields too
-    dur: Union[float, None] = None
-    args: Union[_Args, None] = None
+#: ts / dur are kept as the bytes of their JSON number (msgspec.Raw) and turned into integer ns from that
+#: decimal text a chunk at a time (:func:`_fixed_point`), never through a float: a float64 holds an epoch
+#: microsecond stamp (1.7e15 µs) only to 0.25 µs.
+_NO_RAW = msgspec.Raw(b"")
+_ZERO_RAW = msgspec.Raw(b"0")
 
 
-# The same events told apart by "ph" inside the decoder (a tagged union): "X" complete events with the fields
-# above, "M" metadata with what names a process or thread, and every other phase of the Chrome trace format
-# (flows, instants, counters, async ...) as an empty struct whose fields are skipped unread. A chunk with a
-# phase not listed, or an event without "ph", is decoded again as plain _Event.
+# The events told apart by "ph" inside the decoder (a tagged union): "X" complete events, "B"/"E" the two ends
+# of a slice (paired later), "M" metadata with what names a process or thread, and every other phase of the
+# Chrome trace format (flows, instants, counters, async ...) as an empty struct whose fields are skipped unread.
+# A chunk this typed decode refuses (a phase not listed, an event without "ph", a field of another type:
+# ROCm's "bytes": "2") is decoded again loosely (_Loose) and each of its events made firm by hand.
 class _X(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     cat: str = ""
     name: str = ""
+    # pid/tid are ints in torch traces but strings in the profiler's own "Spans"/"Traces" rows (and in
+    # PyTorch 1.8's GPU rows: tid "stream 7")
     pid: Union[int, str, None] = None
     tid: Union[int, str, None] = None
-    ts: Union[float, None] = None
-    dur: Union[float, None] = None
+    ts: msgspec.Raw = _NO_RAW
+    dur: msgspec.Raw = _NO_RAW
     args: Union[_Args, None] = None
+
+
+class _B(msgspec.Struct, gc=False, tag_field="ph", tag="B"):
+    cat: str = ""
+    name: str = ""
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: msgspec.Raw = _NO_RAW
+    args: Union[_Args, None] = None
+
+
+class _E(msgspec.Struct, gc=False, tag_field="ph", tag="E"):
+    pid: Union[int, str, None] = None
+    tid: Union[int, str, None] = None
+    ts: msgspec.Raw = _NO_RAW
 
 
 class _M(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
@@ -77,9 +92,9 @@ class _M(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
     args: Union[_Args, None] = None
 
 
-_OTHER_PHASES = "B E i I C b n e S T p F s t f P N O D R c ( )".split()
+_OTHER_PHASES = "i I C b n e S T p F s t f P N O D R c ( )".split()
 _Tagged = Union[
-    (_X, _M)
+    (_X, _B, _E, _M)
     + tuple(
         msgspec.defstruct(f"_Skip{i}", [], gc=False, tag_field="ph", tag=ph)
         for i, ph in enumerate(_OTHER_PHASES)
@@ -87,15 +102,34 @@ _Tagged = Union[
 ]
 
 
+class _Loose(msgspec.Struct, gc=False):
+    """An event of any shape: what the typed decode refused is read from this by :func:`_firm`."""
+
+    ph: Any = None
+    cat: Any = None
+    name: Any = None
+    pid: Any = None
+    tid: Any = None
+    ts: msgspec.Raw = _NO_RAW
+    dur: msgspec.Raw = _NO_RAW
+    args: Any = None
+
+
+#: an entry of "traceEvents" that may not even be an object
+_LooseItem = Union[_Loose, None, bool, int, float, str, list]
+
+
 class _Trace(msgspec.Struct):
     # Only delimited here: each msgspec.Raw is a view of one event's bytes, decoded later a chunk at a time.
-    traceEvents: list[msgspec.Raw] = []
-    baseTimeNanoseconds: Union[int, None] = None
-    deviceProperties: list[dict[str, Any]] = []
-    schemaVersion: Union[int, None] = None
-    cuda_driver_version: Union[int, None] = None
-    cuda_runtime_version: Union[int, None] = None
-    distributedInfo: Union[dict[str, Any], None] = None
+    # The top-level fields are read loosely (Any) and checked in _parse: a field of an unexpected type is
+    # ignored, not a reason to refuse the trace.
+    traceEvents: Union[list[msgspec.Raw], msgspec.UnsetType] = msgspec.UNSET
+    baseTimeNanoseconds: Any = None
+    deviceProperties: Any = None
+    schemaVersion: Any = None
+    cuda_driver_version: Any = None
+    cuda_runtime_version: Any = None
+    distributedInfo: Any = None
 
 
 class _TraceTail(msgspec.Struct):
@@ -105,19 +139,24 @@ class _TraceTail(msgspec.Struct):
     """
 
     traceEvents: list[_Tagged] = []
-    baseTimeNanoseconds: Union[int, None, msgspec.UnsetType] = msgspec.UNSET
-    deviceProperties: Union[list[dict[str, Any]], msgspec.UnsetType] = msgspec.UNSET
-    schemaVersion: Union[int, None, msgspec.UnsetType] = msgspec.UNSET
-    cuda_driver_version: Union[int, None, msgspec.UnsetType] = msgspec.UNSET
-    cuda_runtime_version: Union[int, None, msgspec.UnsetType] = msgspec.UNSET
-    distributedInfo: Union[dict[str, Any], None, msgspec.UnsetType] = msgspec.UNSET
+    baseTimeNanoseconds: Any = msgspec.UNSET
+    deviceProperties: Any = msgspec.UNSET
+    schemaVersion: Any = msgspec.UNSET
+    cuda_driver_version: Any = msgspec.UNSET
+    cuda_runtime_version: Any = msgspec.UNSET
+    distributedInfo: Any = msgspec.UNSET
+
+
+class _LooseTraceTail(_TraceTail):
+    traceEvents: list[_LooseItem] = []  # type: ignore[assignment]
 
 
 _DECODER = msgspec.json.Decoder(_Trace)
 _TAIL_DECODER = msgspec.json.Decoder(_TraceTail)
+_LOOSE_TAIL_DECODER = msgspec.json.Decoder(_LooseTraceTail)
 _RAW_LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 _TAGGED_LIST_DECODER = msgspec.json.Decoder(list[_Tagged])
-_EVENT_LIST_DECODER = msgspec.json.Decoder(list[_Event])
+_LOOSE_LIST_DECODER = msgspec.json.Decoder(list[_LooseItem])
 
 #: Bytes of JSON per chunk when the events array is split without a pre-scan (~2000 Kineto events).
 _CHUNK_BYTES = 512 * 1024
@@ -129,16 +168,23 @@ _EVENT_GAP_RE = re.compile(rb"\}\s*,\s*\{")
 #: and making columns after takes 0.48 s; chunks of 2000 take 0.19 s.
 _CHUNK_EVENTS = 2000
 
-# Kineto category -> timeline kind. Anything not listed becomes "other" (kept, not dropped).
+# Kineto category -> timeline kind. Anything not listed becomes "other" (kept, not dropped). Looked up as
+# written, then in lower case: PyTorch 1.8's Kineto wrote "Kernel", "Memcpy", "Memset", "Runtime", "Operator".
 _KIND_BY_CAT: dict[str, str] = {
     "kernel": "kernel",
     "gpu_memcpy": "memcpy",
+    "memcpy": "memcpy",
     "gpu_memset": "memset",
+    "memset": "memset",
     "cpu_op": "cpu_op",
     "operator": "cpu_op",
     "python_function": "cpu_op",
     "cuda_runtime": "runtime",
+    "runtime": "runtime",
+    "hip_runtime": "runtime",
     "cuda_driver": "driver",
+    "driver": "driver",
+    "hip_driver": "driver",
     "user_annotation": "range",
     "gpu_user_annotation": "gpu_range",
     "cuda_sync": "sync",
@@ -148,10 +194,22 @@ _SKIP_CATS = frozenset({"Trace"})
 #: Kinds whose rows sit on a GPU lane (device, stream) rather than on the host.
 _GPU_LANE_KINDS = ("kernel", "memcpy", "memset", "gpu_range")
 
-_COPY_KIND_RE = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b")
+
+def _kind_of_cat(cat: str) -> int:
+    """The KINDS index of a category, or -1 for one that is skipped."""
+    if cat in _SKIP_CATS:
+        return -1
+    return KINDS.index(_KIND_BY_CAT.get(cat) or _KIND_BY_CAT.get(cat.lower(), "other"))
+
+
+# CUDA's names ("Memcpy DtoH (Device -> Pinned)"; ROCm's Kineto writes the same) and, from older roctracer
+# builds, HIP's ("CopyDeviceToHost").
+_COPY_KIND_RE = re.compile(
+    r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b|(Host|Device|Peer)To(Host|Device|Peer)"
+)
 _COPY_KIND_MAP = {"DtoA": "DtoD", "AtoD": "DtoD", "AtoA": "DtoD", "AtoH": "DtoH", "HtoA": "HtoD"}
+_LONG_KIND = {"Host": "H", "Device": "D", "Peer": "P"}
 _LEADING_SPACE = re.compile(rb"[ \t\r\n\x0b\x0c]*")
-_CHUNK_PATH_RE = re.compile(r"`\$\[(\d+)\]")
 
 
 def copy_kind_from_name(name: str) -> str:
@@ -159,28 +217,270 @@ def copy_kind_from_name(name: str) -> str:
     m = _COPY_KIND_RE.search(name)
     if not m:
         return "Other"
-    kind = m.group(1)
-    return _COPY_KIND_MAP.get(kind, kind)
+    if m.group(1):
+        kind = m.group(1)
+        return _COPY_KIND_MAP.get(kind, kind)
+    src, dst = _LONG_KIND[m.group(2)], _LONG_KIND[m.group(3)]
+    if "P" in (src, dst):
+        return "PtoP" if src == dst else "Other"
+    return f"{src}to{dst}"
 
 
-def _us_to_ns(values: np.ndarray) -> np.ndarray:
-    """Float microseconds → integer ns without losing the last digit.
+# ---------------------------------------------------------------------------------------------------------
+# Exact times: decimal text of µs -> integer ns
+#
+# A chunk's numbers are joined into one buffer; for each, the 16 characters before its dot (or where its dot
+# would be) and the 8 after are read as three little-endian uint64 words, the characters outside the number
+# masked to '0', and each word's eight digits are checked and summed with a few multiplications (SWAR, as in
+# simdjson's parse_eight_digits_unrolled). The result is the value as whole ns plus the rest in units of
+# 1e-9 ns, exactly. Numbers this cannot hold (an exponent, more than 16 integer digits or 8 decimals, a string,
+# null, anything not a number) are left to :func:`_decimal` one at a time.
 
-    ``round(ts * 1000)`` is wrong for absolute Kineto stamps (~5e12 µs): the product ~5e15 is past the range
-    where doubles hold every integer exactly enough, so it can be off by one ns. Splitting off the whole
-    microseconds first keeps the fraction exact.
+_INT_DIGITS, _FRAC_DIGITS = 16, 8
+_PAD = b"0" * 32
+_ASCII0 = np.uint64(0x3030303030303030)
+_HIGH = np.uint64(0xF0F0F0F0F0F0F0F0)
+_SIX = np.uint64(0x0606060606060606)
+_PAIR_MASK = np.uint64(0x000000FF000000FF)
+_MUL1 = np.uint64(100 + (1000000 << 32))
+_MUL2 = np.uint64(1 + (10000 << 32))
+_U8, _U10, _U16, _U32 = (np.uint64(x) for x in (8, 10, 16, 32))
+#: whole µs from which µs * 1000 (+ a duration) would leave int64's range
+_MAX_WHOLE_US = 9_200_000_000_000_000
+_MAX_NS = _MAX_WHOLE_US * 1000
+#: the part of a value below 1 ns is kept in units of 1e-9 ns
+_SUB_ONE = 1_000_000_000
+_SUB_HALF = _SUB_ONE // 2
+
+
+def _byte_masks() -> np.ndarray:
+    full = (1 << 64) - 1
+    lead = [(1 << (8 * c)) - 1 for c in range(_INT_DIGITS + 1)]  # the c bytes left of a number
+    tail = [full ^ ((1 << (8 * c)) - 1) for c in range(_FRAC_DIGITS + 1)]  # the bytes after c decimals
+    return np.array([m & full for m in lead] + [m >> 64 for m in lead] + tail, dtype=np.uint64)
+
+
+#: [c]: first word's mask for c bytes left of the number, [17 + c]: the second word's, [34 + c]: decimals'
+_MASKS = _byte_masks()
+
+
+def _eight_digits(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eight ASCII digits per uint64 (the first in the lowest byte) → their value, and whether all are digits."""
+    ok = ((w & _HIGH) == _ASCII0) & (((w + _SIX) & _HIGH) == _ASCII0)
+    w = w - _ASCII0
+    w = w * _U10 + (w >> _U8)
+    return (((w & _PAIR_MASK) * _MUL1) + (((w >> _U16) & _PAIR_MASK) * _MUL2)) >> _U32, ok
+
+
+def _fixed_point(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """µs numbers as JSON text → (floor of the value in ns, the rest in 1e-9 ns, read here?) exactly.
+
+    Rows with False in the third array were not read (see the comment above); their values are meaningless.
     """
-    whole = np.floor(values)
-    frac_ns = np.rint((values - whole) * 1000.0)
-    return whole.astype(np.int64) * 1000 + frac_ns.astype(np.int64)
+    n = len(raws)
+    joined = b"".join((_PAD, b",", b",".join(raws), b",", _PAD))
+    buf = np.frombuffer(joined, dtype=np.uint8)
+    commas = np.flatnonzero(buf == 44)
+    if len(commas) != n + 1:  # a comma inside a string: leave the lot to _decimal
+        zero = np.zeros(n, dtype=np.int64)
+        return zero, zero, np.zeros(n, dtype=bool)
+    starts, ends = commas[:-1] + 1, commas[1:]
+    dot = ends.copy()
+    dots = np.flatnonzero(buf == 46)
+    if len(dots):
+        dot[np.searchsorted(commas, dots) - 1] = dots
+    lead = dot - starts  # characters before the dot, a sign included
+    decimals = np.maximum(ends - dot - 1, 0)
+    neg = buf[starts] == 45
+    ok = (lead <= _INT_DIGITS) & (decimals <= _FRAC_DIGITS) & (lead > neg)
+    at = np.where(ok, dot, _INT_DIGITS)
+    pad = np.where(ok, _INT_DIGITS - lead + neg, 0)
+    # every byte offset of the buffer read as a little-endian uint64 (numpy reads unaligned views fine)
+    words = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=joined, strides=(1,))
+    w = words[np.concatenate((at - _INT_DIGITS, at - 8, at + 1))]
+    m = _MASKS[np.concatenate((pad, pad + _INT_DIGITS + 1, np.where(ok, decimals, 0) + 2 * _INT_DIGITS + 2))]
+    value, digits = _eight_digits((w & ~m) | (_ASCII0 & m))
+    ok &= digits[:n] & digits[n : 2 * n] & digits[2 * n :]
+    value = value.astype(np.int64)
+    whole = value[:n] * 100_000_000 + value[n : 2 * n]
+    frac = value[2 * n :]
+    ok &= whole < _MAX_WHOLE_US
+    ns = np.where(ok, whole, 0) * 1000 + frac // 100_000
+    sub = (frac % 100_000) * 10_000
+    if neg.any():  # -(ns + sub) as a floor and a positive rest
+        borrow = neg & (sub > 0)
+        ns = np.where(neg, -ns - borrow, ns)
+        sub = np.where(borrow, _SUB_ONE - sub, sub)
+    return ns, sub, ok
+
+
+def _round_half_even(floor: np.ndarray, sub: np.ndarray) -> np.ndarray:
+    """floor + sub·1e-9 ns rounded to whole ns, halves to even."""
+    return floor + ((sub > _SUB_HALF) | ((sub == _SUB_HALF) & (floor % 2 == 1)))
+
+
+_NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_NOT_A_NUMBER = object()
+_EXACT = decimal.Context(prec=200, rounding=decimal.ROUND_HALF_EVEN, Emax=10**6, Emin=-(10**6))
+
+
+def _decimal(raw: msgspec.Raw) -> Any:
+    """One ts/dur the fast path left: a Decimal, None (missing or null) or _NOT_A_NUMBER.
+
+    A string holding a plain number ("ts": "12.5") is read as that number, as Perfetto does.
+    """
+    text = bytes(raw)
+    if not text or text == b"null":
+        return None
+    if text[:1] == b'"':
+        text = msgspec.json.decode(text).strip().encode()
+    s = text.decode("ascii", "replace")
+    if not _NUMBER_RE.fullmatch(s):
+        return _NOT_A_NUMBER
+    value = decimal.Decimal(s)
+    # below 1e-40 µs a value is 0 ns whichever way it is rounded; dropping it keeps the arithmetic exact
+    return value if value.is_zero() or value.adjusted() > -40 else decimal.Decimal(0)
+
+
+def _ns(value: decimal.Decimal) -> int:
+    """µs → ns, rounded half to even."""
+    return int(_EXACT.multiply(value, 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN, context=_EXACT))
+
+
+def _too_far(e: Any, ts: Any, dur: Any) -> TraceFormatError:
+    return TraceFormatError("", f"event {e.name!r}: ts {ts} µs + dur {dur} µs is beyond what int64 ns can hold")
+
+
+def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start_ns, end_ns, usable) of complete events, from the decimal text of ts and dur.
+
+    Both ends are rounded as points in time (end = ts + dur), so that the union of back-to-back intervals has
+    no 1-ns seams; this is also how the reference figures in tests/data/FIXTURES.md were computed. A missing
+    or negative dur is 0. An event whose ts or dur is missing or not a number is not usable (counted in
+    ``skipped``); one beyond int64 ns is an error.
+    """
+    t_ns, t_sub, t_ok = _fixed_point([e.ts for e in xs])
+    d_ns, d_sub, d_ok = _fixed_point([e.dur for e in xs])
+    negative = d_ns < 0
+    if negative.any():
+        d_ns, d_sub = np.where(negative, 0, d_ns), np.where(negative, 0, d_sub)
+    fast = t_ok & d_ok
+    too_far = fast & ((t_ns >= _MAX_NS - d_ns) | (t_ns <= -_MAX_NS))
+    if too_far.any():
+        i = int(np.flatnonzero(too_far)[0])
+        raise _too_far(xs[i], bytes(xs[i].ts).decode(), bytes(xs[i].dur).decode())
+    start = _round_half_even(t_ns, t_sub)
+    sub = t_sub + d_sub
+    carry = sub >= _SUB_ONE
+    end = _round_half_even(t_ns + d_ns + carry, sub - carry * _SUB_ONE)
+    usable = fast.copy()
+    for i in np.flatnonzero(~fast).tolist():
+        e = xs[i]
+        ts, dur = _decimal(e.ts), _decimal(e.dur)
+        if ts is None or ts is _NOT_A_NUMBER:
+            skipped["ts missing" if ts is None else "ts not a number"] += 1
+            continue
+        if dur is _NOT_A_NUMBER:
+            skipped["dur not a number"] += 1
+            continue
+        dur = max(dur or decimal.Decimal(0), decimal.Decimal(0))
+        if abs(ts) + dur >= _MAX_WHOLE_US:
+            raise _too_far(e, ts, dur)
+        start[i], end[i] = _ns(ts), _ns(_EXACT.add(ts, dur))
+        usable[i] = True
+    return start, end, usable
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loose events: any field of any type, read where it can be read exactly, dropped where it cannot.
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_DIGITS_RE = re.compile(r"\s*[+-]?\d{1,19}\s*")
+
+
+def _to_int(value: Any) -> Union[int, None]:
+    """An int within int64, a string of digits, or an integral float below 2**53 → int; anything else → None."""
+    t = type(value)
+    if t is int:
+        return value if _INT64_MIN <= value <= _INT64_MAX else None
+    if t is str:
+        if not _DIGITS_RE.fullmatch(value):
+            return None
+        v = int(value)
+        return v if _INT64_MIN <= v <= _INT64_MAX else None
+    if t is float and value.is_integer() and abs(value) < 2.0**53:
+        return int(value)
+    return None
+
+
+def _to_id(value: Any) -> Union[int, str, None]:
+    """pid / tid: an int within int64 or a string, as the typed decode gives them."""
+    if type(value) is str:
+        return value
+    return _to_int(value)
+
+
+def _firm_args(args: Any) -> Union[_Args, None]:
+    if type(args) is not dict:
+        return None
+    name = args.get("name")
+    return _Args(
+        device=_to_int(args.get("device")),
+        stream=_to_int(args.get("stream")),
+        correlation=_to_int(args.get("correlation")),
+        bytes=_to_int(args.get("bytes")),
+        name=name if type(name) is str else None,
+        tracer_pid=_to_int(args.get("tracer_pid")),
+        tracer_tid=_to_int(args.get("tracer_tid")),
+    )
+
+
+def _text(value: Any) -> str:
+    return value if type(value) is str else ""
+
+
+def _firm(items: list[Any], skipped: Counter[str]) -> list[Any]:
+    """The X, B, E and M events among loosely decoded ``items``, as the typed structs."""
+    out: list[Any] = []
+    for e in items:
+        if e.__class__ is not _Loose:
+            skipped["not an event object"] += 1
+            continue
+        ph = e.ph
+        if ph == "X":
+            out.append(_X(cat=_text(e.cat), name=_text(e.name), pid=_to_id(e.pid), tid=_to_id(e.tid), ts=e.ts,
+                          dur=e.dur, args=_firm_args(e.args)))
+        elif ph == "B":
+            out.append(_B(cat=_text(e.cat), name=_text(e.name), pid=_to_id(e.pid), tid=_to_id(e.tid), ts=e.ts,
+                          args=_firm_args(e.args)))
+        elif ph == "E":
+            out.append(_E(pid=_to_id(e.pid), tid=_to_id(e.tid), ts=e.ts))
+        elif ph == "M":
+            out.append(_M(name=_text(e.name), pid=_to_id(e.pid), tid=_to_id(e.tid), args=_firm_args(e.args)))
+        elif type(ph) is not str:
+            skipped["no ph"] += 1
+    return out
+
+
+def _decode_events(buf: bytes, skipped: Counter[str]) -> list[Any]:
+    """A JSON array of events → its typed events (flows, instants ... as empty structs); a loose decode of
+    the same when the typed one refuses it. Raises msgspec.DecodeError for invalid JSON."""
+    try:
+        return _TAGGED_LIST_DECODER.decode(buf)
+    except msgspec.ValidationError:
+        return _firm(_LOOSE_LIST_DECODER.decode(buf), skipped)
+
+
+# ---------------------------------------------------------------------------------------------------------
 
 
 def _as_int(value: Any, default: int = -1) -> int:
-    return value if type(value) is int else default
+    v = _to_int(value)
+    return default if v is None else v
 
 
 def _int_column(values: list[Any]) -> np.ndarray:
-    """pid/tid: ints, or -1 where the trace has a string or nothing."""
+    """pid/tid: ints (a string of digits read as one), or -1 where the trace has another string or nothing."""
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
@@ -188,18 +488,41 @@ def _int_column(values: list[Any]) -> np.ndarray:
 
 
 def _optional_int_column(values: list[Any]) -> np.ndarray:
-    """Ints or None as float64 with nan for None, converted in C (exact below 2**53)."""
-    return np.array(values, dtype=np.float64)
+    """Ints or None as float64 with nan for None (and for ints beyond int64), converted in C where it can."""
+    try:
+        out = np.array(values, dtype=np.float64)
+    except OverflowError:  # an int beyond float64
+        out = np.array([np.nan if v is None or _to_int(v) is None else float(v) for v in values], dtype=np.float64)
+    if len(out) and np.nanmax(np.abs(out), initial=0.0) >= 2.0**63:
+        out[np.abs(out) >= 2.0**63] = np.nan
+    return out
 
 
 def _nullable_int_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """Ints or None as (int64 values, missing mask): via float64 in C, or exactly in Python past 2**53."""
+    """Ints or None as (int64 values, missing mask): via float64 in C, or exactly in Python past 2**53.
+
+    An int beyond int64 (a correlation id of 2**64) is missing, not an error: these columns are only compared.
+    """
     as_float = _optional_int_column(values)
     missing = np.isnan(as_float)
     as_float[missing] = 0.0
     if not len(as_float) or np.abs(as_float).max() < 2.0**53:
         return as_float.astype(np.int64), missing
-    return np.array([0 if v is None else v for v in values], dtype=np.int64), missing
+    exact = [_to_int(v) for v in values]
+    missing = np.array([v is None for v in exact], dtype=bool)
+    return np.array([0 if v is None else v for v in exact], dtype=np.int64), missing
+
+
+_TRAILING_INT_RE = re.compile(r"(?:^|\D)(\d{1,9})\s*$")
+
+
+def _lane_from_text(value: Any) -> int:
+    """A device or stream from a string pid/tid ("stream 7" → 7, "GPU 1" → 1), else -1."""
+    if type(value) is str:
+        m = _TRAILING_INT_RE.search(value)
+        if m:
+            return int(m.group(1))
+    return -1
 
 
 class _Codes(dict):
@@ -232,23 +555,13 @@ def _is_bare_array(data: bytes) -> bool:
     return data[first : first + 1] == b"["
 
 
-def _decode_chunk(
-    raws: list[msgspec.Raw], offset: int, prefix: str, source: str
-) -> tuple[list[Any], list[Any]]:
-    """The complete ("X") and the metadata ("M") events among ``raws``, decoded."""
-    buf = b"[" + b",".join(raws) + b"]"
-    try:
-        events = _TAGGED_LIST_DECODER.decode(buf)
-        return [e for e in events if e.__class__ is _X], [e for e in events if e.__class__ is _M]
-    except msgspec.ValidationError:
-        pass  # a phase _Tagged does not list, or an event without "ph"
-    try:
-        events = _EVENT_LIST_DECODER.decode(buf)
-        return [e for e in events if e.ph == "X"], [e for e in events if e.ph == "M"]
-    except msgspec.ValidationError as exc:
-        # Name the event by its index in the whole trace, not in the chunk.
-        msg = _CHUNK_PATH_RE.sub(lambda m: f"`{prefix}[{int(m.group(1)) + offset}]", str(exc))
-        raise TraceFormatError(source, f"not a Kineto/Chrome trace: {msg}") from None
+def _split(events: list[Any]) -> tuple[list[Any], list[Any], list[Any]]:
+    """A chunk's events → (complete "X", metadata "M", slice ends "B"/"E")."""
+    return (
+        [e for e in events if e.__class__ is _X],
+        [e for e in events if e.__class__ is _M],
+        [e for e in events if e.__class__ is _B or e.__class__ is _E],
+    )
 
 
 class _Unsure(Exception):
@@ -262,36 +575,49 @@ class _FastChunks:
     decoded on its own: the top-level fields before the events (as ``{...,"traceEvents":[]}``), each chunk
     (as ``[...]``) and the last chunk together with the rest of the file (as ``{"traceEvents":[...``). Pieces
     that are all valid JSON can only come from cuts between top-level events, so their events are exactly the
-    file's. A piece that fails raises :class:`_Unsure`, and the caller starts over the careful way (a full
-    pre-scan by msgspec, which also words the error). ``trace`` holds the top-level fields once iteration is
-    over.
+    file's. A piece that is not valid JSON raises :class:`_Unsure`, and the caller starts over the careful way
+    (a full pre-scan by msgspec, which also words the error). ``trace`` holds the top-level fields once
+    iteration is over.
     """
 
-    def __init__(self, data: bytes, key: re.Match[bytes]) -> None:
-        self.data, self.key = data, key
+    def __init__(self, data: bytes, key: re.Match[bytes], skipped: Counter[str]) -> None:
+        self.data, self.key, self.skipped = data, key, skipped
         self.trace: _Trace | None = None
         self.count = 0
 
-    def __iter__(self) -> Iterator[tuple[list[Any], list[Any]]]:
+    def __iter__(self) -> Iterator[list[Any]]:
         data, view = self.data, memoryview(self.data)
         try:
             head = _DECODER.decode(data[: self.key.start()] + b'"traceEvents":[]}')
             pos = self.key.end()
             while (gap := _EVENT_GAP_RE.search(data, pos + _CHUNK_BYTES)) is not None:
-                events = _TAGGED_LIST_DECODER.decode(b"".join((b"[", view[pos : gap.start() + 1], b"]")))
+                piece = b"".join((b"[", view[pos : gap.start() + 1], b"]"))
                 pos = gap.end() - 1
+                try:
+                    events = _TAGGED_LIST_DECODER.decode(piece)
+                except msgspec.ValidationError:
+                    loose = _LOOSE_LIST_DECODER.decode(piece)
+                    self.count += len(loose)
+                    yield _firm(loose, self.skipped)
+                    continue
                 self.count += len(events)
-                yield [e for e in events if e.__class__ is _X], [e for e in events if e.__class__ is _M]
-            tail = _TAIL_DECODER.decode(b"".join((b'{"traceEvents":[', view[pos:])))
+                yield events
+            rest = b"".join((b'{"traceEvents":[', view[pos:]))
+            try:
+                tail: Any = _TAIL_DECODER.decode(rest)
+                events = tail.traceEvents
+                self.count += len(events)
+            except msgspec.ValidationError:
+                tail = _LOOSE_TAIL_DECODER.decode(rest)
+                self.count += len(tail.traceEvents)
+                events = _firm(tail.traceEvents, self.skipped)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise _Unsure from None
-        events = tail.traceEvents
-        self.count += len(events)
         self.trace = _Trace(traceEvents=[])
         for f in _Trace.__struct_fields__[1:]:
             value = getattr(tail, f)
             setattr(self.trace, f, getattr(head, f) if value is msgspec.UNSET else value)
-        yield [e for e in events if e.__class__ is _X], [e for e in events if e.__class__ is _M]
+        yield events
 
 
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
@@ -307,33 +633,29 @@ class _Columns:
         self.kind_of_cat = np.zeros(0, dtype=np.int8)  # -1: a category that is skipped
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
 
-    def add(self, xs: list[Any]) -> None:
-        """Append the rows of one chunk's "X" events: a list comprehension per field, made an array in C."""
-        ts = np.array([e.ts for e in xs], dtype=np.float64)  # None -> nan
+    def add(self, xs: list[Any], skipped: Counter[str], times: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Append the rows of one chunk's complete events: a list comprehension per field, made an array in C.
+
+        ``times``: (start_ns, end_ns) already known (B/E pairs); else they come from each event's ts and dur.
+        What cannot be used is counted in ``skipped``.
+        """
         cat = np.array([self.cats[e.cat] for e in xs], dtype=np.int32)
         if len(self.kind_of_cat) != len(self.cats):
-            self.kind_of_cat = np.array(
-                [-1 if c in _SKIP_CATS else KINDS.index(_KIND_BY_CAT.get(c, "other")) for c in self.cats],
-                dtype=np.int8,
-            )
+            self.kind_of_cat = np.array([_kind_of_cat(c) for c in self.cats], dtype=np.int8)
         kind = self.kind_of_cat[cat]
-        keep = (kind >= 0) & ~np.isnan(ts)
+        keep = kind >= 0
         if not keep.all():
             xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
-            ts, kind = ts[keep], kind[keep]
-        dur = np.array([e.dur for e in xs], dtype=np.float64)
-        dur[np.isnan(dur)] = 0.0
-        too_far = np.abs(ts) + np.maximum(dur, 0.0) >= _MAX_US
-        if too_far.any():
-            i = int(np.flatnonzero(too_far)[0])
-            raise TraceFormatError(
-                "", f"event {xs[i].name!r}: ts {ts[i]:g} µs + dur {dur[i]:g} µs is beyond what int64 ns can hold"
-            )
-        # Both ends are rounded as points in time (end = ts + dur), so that the union of back-to-back
-        # intervals has no 1-ns seams; this is also how the reference figures in tests/data/FIXTURES.md
-        # were computed.
-        start = _us_to_ns(ts)
-        end = np.maximum(_us_to_ns(ts + np.maximum(dur, 0.0)), start)
+            kind = kind[keep]
+            if times is not None:
+                times = (times[0][keep], times[1][keep])
+        if times is None:
+            start, end, usable = _event_times(xs, skipped)
+            if not usable.all():
+                xs = [xs[i] for i in np.flatnonzero(usable).tolist()]
+                kind, start, end = kind[usable], start[usable], end[usable]
+        else:
+            start, end = times
         pid = _int_column([e.pid for e in xs])
         tid = _int_column([e.tid for e in xs])
         no_args = _Args()
@@ -356,12 +678,28 @@ class _Columns:
         on_gpu = np.flatnonzero(np.isin(kind, _GPU_LANE_CODES))
         if len(on_gpu):
             gpu_args = [args[i] for i in on_gpu.tolist()]
-            for out, values, fallback in (
-                (device, [a.device for a in gpu_args], pid),
-                (stream, [a.stream for a in gpu_args], tid),
+            for out, values, fallback, attr in (
+                (device, [a.device for a in gpu_args], pid, "pid"),
+                (stream, [a.stream for a in gpu_args], tid, "tid"),
             ):
                 given = np.nan_to_num(_optional_int_column(values), nan=-1).astype(np.int64)
-                out[on_gpu] = np.where(given < 0, fallback[on_gpu], given)
+                lane = np.where(given < 0, fallback[on_gpu], given)
+                # no args, and a pid / tid that is text: PyTorch 1.8 wrote tid "stream 7"
+                for j in np.flatnonzero(lane < 0).tolist():
+                    lane[j] = _lane_from_text(getattr(xs[int(on_gpu[j])], attr))
+                out[on_gpu] = lane
+            # the schema's tid of a GPU row is its stream
+            tid[on_gpu] = np.where(tid[on_gpu] < 0, stream[on_gpu], tid[on_gpu])
+            # GPU work with no device to put it on would silently vanish from every per-GPU figure: say so
+            lost = on_gpu[device[on_gpu] < 0]
+            if len(lost):
+                skipped["GPU work without a device"] += len(lost)
+                keep = np.ones(len(xs), dtype=bool)
+                keep[lost] = False
+                xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
+                args = [args[i] for i in np.flatnonzero(keep).tolist()]
+                kind, start, end, pid, tid = kind[keep], start[keep], end[keep], pid[keep], tid[keep]
+                device, stream, pid_given = device[keep], stream[keep], pid_given[keep]
         p = self.parts
         p["start"].append(start)
         p["end"].append(end)
@@ -438,43 +776,95 @@ class _Columns:
         }
 
 
-#: the most µs that int64 nanoseconds can hold (with room for the rounding)
-_MAX_US = 9.2e15
-
 _GPU_LANE_CODES = np.array([KINDS.index(k) for k in _GPU_LANE_KINDS], dtype=np.int8)
 _CALL_CODES = np.array([KINDS.index("runtime"), KINDS.index("driver")], dtype=np.int8)
 
 
+def _point_times(evs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(ts in ns, usable) of B/E events, rounded half to even like every other point in time."""
+    ns, sub, ok = _fixed_point([e.ts for e in evs])
+    if (ok & ((ns >= _MAX_NS) | (ns <= -_MAX_NS))).any():
+        i = int(np.flatnonzero(ok & ((ns >= _MAX_NS) | (ns <= -_MAX_NS)))[0])
+        raise _too_far(evs[i], bytes(evs[i].ts).decode(), 0)
+    t = _round_half_even(ns, sub)
+    usable = ok.copy()
+    for i in np.flatnonzero(~ok).tolist():
+        ts = _decimal(evs[i].ts)
+        if ts is None or ts is _NOT_A_NUMBER:
+            skipped["ts missing" if ts is None else "ts not a number"] += 1
+            continue
+        if abs(ts) >= _MAX_WHOLE_US:
+            raise _too_far(evs[i], ts, 0)
+        t[i], usable[i] = _ns(ts), True
+    return t, usable
+
+
+def _pair_slices(bes: list[Any], skipped: Counter[str]) -> tuple[list[Any], np.ndarray, np.ndarray]:
+    """Chrome "B"/"E" events (file order) → the "B" events of complete slices, with their (start, end) ns.
+
+    As in the Chrome trace format, the ends pair up per (pid, tid) as a stack, in time order (file order
+    between equal times): an "E" closes the latest open "B" of its thread. An "E" with nothing open and a "B"
+    never closed are counted in ``skipped``.
+    """
+    t, usable = _point_times(bes, skipped)
+    threads: dict[tuple[Any, Any], list[int]] = {}
+    for i in np.flatnonzero(usable).tolist():
+        e = bes[i]
+        threads.setdefault((e.pid, e.tid), []).append(i)
+    begins: list[int] = []
+    ends: list[int] = []
+    for rows in threads.values():
+        rows.sort(key=lambda i: (t[i], i))
+        open_: list[int] = []
+        for i in rows:
+            if bes[i].__class__ is _B:
+                open_.append(i)
+            elif open_:
+                begins.append(open_.pop())
+                ends.append(i)
+            else:
+                skipped["E without B"] += 1
+        if open_:
+            skipped["B without E"] += len(open_)
+    b, e = np.array(begins, dtype=np.int64), np.array(ends, dtype=np.int64)
+    return [bes[i] for i in begins], t[b], np.maximum(t[e], t[b])
+
+
 def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
-    """Parse the bytes of a Kineto / Chrome trace JSON into a :class:`Timeline`."""
+    """Parse the bytes of a Kineto / Chrome trace JSON into a :class:`Timeline`.
+
+    Events that cannot be used (ts not a number, GPU work without a device, unpaired B/E ...) are left out
+    and counted in ``meta.extra["skipped"]`` (reason → count); top-level fields of an unexpected type are
+    ignored and named in ``meta.extra["ignored"]``.
+    """
     key = _EVENTS_KEY_RE.search(data)
     if key is not None:
+        skipped: Counter[str] = Counter()
         try:
-            return _parse(data, _FastChunks(data, key), source)
+            return _parse(data, _FastChunks(data, key, skipped), source, skipped)
         except _Unsure:
             pass
-    return _parse(data, None, source)
+    return _parse(data, None, source, Counter())
 
 
-def _careful_chunks(trace: _Trace, prefix: str, source: str) -> Iterator[tuple[list[Any], list[Any]]]:
-    events = trace.traceEvents
+def _careful_chunks(events: list[msgspec.Raw], skipped: Counter[str]) -> Iterator[list[Any]]:
     for offset in range(0, len(events), _CHUNK_EVENTS):
-        yield _decode_chunk(events[offset : offset + _CHUNK_EVENTS], offset, prefix, source)
+        yield _decode_events(b"[" + b",".join(events[offset : offset + _CHUNK_EVENTS]) + b"]", skipped)
 
 
-def _parse(data: bytes, fast: _FastChunks | None, source: str) -> Timeline:
+def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[str]) -> Timeline:
     if fast is None:
         trace = decode(data, source)
-        count = len(trace.traceEvents)
-        chunks: Iterator[tuple[list[Any], list[Any]]] = _careful_chunks(
-            trace, "$" if _is_bare_array(data) else "$.traceEvents", source
-        )
+        has_events = trace.traceEvents is not msgspec.UNSET
+        chunks: Iterator[list[Any]] = _careful_chunks(trace.traceEvents if has_events else [], skipped)
     else:
-        chunks = iter(fast)
+        chunks, has_events = iter(fast), True
     meta = TraceMeta(format="kineto", source=source)
     # Flows ("s"/"f", cat ac2g) are not read: kernels carry args.correlation themselves.
     cols = _Columns()
-    for xs, ms in chunks:
+    slice_ends: list[Any] = []
+    for events in chunks:
+        xs, ms, bes = _split(events)
         for e in ms:
             if e.args is not None and e.args.name is not None:
                 if e.name == "process_name" and type(e.pid) is int:
@@ -482,28 +872,49 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str) -> Timeline:
                 elif e.name == "thread_name" and type(e.pid) is int:
                     meta.thread_names[f"{e.pid}:{_as_int(e.tid)}"] = e.args.name
         if xs:
-            cols.add(xs)
+            cols.add(xs, skipped)
+        if bes:
+            slice_ends += bes
+    if slice_ends:
+        begins, start, end = _pair_slices(slice_ends, skipped)
+        if begins:
+            cols.add(begins, skipped, times=(start, end))
     if fast is not None:
         assert fast.trace is not None
-        trace, count = fast.trace, fast.count
+        trace = fast.trace
     trace.traceEvents = []  # the raw views: not needed while the frame is built
-    if not count and trace.schemaVersion is None and trace.baseTimeNanoseconds is None:
+    if not has_events and trace.schemaVersion is None and trace.baseTimeNanoseconds is None:
         raise TraceFormatError(source, "JSON holds no 'traceEvents': not a Kineto/Chrome trace")
-    ev = build_events(cols.columns(trace.baseTimeNanoseconds or 0))
+    ignored: dict[str, str] = {}
+    base_ns = 0
+    if trace.baseTimeNanoseconds is not None:
+        base = _to_int(trace.baseTimeNanoseconds)
+        if base is None:
+            ignored["baseTimeNanoseconds"] = "not an integer"
+        else:
+            base_ns = base
+    ev = build_events(cols.columns(base_ns))
 
-    for prop in trace.deviceProperties:
-        if isinstance(prop, dict) and "id" in prop:
-            meta.gpu_names[int(prop["id"])] = str(prop.get("name", ""))
+    props = trace.deviceProperties
+    for prop in props if type(props) is list else ():
+        gpu = _to_int(prop.get("id")) if type(prop) is dict else None
+        if gpu is not None and 0 <= gpu < 2**15:
+            meta.gpu_names[gpu] = str(prop.get("name", ""))
+        else:
+            ignored["deviceProperties"] = "an entry without a GPU index"
     meta.extra = {
         k: v
         for k, v in {
-            "base_time_ns": trace.baseTimeNanoseconds,
+            "base_time_ns": base_ns if trace.baseTimeNanoseconds is not None and base_ns else None,
             "cuda_driver_version": trace.cuda_driver_version,
             "cuda_runtime_version": trace.cuda_runtime_version,
             "distributed_info": trace.distributedInfo,
+            "skipped": dict(sorted(skipped.items())) or None,
+            "ignored": ignored or None,
         }.items()
         if v is not None
     }
-    if trace.distributedInfo and isinstance(trace.distributedInfo.get("rank"), int):
-        ev["rank"] = np.int16(trace.distributedInfo["rank"])
+    info = trace.distributedInfo
+    if type(info) is dict and isinstance(info.get("rank"), int):
+        ev["rank"] = np.int16(info["rank"])
     return Timeline(validate(ev, source), meta)
