@@ -57,7 +57,7 @@ def test_compute_and_copies_of_one_stream_get_separate_sub_rows():
 def test_overlap_band_holds_the_overlap_of_the_summary(side_view):
     band = side_view.group == CLASS_INDEX["overlap"]  # row 0, overlap class
     total = int((side_view.end_ns[band] - side_view.start_ns[band]).sum())
-    assert total == side_view.devices[0].overlap_ns == 56818859
+    assert total == side_view.devices[0].overlap_ns == 56818860
 
 
 def test_every_gpu_interval_is_drawn_once(side_view):
