@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dash
 import numpy as np
 import plotly.graph_objects as go
 import pytest
@@ -327,6 +328,9 @@ def test_timeline_callback_draws_everything_asked_whatever_changed_last():
     assert new_state == {"run": "copy_side_stream", "window": [1_000_000, 130_000_000], "highlight": kernel}
     assert "correlation" in str(launch)
     assert any(t.name == "launch → work" for t in fig.data)
+    # nothing asked yet (Dash's call when the page appears): the page stays as its layout drew it
+    lanes = [k for k, _ in view.lanes]
+    assert all(out is dash.no_update for out in timeline.update(store, state, None, lanes, None, None))
     # a click on something that launched nothing clears the highlight and says what to click
     cpu_op = int(ev.index[ev["kind"] == "cpu_op"][0])
     out = timeline.update(store, new_state, want, None, {"points": [{"customdata": cpu_op}]}, None)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, Patch, State, dcc, html
+from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.data import RunStore
@@ -188,6 +188,11 @@ def update(
 
     key = state["run"]
     view = store.view(key)
+    if want is None and clicked_src(click) is None and (lanes is None or lanes == [k for k, _ in view.lanes]):
+        # Nothing asked yet: the page as its layout drew it. Dash calls this once when the page appears
+        # (TL_WANT is another callback's output, so prevent_initial_call does not hold it back); a redraw
+        # here would replace the figure just drawn, under the user's first click.
+        return no_update, no_update, no_update, no_update, no_update
     current = tuple(state.get("window") or full_window(view))
     window = wanted_window(view, want, current)  # type: ignore[arg-type]
     src = clicked_src(click)

@@ -105,6 +105,12 @@ def click_kernel(page, view, frac: float = 0.5) -> int:
     """Click the kernel bar nearest ``frac`` of the window on the first kernel row; its events row."""
     row = next(i for i, r in enumerate(view.rows) if r.lane_label in lane_labels_with(view, "kernel"))
     at = page.evaluate(POINT_JS, [row, frac])
+    # Plotly clicks what its hover last found, and it hovers asynchronously: move there first and wait for
+    # the hover to be on that point, or the click goes to wherever the mouse was before.
+    page.mouse.move(at["x"], at["y"])
+    page.wait_for_function(
+        f"src => ({GRAPH_JS}._hoverdata || []).some(p => p.customdata === src)", arg=at["src"]
+    )
     page.mouse.click(at["x"], at["y"])
     return int(at["src"])
 
@@ -234,28 +240,41 @@ def test_clicking_a_kernel_names_its_launch_and_the_arrow_stays_in_the_plot(page
     assert page.js_errors == []
 
 
-def test_a_click_right_after_the_page_draws_is_not_lost(page, served, monkeypatch):
-    """The flake's cause, made certain: a slow server answer to a click used to be dropped by Dash when the
-    graph's first autosize relayout re-triggered the same callback, so the launch never showed."""
+def test_no_event_is_lost_while_the_server_is_busy(page, served, monkeypatch):
+    """The flake's cause, made certain with a slow server: Dash drops a callback's in-flight answer when one
+    of its inputs changes again. dcc.Graph's resize after its first plot sends relayoutData {autosize: true};
+    when that reached the page's callback while a click's answer was on its way, the launch never showed."""
     from dashboard.pages import timeline
 
-    slow = timeline.update
+    answer = timeline.update
 
     def slowly(*args, **kwargs):
         time.sleep(1.0)
-        return slow(*args, **kwargs)
+        return answer(*args, **kwargs)
 
     monkeypatch.setattr(timeline, "update", slowly)
+    busy = f'#{ids.TL_GRAPH}[data-dash-is-loading="true"], #{ids.TL_GRAPH} [data-dash-is-loading="true"]'
     key = side_stream_key(served.store)
     view = served.store.view(key)
-    page.goto(f"{served.url}/timeline?run={key}")
-    # as soon as the click is heard, before the resize that follows the first plot
-    page.wait_for_function(
-        f"() => {{ const gd = {GRAPH_JS};"
-        " return !!(gd && gd._ev && gd._ev.listeners('plotly_click').length); }"
-    )
+    open_timeline(page, served, key)
+    # a click, then (its answer in flight) the relayout a resize sends
     click_kernel(page, view)
-    assert "cudaLaunch" in wait_for_launch(page)
+    page.wait_for_selector(busy, state="attached")
+    page.evaluate(f"() => Plotly.relayout({GRAPH_JS}, {{autosize: true}})")
+    first = wait_for_launch(page)
+    assert "cudaLaunch" in first
+    settle(page)
+    # a click on another kernel, then (its answer in flight) a zoom: both end up drawn
+    click_kernel(page, view, 0.25)
+    page.wait_for_selector(busy, state="attached")
+    page.evaluate(f"() => Plotly.relayout({GRAPH_JS}, {{'xaxis.range[0]': 20, 'xaxis.range[1]': 60}})")
+    page.wait_for_function(
+        f"first => {GRAPH_JS}.layout.meta.window_ns[0] === 20000000 && !document.querySelector('{busy}')"
+        f" && document.getElementById('{ids.TL_LAUNCH}').innerText.includes('correlation')"
+        f" && document.getElementById('{ids.TL_LAUNCH}').innerText !== first",
+        arg=first,
+    )
+    assert window_ns(page) == [20_000_000, 60_000_000]
 
 
 def test_range_names_are_drawn_on_their_bars(page, served):
