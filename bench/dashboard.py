@@ -210,6 +210,30 @@ def _time_zooms(browser, url: str, sel: str, span_ns: int) -> list[tuple[float, 
     return out
 
 
+# Both graphs drawn, their handlers bound, no resize or Dash callback pending: the page at rest.
+SETTLED_JS = """([main, strip]) => [main, strip].every(sel => {
+    const gd = document.querySelector(sel);
+    return !!(gd && gd.data && gd.data.length && gd._ev && gd._ev.listeners('plotly_relayout').length
+        && !gd.classList.contains('dash-graph--pending'));
+}) && !document.querySelector('[data-dash-is-loading="true"]')"""
+
+# Page coordinates of the hover point on row ``row`` nearest ``frac`` of the window (so the mouse lands on a
+# bar, not between two).
+HOVER_POINT_JS = """([sel, row, frac]) => {
+    const gd = document.querySelector(sel);
+    const t = gd._fullData.find(t => t.name === 'hover');
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const target = xa.range[0] + frac * (xa.range[1] - xa.range[0]);
+    let best = -1;
+    for (let k = 0; k < t.x.length; k++) {
+        const d = Math.abs(t.x[k] - target);
+        if (t.y[k] === row && (best < 0 || d < Math.abs(t.x[best] - target))) best = k;
+    }
+    const box = gd.querySelector('.nsewdrag').getBoundingClientRect();
+    return {x: box.left + xa.l2p(t.x[best]), y: box.top + ya.l2p(t.y[best])};
+}"""
+
+
 def _default_screenshot_run() -> Path:
     for meta in sorted((ROOT / "tracer" / "examples").glob("compute-copy-side-stream-*/meta.json")):
         m = json.loads(meta.read_text())
@@ -237,28 +261,21 @@ def screenshot(run: Path, out: Path) -> None:
         page.goto(f"{url}/timeline?run={key}")
         sel = f"#{ids.TL_GRAPH} .js-plotly-plot"
         page.wait_for_function(DRAWN_JS, arg=[sel, None], polling="raf")
-        page.wait_for_selector(
-            f"#{ids.TL_MINIMAP} .heatmaplayer image, #{ids.TL_MINIMAP} .hm image", state="attached"
+        page.wait_for_function(SETTLED_JS, arg=[sel, f"#{ids.TL_MINIMAP} .js-plotly-plot"])
+        # hover a copy of the first lane with copies, found in the drawn figure (a hover point)
+        copy_rows = sorted(
+            {
+                int(g) // N_CLASSES
+                for g in np.unique(view.group)
+                if int(g) % N_CLASSES in (CLASS_INDEX["DtoH"], CLASS_INDEX["HtoD"], CLASS_INDEX["DtoD"])
+            }
         )
-        # hover the middle of the first lane with copies
-        copy_groups = [
-            int(g)
-            for g in np.unique(view.group)
-            if int(g) % N_CLASSES in (CLASS_INDEX["DtoH"], CLASS_INDEX["HtoD"], CLASS_INDEX["DtoD"])
-        ]
-        if copy_groups:
-            row = copy_groups[0] // N_CLASSES
-            g = copy_groups[0]
-            mid = view.start_ns[view.group == g][len(view.start_ns[view.group == g]) // 2]
-            end = view.end_ns[view.group == g][len(view.start_ns[view.group == g]) // 2]
-            box = page.locator(f"#{ids.TL_GRAPH} .nsewdrag").first.bounding_box()
-            x = box["x"] + box["width"] * ((mid + end) / 2) / view.span_ns
-            y = box["y"] + box["height"] * (row + 0.5) / len(view.rows)
-            page.mouse.move(x, y)
+        if copy_rows:
+            at = page.evaluate(HOVER_POINT_JS, [sel, copy_rows[0], 0.15])  # clear of the range name
+            page.mouse.move(at["x"], at["y"])
             page.wait_for_selector(".hoverlayer .hovertext")
-        time.sleep(0.3)
         out.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(out), full_page=False)
+        page.screenshot(path=str(out), full_page=True)  # the page as tall as its content: the strip too
         browser.close()
     server.shutdown()
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB)", file=sys.stderr)
