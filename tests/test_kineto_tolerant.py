@@ -26,7 +26,7 @@ from tests.conftest import run_cli
 from tracer.analysis.lanes import lane_stats
 from tracer.analysis.overlap import device_overlap
 from tracer.parsers import load_trace
-from tracer.parsers.kineto import _fixed_point, copy_kind_from_name, parse_kineto_bytes
+from tracer.parsers.kineto import _PAD_RAW, _fixed_point, copy_kind_from_name, parse_kineto_bytes
 
 EXTERNAL = Path(__file__).parent / "data" / "external"
 REPRO = EXTERNAL / "repro"
@@ -225,7 +225,7 @@ def test_fixed_point_agrees_with_fractions():
         decimals = "".join(rng.choice("0123456789") for _ in range(rng.randrange(0, 10)))
         texts.append(("-" if rng.random() < 0.2 else "") + str(whole) + ("." + decimals if decimals else ""))
     texts += ["1e5", '"1"', "null", "", "12.3456789012"]
-    floor, sub, ok = _fixed_point([msgspec.Raw(t.encode()) for t in texts])
+    floor, sub, ok = _fixed_point([_PAD_RAW, *[msgspec.Raw(t.encode()) for t in texts], _PAD_RAW])
     for text, f, s, good in zip(texts, floor.tolist(), sub.tolist(), ok.tolist()):
         if good:
             assert Fraction(f) + Fraction(s, 10**9) == Fraction(Decimal(text)) * 1000, text
