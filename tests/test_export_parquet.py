@@ -62,4 +62,4 @@ def test_duckdb_queries_it(exported) -> None:
         f"SELECT kind, count(*) AS n, sum(end_ns - start_ns) AS ns FROM read_parquet('{out}') "
         "WHERE kind IN ('kernel', 'memcpy') GROUP BY kind ORDER BY kind"
     ).fetchall()
-    assert rows == [("kernel", 50, 130_922_834), ("memcpy", 50, 57_973_729)]
+    assert rows == [("kernel", 50, 130_922_833), ("memcpy", 50, 57_973_731)]
