@@ -138,6 +138,25 @@ def test_parquet_cache_beside_big_traces(tmp_path, data_dir, monkeypatch):
     assert not cache.exists()
 
 
+def test_a_cache_written_by_an_older_parser_is_not_served(tmp_path, data_dir, monkeypatch):
+    import tracer.parsers as parsers
+
+    src = tmp_path / "two.json.gz"
+    src.write_bytes((data_dir / "two_streams.json.gz").read_bytes())
+    monkeypatch.setattr(parsers, "CACHE_MIN_BYTES", 0)
+    right = load_trace(src)
+    # an older tracer's cache: same file, same size and mtime, but other figures
+    monkeypatch.setattr(parsers, "KINETO_PARSER_VERSION", parsers.KINETO_PARSER_VERSION - 1)
+    stale = parsers.cache_path(src)
+    stale.unlink()
+    wrong = right.events.iloc[:10].reset_index(drop=True)
+    monkeypatch.setattr("tracer.parsers.kineto.parse_kineto_bytes", lambda data, source="": type(right)(wrong, right.meta))
+    assert len(load_trace(src).events) == 10  # written by the "old" parser
+    monkeypatch.undo()
+    monkeypatch.setattr(parsers, "CACHE_MIN_BYTES", 0)
+    assert len(load_trace(src).events) == len(right.events)
+
+
 def test_importing_parsers_and_cli_does_not_import_dash():
     code = (
         "import sys, tracer.parsers, tracer.analysis.summary, tracer.cli; "

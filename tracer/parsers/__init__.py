@@ -34,6 +34,10 @@ RUN_META = "meta.json"
 
 #: Parsed Kineto traces at least this large get a Parquet cache beside them (see :func:`cache_path`).
 CACHE_MIN_BYTES = 4 * 1024 * 1024
+#: Part of the cache key: raise it whenever the Kineto parser's output for a given file can change, so that a
+#: cache written by an older tracer is parsed afresh instead of serving its old figures.
+#: 2: exact decimal ts/dur, tolerant args, PyTorch 1.8 categories, B/E slices (2026-12-03).
+KINETO_PARSER_VERSION = 2
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -185,7 +189,12 @@ def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
 
 def _load_kineto(p: Path, *, cache: bool) -> Timeline:
     stat = p.stat()
-    key = {"source_size": stat.st_size, "source_mtime_ns": stat.st_mtime_ns, "schema_version": SCHEMA_VERSION}
+    key = {
+        "source_size": stat.st_size,
+        "source_mtime_ns": stat.st_mtime_ns,
+        "schema_version": SCHEMA_VERSION,
+        "parser_version": KINETO_PARSER_VERSION,
+    }
     use_cache = cache and stat.st_size >= CACHE_MIN_BYTES
     if use_cache:
         cached = _read_cache(p, key)
