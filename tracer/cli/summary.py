@@ -70,7 +70,8 @@ def render_summary(summary: dict[str, Any], *, max_ranges: int = 12, width: int 
     names = summary.get("gpu_names", {})
     threads = summary.get("threads") or []
     if not summary["devices"]:
-        out.append(Text("No GPU work in this trace (CPU-only run?): per host thread below.", style="yellow"))
+        where = " (CPU-only run?): per host thread below." if threads else "."
+        out.append(Text(f"No GPU work in this trace{where}", style="yellow"))
     else:
         gpus = ", ".join(f"GPU {k} = {v}" for k, v in names.items())
         t = Table(
