@@ -397,3 +397,17 @@ def test_summary_names_skipped_events_and_strict_refuses_them(tmp_path):
     ]
     clean = run_cli("summary", "--strict", str(REPRO / "epoch_us.json"))
     assert clean.returncode == 0 and clean.stderr == ""
+
+
+def test_rocprofv3_json_is_one_line_that_says_what_to_record_instead(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    p = tmp_path / "results.json"
+    p.write_text('{"rocprofiler-sdk-tool": [{"metadata": {"pid": 1}, "buffer_records": {"kernel_dispatch": []}}]}')
+    exe = Path(sys.executable).with_name("tracer")
+    proc = subprocess.run([str(exe), "summary", str(p)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "rocprofv3" in lines[0] and "torch.profiler" in lines[0]

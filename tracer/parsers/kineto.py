@@ -907,6 +907,13 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
         trace = fast.trace
     trace.traceEvents = []  # the raw views: not needed while the frame is built
     if not has_events and trace.schemaVersion is None and trace.baseTimeNanoseconds is None:
+        if b'"rocprofiler-sdk-tool"' in data[:65536]:
+            # rocprofv3's own JSON (agents, kernel_dispatch, memory_copy records) is a format of its own
+            raise TraceFormatError(
+                source,
+                "rocprofv3's own JSON (rocprofiler-sdk-tool) is not a format tracer reads yet: profile the "
+                "PyTorch program with torch.profiler on ROCm instead, whose Kineto trace tracer reads",
+            )
         raise TraceFormatError(source, "JSON holds no 'traceEvents': not a Kineto/Chrome trace")
     ignored: dict[str, str] = {}
     base_ns = 0
