@@ -11,7 +11,7 @@ copies on another, every launch a CUDA runtime call), it
    - zooms (``Plotly.relayout`` of the x range, as a drag does): relayout → the server's blocks drawn,
 4. prints a Markdown table (and ``--json`` writes the raw numbers).
 
-Goals (issue 4): first render ≤ empty + 1 s at 1M intervals; zoom ≤ 0.5 s.
+Goals: first render ≤ empty + 1 s at 1M intervals; zoom ≤ 0.5 s.
 
     .venv/bin/python bench/dashboard.py                 # 10k, 100k, 1M; ~2 minutes on 2 cores
     .venv/bin/python bench/dashboard.py --sizes 10000 --repeat 1

@@ -125,7 +125,7 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     if on_gpu and "non-blocking" in variants:
         # .to("cpu", non_blocking=True) copies into pinned memory from PyTorch's caching host allocator; the
         # first time, cudaHostAlloc of n results dominates. Fill that cache once so that the timings compare
-        # copies, not allocations (blocking copies go to fresh pageable memory every time, as in the book).
+        # copies, not allocations (blocking copies go to fresh pageable memory every time, as in d2l §13.3).
         with ctx.phase("warmup-pinned-cache"):
             ctx.submit(lane, copy_all, lane, ys, True).value()
             ctx.sync()

@@ -1,7 +1,7 @@
 """multi-device: the same matrix products on every device, first each device alone, then all at once.
 
-The book's first experiment: 50 products of a 4000×4000 matrix with itself on GPU 1, then on GPU 2, then on
-both without synchronising in between. With two real GPUs the together time is close to one alone time
+The first experiment of Dive into Deep Learning §13.3 "Automatic Parallelism": 50 products of a 4000×4000
+matrix with itself on GPU 1, then on GPU 2, then on both without synchronising in between. With two real GPUs the together time is close to one alone time
 (speedup ≈ 2); with one GPU and streams standing in, big products fill the GPU and run one after another
 (together ≈ sum); on CPU threads they share the same cores.
 """
@@ -17,7 +17,7 @@ from scenarios.runtime import Context, Lane, part_longer_than_whole, rand, seede
 
 
 def products(lane: Lane, x: torch.Tensor, n: int) -> torch.Tensor:
-    """``n`` independent products ``x @ x`` (the book's ``run``); the last one is returned."""
+    """``n`` independent products ``x @ x`` (d2l's ``run``); the last one is returned."""
     y = x
     for _ in range(n):
         y = x.mm(x)

@@ -32,7 +32,7 @@ class Param:
 
     name: str
     cpu: Any  # default on the CPU: small enough for a 2-core machine in a few seconds
-    gpu: Any  # default on a GPU: the book's sizes
+    gpu: Any  # default on a GPU: the sizes of Dive into Deep Learning §13.3
     help: str
     choices: tuple[str, ...] = ()
     #: smallest accepted value of a number; 1 for counts and sizes that the scenario divides by or indexes with

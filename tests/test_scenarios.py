@@ -384,7 +384,7 @@ def test_compute_copy_drops_an_impossible_reference_with_a_note() -> None:
 
 
 def test_compute_copy_figures_from_plausible_times() -> None:
-    # the book's side stream: run 131.4, copy 58.3, run+copy 132.7 ms
+    # the H200 side-stream recording: run 131.4, copy 58.3, run+copy 132.7 ms
     ctx = _copy_ctx({"run": 131.4, "copy-pinned-side-stream": 58.3, "run+copy-side-stream-unprofiled": 132.7})
     compute_copy.derive_figures(ctx, ["side-stream"], on_gpu=True)
     assert ctx.derived["side-stream: copy time hidden"] == pytest.approx((131.4 + 58.3 - 132.7) / 58.3)

@@ -1,5 +1,5 @@
 """What the pages say, in a real headless Chromium: a CPU-only run's page (its sentence, host-thread cards and
-lane names as the y axis draws them) and the runs list's parameters and tooltips (issue 13)."""
+lane names as the y axis draws them) and the runs list's parameters and tooltips."""
 
 from __future__ import annotations
 
