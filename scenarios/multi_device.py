@@ -1,9 +1,9 @@
 """multi-device: the same matrix products on every device, first each device alone, then all at once.
 
-The first experiment of Dive into Deep Learning §13.3 "Automatic Parallelism": 50 products of a 4000×4000
-matrix with itself on GPU 1, then on GPU 2, then on both without synchronising in between. With two real GPUs
-the together time is close to one alone time (speedup ≈ 2); with one GPU and streams standing in, big products fill the GPU and run one after another
-(together ≈ sum); on CPU threads they share the same cores.
+The first experiment of Dive into Deep Learning §13.3 "Automatic Parallelism": 50 products of a 4000×4000 matrix
+with itself on GPU 1, then on GPU 2, then on both without synchronising in between. With two real GPUs the
+together time is close to one alone time (speedup ≈ 2); with one GPU and streams standing in, big products fill
+the GPU and run one after another (together ≈ sum); on CPU threads they share the same cores.
 """
 
 from __future__ import annotations
