@@ -650,7 +650,10 @@ def test_server_is_quiet_by_default_and_logs_requests_when_verbose(capfd):
     log = io.StringIO()
     loud = make_server(_hello, "127.0.0.1", 0, verbose=True, log_to=log)
     assert _serve_once(loud) == b"hello"
-    assert log.getvalue() == "GET /x?y=1 200\n"
+    # the request's line; on a loaded machine waitress may add its own "Task queue depth" warning beside it
+    lines = log.getvalue().splitlines()
+    assert lines.count("GET /x?y=1 200") == 1
+    assert all(ln == "GET /x?y=1 200" or ln.startswith("Task queue depth") for ln in lines), lines
     logger = logging.getLogger("waitress")
     for h in list(logger.handlers):  # leave logging as it was for the other tests
         logger.removeHandler(h)
