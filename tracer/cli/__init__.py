@@ -23,32 +23,28 @@ def _plain_flags(params: list) -> None:
             p.metavar = ""
 
 
-class TracerCommand(TyperCommand):
-    """Every tracer subcommand: flags (``--json``, ``--help`` …) listed without a value placeholder."""
+class _PlainFlags:
+    """Mixed into a click command: its flags (``--json``, ``--help`` …) listed without a value placeholder."""
+
+    params: list[Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         _plain_flags(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)
+        opt = super().get_help_option(ctx)  # type: ignore[misc]
         if opt is not None:
             _plain_flags([opt])
         return opt
 
 
-class TracerGroup(TyperGroup):
-    """The ``tracer`` group itself, with the same plain flags."""
+class TracerCommand(_PlainFlags, TyperCommand):
+    """Every tracer subcommand."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _plain_flags(self.params)
 
-    def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)
-        if opt is not None:
-            _plain_flags([opt])
-        return opt
+class TracerGroup(_PlainFlags, TyperGroup):
+    """The ``tracer`` group itself."""
 
 
 app = typer.Typer(
