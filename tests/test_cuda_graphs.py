@@ -1,0 +1,75 @@
+"""CUDA / HIP graph replays: the kernels one ``cudaGraphLaunch`` / ``hipGraphLaunch`` runs are credited to it.
+
+A graph replay is one host call and many kernels; Kineto gives every kernel of the replay the launch call's
+correlation id. The trace here is TraceLens's vLLM decode step on an MI300 (one ``hipGraphLaunch`` that runs
+421 kernels, beside a few eager launches), so the counts below are checked against the raw JSON.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dashboard.figures import launch_of
+from dashboard.model import prepare
+from tracer.analysis.ranges import range_launches, range_summary
+from tracer.parsers import load_trace
+
+TRACE = Path(__file__).parent / "data" / "external" / "TraceLens_vllm_decode_full_graph_execution.json.gz"
+
+
+@pytest.fixture(scope="module")
+def raw() -> list[dict]:
+    with gzip.open(TRACE, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+@pytest.fixture(scope="module")
+def timeline():
+    return load_trace(TRACE, cache=False)
+
+
+def _graph_corr(raw: list[dict]) -> int:
+    (launch,) = [e for e in raw if e.get("name") == "hipGraphLaunch"]
+    return int(launch["args"]["correlation"])
+
+
+def test_every_kernel_of_the_replay_is_credited_to_the_graph_launch(raw, timeline):
+    corr = _graph_corr(raw)
+    expected = sum(1 for e in raw if e.get("cat") == "kernel" and e["args"].get("correlation") == corr)
+    assert expected > 100  # the fixture is what this test is about: one launch, many kernels
+
+    view = prepare(timeline)
+    ev = timeline.events
+    kernels = ev.index[(ev["kind"] == "kernel") & (ev["correlation"] == corr)]
+    assert len(kernels) == expected
+    launched_by = Counter(launch_of(view, int(k))["launch_name"] for k in kernels)
+    assert launched_by == {"hipGraphLaunch": expected}
+
+
+def test_a_range_around_the_graph_launch_gets_the_replayed_kernels(raw, timeline):
+    corr = _graph_corr(raw)
+    ev = timeline.events
+    pairs = range_launches(ev)
+    graph_kernels = set(ev.index[(ev["kind"] == "kernel") & (ev["correlation"] == corr)])
+    (launch_row,) = ev.index[ev["name"] == "hipGraphLaunch"]
+    enclosing = ev[(ev["kind"] == "range") & (ev["start_ns"] <= ev.at[launch_row, "start_ns"])
+                   & (ev["end_ns"] >= ev.at[launch_row, "end_ns"])]
+    assert len(enclosing) >= 1
+    credited = set(pairs.loc[pairs["range_row"].isin(enclosing.index), "work_row"])
+    assert graph_kernels <= credited
+
+    # and the range's kernel count is the replay plus the eager launches inside it, counted from the raw file
+    name = enclosing.iloc[0]["name"]
+    (r,) = [e for e in raw if e.get("name") == name and e.get("cat") == "user_annotation"]
+    inside = {e["args"]["correlation"] for e in raw
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+              and e["pid"] == r["pid"] and r["ts"] <= e["ts"] <= r["ts"] + r["dur"]}
+    raw_kernels = sum(1 for e in raw if e.get("cat") == "kernel" and e["args"].get("correlation") in inside)
+    assert raw_kernels > len(graph_kernels)  # eager launches too
+    assert int(range_summary(ev).set_index("name").at[name, "kernels"]) == raw_kernels
+
