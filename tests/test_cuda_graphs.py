@@ -73,3 +73,29 @@ def test_a_range_around_the_graph_launch_gets_the_replayed_kernels(raw, timeline
     assert raw_kernels > len(graph_kernels)  # eager launches too
     assert int(range_summary(ev).set_index("name").at[name, "kernels"]) == raw_kernels
 
+
+
+# ----- the H200 recordings of tests/data/record_graph.py (3 replays of a 24-kernel graph, 24 eager kernels)
+
+H200 = Path(__file__).parent / "data"
+GRAPH_TRACES = ["graph_kineto.json.gz", "graph_node.sqlite.gz"]
+
+
+def _kernels_per_range(path: Path) -> dict[str, int]:
+    table = range_summary(load_trace(path, cache=False).events)
+    return {str(k): int(v) for k, v in zip(table["name"], table["kernels"])}
+
+
+@pytest.mark.parametrize("name", GRAPH_TRACES)
+def test_graph_replays_are_credited_to_the_range_that_launched_them(name):
+    assert _kernels_per_range(H200 / name) == {"graph/replay": 72, "graph/eager": 24, "graph/copy": 0}
+
+
+@pytest.mark.parametrize("name", GRAPH_TRACES)
+def test_each_replayed_kernel_names_a_graph_launch(name):
+    timeline = load_trace(H200 / name, cache=False)
+    view = prepare(timeline)
+    ev = timeline.events
+    launches = Counter(launch_of(view, int(i))["launch_name"].split("_v")[0] for i in ev.index[ev["kind"] == "kernel"])
+    assert launches["cudaGraphLaunch"] == 72
+    assert sum(launches.values()) == 96
