@@ -6,14 +6,26 @@ is there. Times are the export's own integer nanoseconds.
 
 from __future__ import annotations
 
+import re
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from tracer.errors import TraceFormatError
-from tracer.timeline import HOST_DEVICE, HOST_STREAM, Timeline, TraceMeta, build_events, empty_events, validate
+from tracer.timeline import (
+    COPY_KINDS,
+    HOST_DEVICE,
+    HOST_STREAM,
+    KINDS,
+    Timeline,
+    TraceMeta,
+    build_events,
+    empty_events,
+    validate,
+)
 
 # CUPTI's CUpti_ActivityMemcpyKind (ENUM_CUDA_MEMCPY_OPER in the export): arrays count as device memory,
 # unified-memory migrations as the direction they move data in.
@@ -47,6 +59,9 @@ MEM_KIND_LABEL: dict[int, str] = {
 NVTX_PUSHPOP, NVTX_STARTEND, NVTX_MARK = 59, 60, 34
 EVENT_CLASS_DRIVER = 1
 
+#: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
+_COLUMN_RE = re.compile(r'"([^"]+)"')
+
 _REQUIRED_ANY = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 
 
@@ -64,60 +79,181 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
 
 
-def _frame(con: sqlite3.Connection, sql: str) -> pd.DataFrame:
-    return pd.read_sql_query(sql, con)
+def _first_line(exc: BaseException) -> str:
+    """An SQLite message in one line: "malformed database schema" quotes the whole CREATE statement after it."""
+    lines = str(exc).strip().splitlines()
+    return lines[0].rstrip(" -:") if lines else type(exc).__name__
+
+
+def _text(value: object) -> str:
+    """A text field as str: a BLOB where nsys writes TEXT is decoded with replacement characters."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return "" if value is None else str(value)
+
+
+def _int(value: object) -> int | None:
+    """An SQLite INTEGER as int; REAL, TEXT, BLOB and NULL as None."""
+    return value if type(value) is int else None
 
 
 def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
-    """Parse an Nsight Systems SQLite export into a :class:`Timeline`."""
+    """Parse an Nsight Systems SQLite export into a :class:`Timeline`.
+
+    Rows whose times, device or stream are not integers (REAL, TEXT, BLOB, NULL), whose times lie beyond
+    ±2**62 ns, or that end before they start are left out and counted in ``meta.extra["skipped"]`` (reason →
+    count), as the Kineto parser does; a column that no row of its table can use, a missing table column
+    or a damaged file is a :class:`TraceFormatError`.
+    """
     source = str(source or path)
     try:
         con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
-        tables = _tables(con)
-    except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(source, f"not a readable SQLite file: {exc}") from None
+    except sqlite3.Error as exc:
+        raise TraceFormatError(source, f"not a readable SQLite file: {_first_line(exc)}") from None
     try:
+        # TEXT that is not UTF-8 (a damaged page) reads with replacement characters instead of failing the file
+        con.text_factory = lambda b: b.decode("utf-8", "replace")
+        try:
+            tables = _tables(con)
+        except sqlite3.Error as exc:
+            raise TraceFormatError(source, f"not a readable SQLite file: {_first_line(exc)}") from None
         if not any(t in tables for t in _REQUIRED_ANY):
             raise TraceFormatError(
                 source, "SQLite file is not an Nsight Systems export (no StringIds, CUPTI or NVTX tables)"
             )
         return _parse(con, tables, source)
-    except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(source, f"damaged Nsight Systems export: {exc}") from None
-    except (TypeError, ValueError) as exc:
-        # NULL or text where nsys always writes integers (a hand-made or damaged file): pandas/int() say so
-        raise TraceFormatError(source, f"damaged Nsight Systems export: unexpected values ({exc})") from None
+    except TraceFormatError as exc:
+        if exc.subject:
+            raise
+        raise TraceFormatError(source, exc.problem) from None  # raised where the file is not known
+    except (sqlite3.Error, pd.errors.DatabaseError) as exc:
+        # pandas wraps SQLite's error as "Execution failed on sql '...': <reason>"; the reason is what matters
+        cause = exc.__cause__ if isinstance(exc, pd.errors.DatabaseError) and exc.__cause__ else exc
+        raise TraceFormatError(source, f"damaged Nsight Systems export: {_first_line(cause)}") from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        # a value no check below foresaw (a hand-made or damaged file): pandas/int() say which
+        raise TraceFormatError(
+            source, f"damaged Nsight Systems export: unexpected values ({_first_line(exc)})"
+        ) from None
     finally:
         con.close()
 
 
+#: What each column of an event table must hold (see :func:`_read_rows`).
+TIME, NEED, SIZE, OPT, ANY = "time", "need", "size", "opt", "any"
+#: Times beyond this many ns (about 146 years) are damage, and their sums could overflow int64 downstream.
+_MAX_ABS_NS = 2**62
+#: A copy or memset beyond 256 TiB is damage (and a few such would overflow a sum of bytes).
+_MAX_BYTES = 2**48
+
+
+def _read_rows(
+    con: sqlite3.Connection,
+    table: str,
+    label: str,
+    spec: dict[str, tuple[str, str]],
+    skipped: Counter[str],
+    *,
+    where: str = "1",
+    missing_ok: tuple[str, ...] = (),
+) -> pd.DataFrame:
+    """Read ``table``'s usable rows as a frame with one column per key of ``spec``.
+
+    ``spec`` maps an output column to (SQL expression over the table's columns, role): TIME an integer within
+    ±2**62 ns; NEED an integer (a device, a stream); SIZE an integer in 0..2**48 or NULL (bytes); OPT an integer,
+    anything else read as NULL (ids that only label a row); ANY whatever is stored. A row failing a TIME,
+    NEED or SIZE check, or whose ``end`` is before its ``start``, is left out and counted in ``skipped`` under
+    "<label> <column> not an integer" (and so on); a column that fails for every row is an error. The checks
+    run inside SQLite, so the columns pandas sees hold integers only and keep all 64 bits.
+    """
+    have = _columns(con, table)
+    for name in {c for expr, _ in spec.values() for c in _COLUMN_RE.findall(expr)}:
+        if name not in have and name not in missing_ok:
+            raise TraceFormatError("", f"damaged Nsight Systems export: table {table} has no column {name}")
+    exprs = {
+        out: ("NULL" if any(c not in have for c in _COLUMN_RE.findall(expr)) else expr, role)
+        for out, (expr, role) in spec.items()
+    }
+    checks: list[tuple[str, str, str]] = []  # (output column, SQL that holds for a usable value, reason)
+    for out, (expr, role) in exprs.items():
+        if role in (TIME, NEED):
+            ok = f"typeof({expr}) = 'integer'"
+            if role == TIME:
+                ok += f" AND {expr} BETWEEN {-_MAX_ABS_NS} AND {_MAX_ABS_NS}"
+            checks.append((out, ok, f"{label} {out} not an integer" + (" in range" if role == TIME else "")))
+        elif role == SIZE:
+            ok = f"typeof({expr}) = 'null' OR (typeof({expr}) = 'integer' AND {expr} BETWEEN 0 AND {_MAX_BYTES})"
+            checks.append((out, ok, f"{label} {out} not an integer in range"))
+    if "start" in exprs and "end" in exprs:
+        checks.append(("end", f"{exprs['end'][0]} >= {exprs['start'][0]}", f"{label} end before start"))
+    counts = [f"SUM(CASE WHEN {ok} THEN 0 ELSE 1 END)" for _, ok, _ in checks]
+    firsts = [
+        "SUM(CASE WHEN " + " AND ".join([f"({c[1]})" for c in checks[:i]] + [f"NOT ({ok})"]) + " THEN 1 ELSE 0 END)"
+        for i, (_, ok, _) in enumerate(checks)
+    ]
+    row = con.execute(f'SELECT COUNT(*), {", ".join(counts + firsts) or "0"} FROM "{table}" WHERE {where}').fetchone()
+    total, bad, first = row[0], row[1 : 1 + len(checks)], row[1 + len(checks) :]
+    for (out, _, reason), n in zip(checks, bad):
+        if total and n == total and not reason.endswith("before start"):  # the column itself is unusable
+            raise TraceFormatError(
+                "", f"damaged Nsight Systems export: unexpected values in {table}.{out}: none of its "
+                f"{total:,} rows holds a usable integer"
+            )
+    for (_, _, reason), n in zip(checks, first):
+        if n:
+            skipped[reason] += int(n)
+    select = [
+        f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} END AS \"{out}\"" if role == OPT else f'{expr} AS "{out}"'
+        for out, (expr, role) in exprs.items()
+    ]
+    usable = " AND ".join([f"({ok})" for _, ok, _ in checks] or ["1"])
+    cur = con.execute(f'SELECT {", ".join(select)} FROM "{table}" WHERE ({where}) AND {usable}')
+    return pd.DataFrame.from_records(cur.fetchall(), columns=list(exprs))
+
+
+def _gpu_spec(*extra: tuple[str, str, str]) -> dict[str, tuple[str, str]]:
+    spec = {
+        "start": ('"start"', TIME),
+        "end": ('"end"', TIME),
+        "deviceId": ('"deviceId"', NEED),
+        "streamId": ('"streamId"', NEED),
+        "correlationId": ('"correlationId"', OPT),
+        "globalPid": ('"globalPid"', OPT),
+    }
+    spec.update({out: (expr, role) for out, expr, role in extra})
+    return spec
+
+
 def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     strings: dict[int, str] = {}
-    if "StringIds" in tables:
-        strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+    if "StringIds" in tables and {"id", "value"} <= _columns(con, "StringIds"):
+        for sid, value in con.execute("SELECT id, value FROM StringIds"):
+            if type(sid) is int:
+                strings[sid] = _text(value)
 
     def names(ids: pd.Series) -> list[str]:
-        return [strings.get(int(i), f"<string {i}>") if pd.notna(i) else "" for i in ids]
+        return [strings.get(int(i), f"<string {int(i)}>") if pd.notna(i) else "" for i in ids]
 
     parts: list[dict[str, object]] = []
+    skipped: Counter[str] = Counter()
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
         name_col = "demangledName" if "demangledName" in cols else "shortName"
-        k = _frame(
-            con,
-            f"SELECT start, end, deviceId, streamId, correlationId, globalPid, {name_col} AS nameId "
-            "FROM CUPTI_ACTIVITY_KIND_KERNEL",
-        )
+        k = _read_rows(con, "CUPTI_ACTIVITY_KIND_KERNEL", "kernel", _gpu_spec(("nameId", f'"{name_col}"', OPT)),
+                       skipped)
         parts.append(_gpu_part(k, "kernel", names(k["nameId"])))
 
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
-        m = _frame(
-            con,
-            "SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes, copyKind, srcKind, dstKind "
-            "FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+        m = _read_rows(
+            con, "CUPTI_ACTIVITY_KIND_MEMCPY", "memcpy",
+            _gpu_spec(("bytes", '"bytes"', SIZE), ("copyKind", '"copyKind"', OPT), ("srcKind", '"srcKind"', OPT),
+                      ("dstKind", '"dstKind"', OPT)),
+            skipped,
         )
-        direction = [COPY_KIND_BY_ID.get(int(c), "Other") for c in m["copyKind"]]
+        direction = [COPY_KIND_BY_ID.get(int(c), "Other") if pd.notna(c) else "Other" for c in m["copyKind"]]
         src = [MEM_KIND_LABEL.get(int(s), "Unknown") if pd.notna(s) else "Unknown" for s in m["srcKind"]]
         dst = [MEM_KIND_LABEL.get(int(s), "Unknown") if pd.notna(s) else "Unknown" for s in m["dstKind"]]
         # Named as Kineto names them, so the same copy reads the same whichever profiler saw it.
@@ -128,12 +264,10 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         parts.append(part)
 
     if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
-        cols = _columns(con, "CUPTI_ACTIVITY_KIND_MEMSET")
-        kind_col = "memKind" if "memKind" in cols else "NULL"
-        s = _frame(
-            con,
-            f"SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes, {kind_col} AS memKind "
-            "FROM CUPTI_ACTIVITY_KIND_MEMSET",
+        s = _read_rows(
+            con, "CUPTI_ACTIVITY_KIND_MEMSET", "memset",
+            _gpu_spec(("bytes", '"bytes"', SIZE), ("memKind", '"memKind"', OPT)),
+            skipped, missing_ok=("memKind",),
         )
         label = [f"Memset ({MEM_KIND_LABEL.get(int(x), 'Device') if pd.notna(x) else 'Device'})" for x in s["memKind"]]
         part = _gpu_part(s, "memset", label)
@@ -144,8 +278,13 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         if table in tables:
             # nsys 2024+ stores driver API calls in the RUNTIME table too, told apart by eventClass
             # (ENUM_NSYS_EVENT_CLASS: 0 CUDA runtime, 1 CUDA driver).
-            cls = "eventClass" if "eventClass" in _columns(con, table) else "NULL"
-            r = _frame(con, f"SELECT start, end, globalTid, correlationId, nameId, {cls} AS eventClass FROM {table}")
+            r = _read_rows(
+                con, table, kind,
+                {"start": ('"start"', TIME), "end": ('"end"', TIME), "globalTid": ('"globalTid"', OPT),
+                 "correlationId": ('"correlationId"', OPT), "nameId": ('"nameId"', OPT),
+                 "eventClass": ('"eventClass"', OPT)},
+                skipped, missing_ok=("eventClass",),
+            )
             pid, tid = split_global_id(r["globalTid"].fillna(0).to_numpy())
             part = _host_part(r, kind, names(r["nameId"]), pid, tid, r["correlationId"])
             part["kind"] = np.where(r["eventClass"].to_numpy() == EVENT_CLASS_DRIVER, "driver", kind).tolist()
@@ -153,17 +292,26 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     if "TRACER_EVENTS" in tables:
         # tracer's own table in files it exported: the timeline rows nsys has no table for (framework ops ...)
-        t = _frame(
-            con,
-            "SELECT start, end, kind, copyKind, nameId, deviceId, streamId, pid, tid, rank, bytes, correlationId "
-            "FROM TRACER_EVENTS",
+        t = _read_rows(
+            con, "TRACER_EVENTS", "tracer event",
+            {"start": ('"start"', TIME), "end": ('"end"', TIME), "kind": ('"kind"', ANY),
+             "copyKind": ('"copyKind"', ANY), "nameId": ('"nameId"', OPT), "deviceId": ('"deviceId"', NEED),
+             "streamId": ('"streamId"', NEED), "pid": ('"pid"', NEED), "tid": ('"tid"', NEED),
+             "rank": ('"rank"', NEED), "bytes": ('"bytes"', SIZE), "correlationId": ('"correlationId"', OPT)},
+            skipped,
         )
+        kinds = t["kind"].map(_text)
+        copy_kinds = t["copyKind"].map(_text)
+        known = kinds.isin(KINDS) & copy_kinds.isin(COPY_KINDS)
+        if not known.all():
+            skipped["tracer event kind unknown"] += int((~known).sum())
+            t, kinds, copy_kinds = t[known], kinds[known], copy_kinds[known]
         parts.append(
             {
                 "start_ns": t["start"].to_numpy(np.int64),
                 "end_ns": t["end"].to_numpy(np.int64),
-                "kind": t["kind"].tolist(),
-                "copy_kind": t["copyKind"].fillna("").tolist(),
+                "kind": kinds.tolist(),
+                "copy_kind": copy_kinds.tolist(),
                 "name": names(t["nameId"]),
                 "device": t["deviceId"].to_numpy(np.int64),
                 "stream": t["streamId"].to_numpy(np.int64),
@@ -176,57 +324,72 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         )
 
     if "NVTX_EVENTS" in tables:
-        n = _frame(
-            con,
-            "SELECT start, COALESCE(end, start) AS end, eventType, text, textId, globalTid FROM NVTX_EVENTS "
-            f"WHERE eventType IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK})",
+        # a mark has no end: it is an instant at its start
+        n = _read_rows(
+            con, "NVTX_EVENTS", "NVTX range",
+            {"start": ('"start"', TIME), "end": ('COALESCE("end", "start")', TIME), "text": ('"text"', ANY),
+             "textId": ('"textId"', OPT), "globalTid": ('"globalTid"', OPT)},
+            skipped, where=f'"eventType" IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK})',
         )
         label = [
-            t if isinstance(t, str) else (strings.get(int(i), "") if pd.notna(i) else "")
+            _text(t) if isinstance(t, (str, bytes)) else (strings.get(int(i), "") if pd.notna(i) else "")
             for t, i in zip(n["text"], n["textId"])
         ]
         pid, tid = split_global_id(n["globalTid"].fillna(0).to_numpy())
         parts.append(_host_part(n, "range", label, pid, tid, None))
 
     meta = TraceMeta(format="nsys", source=source)
+    _read_meta(con, tables, strings, meta)
+    meta.extra["skipped"] = dict(sorted(skipped.items())) or None
+    return Timeline(validate(_concat(parts), source), meta)
+
+
+def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], meta: TraceMeta) -> None:
+    """GPU, process and thread names and the export's provenance: labels only, so a table or column that is
+    missing or a value of the wrong type leaves that label out rather than failing the file."""
+
+    def rows(table: str, *cols: str, where: str = "1") -> list[tuple[object, ...]]:
+        if table not in tables or not set(cols) <= _columns(con, table):
+            return []
+        return con.execute(f'SELECT {", ".join(f"{c!r}".replace(chr(39), chr(34)) for c in cols)} '
+                           f'FROM "{table}" WHERE {where}').fetchall()
+
     for table in ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU"):
         # The device column is "id" in nsys 2023+ and "deviceId" in older exports (and in the CUDA table).
         cols = _columns(con, table) if table in tables else set()
         dev = next((c for c in ("id", "deviceId") if c in cols), None)
-        if dev is None or "name" not in cols:
+        if dev is None:
             continue
-        for gid, gname in con.execute(f'SELECT "{dev}", name FROM "{table}"'):
-            if gid is not None and gname and int(gid) not in meta.gpu_names:
-                meta.gpu_names[int(gid)] = str(gname)
-    if "ThreadNames" in tables:
-        for name_id, gtid in con.execute("SELECT nameId, globalTid FROM ThreadNames"):
+        for gid, gname in rows(table, dev, "name"):
+            if _int(gid) is not None and gname and gid not in meta.gpu_names:
+                meta.gpu_names[gid] = _text(gname)
+    for name_id, gtid in rows("ThreadNames", "nameId", "globalTid"):
+        if _int(name_id) is not None and _int(gtid) is not None:
             p, t = split_global_id(np.array([gtid]))
-            meta.thread_names[f"{int(p[0])}:{int(t[0])}"] = strings.get(int(name_id), "")
-    if "PROCESSES" in tables:
-        for gpid, pid_, pname in con.execute("SELECT globalPid, pid, name FROM PROCESSES"):
-            meta.process_names[int(pid_)] = str(pname)
-    if "TRACER_META" in tables:
-        row = con.execute("SELECT value FROM TRACER_META WHERE name = 'timeline_meta'").fetchone()
-        if row and row[0]:
-            import orjson
+            meta.thread_names[f"{int(p[0])}:{int(t[0])}"] = strings.get(name_id, "")
+    for pid_, pname in rows("PROCESSES", "pid", "name"):
+        if _int(pid_) is not None:
+            meta.process_names[pid_] = _text(pname)
+    for (value,) in rows("TRACER_META", "value", where="name = 'timeline_meta'")[:1]:
+        import orjson
 
-            saved = TraceMeta.from_dict(orjson.loads(row[0]))
-            # tracer wrote TARGET_INFO_GPU's names itself ("GPU 0" where it knew none): the saved ones are the truth
-            meta.gpu_names = saved.gpu_names
-            meta.process_names.update(saved.process_names)
-            meta.thread_names.update(saved.thread_names)
-            meta.extra["exported_from"] = saved.format
-            meta.extra.update({k: v for k, v in saved.extra.items() if k not in meta.extra})
-    if "TARGET_INFO_SESSION_START_TIME" in tables:
-        row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
-        if row:
-            meta.extra["session_start_utc_ns"] = int(row[0])
-    if "META_DATA_EXPORT" in tables:
-        row = con.execute("SELECT value FROM META_DATA_EXPORT WHERE name = 'EXPORT_PRODUCT_VERSION'").fetchone()
-        if row:
-            meta.extra["nsys_version"] = str(row[0])
-
-    return Timeline(validate(_concat(parts), source), meta)
+        try:
+            saved = TraceMeta.from_dict(orjson.loads(_text(value)))
+        except (ValueError, TypeError, KeyError, AttributeError):
+            meta.extra["ignored"] = {"TRACER_META": "not tracer's timeline metadata (damaged)"}
+            continue
+        # tracer wrote TARGET_INFO_GPU's names itself ("GPU 0" where it knew none): the saved ones are the truth
+        meta.gpu_names = saved.gpu_names
+        meta.process_names.update(saved.process_names)
+        meta.thread_names.update(saved.thread_names)
+        meta.extra["exported_from"] = saved.format
+        meta.extra.update({k: v for k, v in saved.extra.items() if k not in meta.extra})
+    for (utc,) in rows("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")[:1]:
+        if _int(utc) is not None:
+            meta.extra["session_start_utc_ns"] = utc
+    for (version,) in rows("META_DATA_EXPORT", "value", where="name = 'EXPORT_PRODUCT_VERSION'")[:1]:
+        if version is not None:
+            meta.extra["nsys_version"] = _text(version)
 
 
 def _gpu_part(df: pd.DataFrame, kind: str, label: list[str]) -> dict[str, object]:
