@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
+from flask import Flask, abort, request
+from werkzeug.exceptions import HTTPException
 
 from dashboard import ids
-from dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore
+from dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, quoted, request_limit_bytes
 from dashboard.pages import compare, runs, timeline
+from dashboard.pages.common import error_message, on_error
 from tracer.errors import TracerError
 
 ASSETS = Path(__file__).parent / "assets"
@@ -43,6 +46,7 @@ def create_app(
         update_title=None,
     )
     app.tracer_store = store  # type: ignore[attr-defined]
+    guard_server(app.server, request_limit_bytes(store.max_upload_bytes))
     app.layout = html.Div(
         [
             dcc.Location(id=ids.URL, refresh="callback-nav"),
@@ -85,6 +89,7 @@ def create_app(
         Input(ids.URL, "pathname"),
         Input(ids.URL, "search"),
         Input(ids.VIEWPORT, "data"),
+        on_error=on_error(lambda message: _error_banner("Cannot show this page. ", message)),
     )
     def _route(pathname: str | None, search: str | None, viewport: dict[str, Any] | None) -> Any:
         return route(store, pathname, search, viewport)
@@ -96,9 +101,21 @@ def create_app(
         Input(ids.UPLOAD, "contents"),
         State(ids.UPLOAD, "filename"),
         prevent_initial_call=True,
+        on_error=on_error(lambda message: (_upload_error(message), no_update, no_update)),
     )
     def _upload(contents: str | None, filename: str | None) -> tuple[Any, Any, Any]:
         return upload(store, contents, filename)
+
+    # A file over the limit is refused by the server before it reads the request (413), which the page
+    # would not show: say so here, in the browser, from the size of what is about to be sent.
+    app.clientside_callback(
+        TOO_BIG_JS
+        % {"limit_chars": store.max_upload_bytes * 4 // 3 + 64, "limit_mb": store.max_upload_bytes / 1e6},
+        Output(ids.UPLOAD_STATUS, "children", allow_duplicate=True),
+        Input(ids.UPLOAD, "contents"),
+        State(ids.UPLOAD, "filename"),
+        prevent_initial_call=True,
+    )
 
     runs.register(app, store)
     timeline.register(app, store)
@@ -121,22 +138,74 @@ def route(store: RunStore, pathname: str | None, search: str | None, viewport: d
     return html.Div(["No page here. ", dcc.Link("Back to the runs", href="/runs"), "."], className="notice")
 
 
-def upload(store: RunStore, contents: str | None, filename: str | None) -> tuple[Any, Any, Any]:
+def upload(store: RunStore, contents: Any, filename: Any) -> tuple[Any, Any, Any]:
     """Parse an uploaded trace; go to its timeline, or say in the page why it could not be opened."""
-    from dash import no_update
-
     if not contents:
         return no_update, no_update, no_update
     try:
-        info = store.add_upload(filename or "upload", contents)
+        info, evicted = store.add_upload(filename or "upload", contents)
+        events = len(store.timeline(info.key).events)
     except TracerError as exc:
-        banner = html.Div(
-            [html.B("Could not open the upload. "), str(exc)],
-            className="alert alert-error",
-            role="alert",
-            id="upload-error",
+        return _upload_error(error_message(exc)), no_update, no_update
+    text = f"Opened {info.name}: {events:,} intervals."
+    if evicted:
+        text += (
+            f" Removed the oldest upload{'s' if len(evicted) > 1 else ''} ({quoted(', '.join(evicted))}) to "
+            f"keep at most {store.max_uploads} uploads and {store.max_kept_upload_bytes / 1e6:,.0f} MB."
         )
-        return banner, no_update, no_update
-    events = len(store.timeline(info.key).events)
-    banner = html.Div(f"Opened {info.name}: {events:,} intervals.", className="alert alert-ok", role="status")
+    banner = html.Div(text, className="alert alert-ok", role="status")
     return banner, "/timeline", "?" + urlencode({"run": info.key})
+
+
+def _error_banner(title: str, message: str, **kw: Any) -> html.Div:
+    return html.Div([html.B(title), message], className="alert alert-error", role="alert", **kw)
+
+
+def _upload_error(message: str) -> html.Div:
+    return _error_banner("Could not open the upload. ", message, id="upload-error")
+
+
+#: Clientside: the message for a file over the upload limit (base64 is 4 characters per 3 bytes).
+TOO_BIG_JS = """
+function(contents, filename) {
+    if (!contents || contents.length <= %(limit_chars)d) {
+        return window.dash_clientside.no_update;
+    }
+    const mb = Math.round(contents.length * 3 / 4 / 1e6);
+    return {
+        namespace: "dash_html_components", type: "Div",
+        props: {
+            id: "upload-error", className: "alert alert-error", role: "alert",
+            children: "Could not open the upload. " + (filename || "the file") + ": " + mb +
+                " MB is over the upload limit of %(limit_mb).0f MB; open it with `tracer dashboard " +
+                (filename || "FILE") + "` instead"
+        }
+    };
+}
+"""
+
+
+def guard_server(server: Flask, max_request_bytes: int) -> None:
+    """Refuse what must not be read, and answer what cannot be served in one line, on the Flask server.
+
+    A request longer than ``max_request_bytes`` (an upload over the limit) gets 413 before its body is
+    read: checked on the upload's size after decoding, a 201 MB file cost 1.4 GB. A request Dash cannot
+    dispatch (a malformed callback body) is a 400 with one line, not a 500 and a traceback in the log.
+    """
+    server.config["MAX_CONTENT_LENGTH"] = max_request_bytes
+
+    @server.before_request
+    def _refuse_oversize() -> None:
+        if (request.content_length or 0) > max_request_bytes:
+            abort(413)
+
+    @server.errorhandler(413)
+    def _too_large(_exc: Exception) -> tuple[str, int]:
+        limit = max_request_bytes / 1e6
+        return f"Request over the limit of {limit:,.0f} MB (tracer dashboard --max-upload-mb).\n", 413
+
+    @server.errorhandler(Exception)
+    def _bad_request(exc: Exception) -> Any:
+        if isinstance(exc, HTTPException):
+            return exc
+        return f"Bad request: {error_message(exc)}\n", 400

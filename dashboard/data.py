@@ -13,20 +13,21 @@ import binascii
 import hashlib
 import math
 import re
+import shutil
 import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
 from dashboard.model import TimelineView, prepare
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
-from tracer.parsers import RUN_META, load_trace
+from tracer.parsers import GZIP_MAGIC, GZIP_RATIO_FLOOR, RUN_META, iter_inflated, load_trace
 from tracer.timeline import Timeline
 
 RUN_SUMMARY = "summary.json"
@@ -34,6 +35,20 @@ RUN_SUMMARY = "summary.json"
 LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
 #: Uploads above this are refused (open big traces with ``tracer dashboard PATH`` instead).
 DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+#: Uploads kept at once; beyond it (or beyond :data:`KEPT_UPLOAD_FACTOR` largest uploads' worth of bytes) the
+#: oldest are removed, from disk and from the runs list: without a bound a long-lived server fills /tmp.
+DEFAULT_MAX_UPLOADS = 20
+KEPT_UPLOAD_FACTOR = 5
+#: Upload file names are cut to this many characters (a 300-character name is ENAMETOOLONG on most disks).
+MAX_UPLOAD_NAME = 100
+#: Run keys and names quoted in messages are cut to this many characters: a request may send anything.
+MAX_QUOTED = 60
+
+
+def request_limit_bytes(max_upload_bytes: int) -> int:
+    """The longest HTTP request the server reads: an upload arrives base64-encoded (4/3 of the file) inside
+    Dash's JSON, with its name and a little wrapping."""
+    return max_upload_bytes * 4 // 3 + 1024 * 1024
 
 
 def bundled_examples_dir() -> Path:
@@ -71,6 +86,31 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
 
 
+def quoted(text: Any, limit: int = MAX_QUOTED) -> str:
+    """``text`` for a one-line message, cut to ``limit`` characters: what a request sends may be 100 kB
+    long, and hold line breaks."""
+    s = " ".join(str(text).split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def upload_filename(name: str) -> str:
+    """A file name safe to write for an uploaded ``name``: no path, no leading dots (``..`` is the folder
+    above), not empty, at most :data:`MAX_UPLOAD_NAME` characters with its suffixes kept (nsys reports are
+    told by their suffix)."""
+    slug = _slug(name).lstrip(".-") or "upload"
+    if len(slug) <= MAX_UPLOAD_NAME:
+        return slug
+    suffix = "".join(Path(slug).suffixes[-2:])[-20:]
+    return slug[: MAX_UPLOAD_NAME - len(suffix)] + suffix
+
+
+class UploadResult(NamedTuple):
+    """What :meth:`RunStore.add_upload` did: the run registered, and the older uploads removed for it."""
+
+    info: RunInfo
+    evicted: list[str]  # names of the uploads removed to stay within the bound, oldest first
+
+
 def _read_json(p: Path) -> dict[str, Any]:
     try:
         data = orjson.loads(p.read_bytes())
@@ -95,13 +135,20 @@ class RunStore:
         cache_size: int = 6,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
         upload_dir: Path | None = None,
+        max_uploads: int = DEFAULT_MAX_UPLOADS,
+        max_kept_upload_bytes: int | None = None,
     ) -> None:
         self.paths = [Path(p) for p in paths]
         self.examples = examples
         self.runs_dir = runs_dir
         self.cache_size = cache_size
         self.max_upload_bytes = max_upload_bytes
+        self.max_uploads = max(1, max_uploads)
+        self.max_kept_upload_bytes = max_kept_upload_bytes or KEPT_UPLOAD_FACTOR * max_upload_bytes
         self._upload_dir = upload_dir
+        self._own_upload_dir = False  # made here (a temporary folder): close() removes it whole
+        #: key -> (file, bytes) of each kept upload, oldest first
+        self._uploads: OrderedDict[str, tuple[Path, int]] = OrderedDict()
         self._runs: dict[str, RunInfo] = {}
         self._by_path: dict[Path, str] = {}
         self._views: OrderedDict[str, TimelineView] = OrderedDict()
@@ -149,7 +196,10 @@ class RunStore:
         with self._lock:
             info = self._runs.get(key)
         if info is None:
-            raise InputNotFoundError(key, "no such run in this dashboard (was it uploaded before a restart?)")
+            raise InputNotFoundError(
+                quoted(key),
+                "no such run in this dashboard (uploaded before a restart, or removed as an old upload?)",
+            )
         return info
 
     @property
@@ -165,13 +215,16 @@ class RunStore:
 
     # ----- parsing and caching
     def view(self, key: str) -> TimelineView:
-        """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped)."""
+        """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped).
+
+        An unknown key raises :class:`InputNotFoundError` before anything is recorded: keys come from
+        requests, and a lock kept per key asked for grew without bound."""
+        info = self.get(key)
         with self._lock:
             if key in self._views:
                 self._views.move_to_end(key)
                 return self._views[key]
             lock = self._key_locks.setdefault(key, threading.Lock())
-        info = self.get(key)
         with lock:
             with self._lock:
                 if key in self._views:
@@ -202,56 +255,146 @@ class RunStore:
         return info.summary
 
     # ----- uploads
-    def add_upload(self, filename: str, contents: str) -> RunInfo:
-        """Store an uploaded trace (a ``data:...;base64,`` string from dcc.Upload), parse it, register it.
+    def add_upload(self, filename: str, contents: str) -> UploadResult:
+        """Store an uploaded trace (a ``data:...;base64,`` string from dcc.Upload), parse it, register it;
+        remove the oldest uploads beyond :attr:`max_uploads` or :attr:`max_kept_upload_bytes`.
 
         Raises :class:`TracerError` with a message meant for the page when the upload is too big or is not
-        a trace; nothing is registered then.
+        a trace; nothing is registered or kept on disk then.
         """
-        name = Path(filename or "upload").name
+        if not isinstance(contents, str) or not isinstance(filename, str):
+            raise UsageError("upload", "expected a file's name and contents")
+        name = quoted(Path(filename).name or "upload", MAX_UPLOAD_NAME)
+        payload = contents.split(",", 1)[1] if contents.startswith("data:") and "," in contents else contents
+        # checked before decoding: base64 is 4 characters per 3 bytes
+        if len(payload) * 3 // 4 > self.max_upload_bytes + 3:
+            raise self._too_big(name, len(payload) * 3 // 4)
         try:
-            payload = contents.split(",", 1)[1] if contents.startswith("data:") else contents
             data = base64.b64decode(payload, validate=False)
-        except (binascii.Error, ValueError, IndexError):
+        except (binascii.Error, ValueError):
             raise TraceFormatError(name, "the upload could not be decoded") from None
+        del payload
         if len(data) > self.max_upload_bytes:
-            raise UsageError(
-                name,
-                f"{len(data) / 1e6:.0f} MB is over the upload limit of {self.max_upload_bytes / 1e6:.0f} MB; "
-                f"open it with `tracer dashboard {name}` instead",
-            )
+            raise self._too_big(name, len(data))
         if not data:
             raise TraceFormatError(name, "empty file")
-        digest = hashlib.sha1(data).hexdigest()[:12]
-        folder = self.upload_dir / digest
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / _slug(name)
-        path.write_bytes(data)
+        try:
+            refuse_bombs(name, data)
+        except TracerError as exc:
+            raise TraceFormatError(name, exc.problem) from None
+        path = self._write_upload(name, data)
+        size = len(data)
+        del data  # the parser reads the file: holding the bytes too would add their size to the peak
         try:
             view = prepare(load_trace(path, cache=False))
         except TracerError as exc:
-            path.unlink(missing_ok=True)
+            _remove_upload(path)
             raise TraceFormatError(name, exc.problem) from None
         except Exception as exc:  # noqa: BLE001 - a parser bug must not take the app down: report it as bad input
-            path.unlink(missing_ok=True)
-            raise TraceFormatError(name, f"could not be read ({type(exc).__name__}: {exc})") from None
+            _remove_upload(path)
+            problem = f"could not be read ({type(exc).__name__}: {quoted(exc, 200)})"
+            raise TraceFormatError(name, problem) from None
         view.timeline.meta.source = name
-        info = self._register(path, "upload", key_hint=f"upload-{_stem(Path(name))}")
+        info = self._register(path, "upload", key_hint=f"upload-{quoted(_stem(Path(name)), MAX_QUOTED)}")
         info.name = name
         with self._lock:
             self._views[info.key] = view
             self._views.move_to_end(info.key)
             while len(self._views) > self.cache_size:
                 self._views.popitem(last=False)
+            self._uploads[info.key] = (path, size)
+            self._uploads.move_to_end(info.key)
+            evicted = self._evict_uploads(keep=info.key)
         if info.summary is None:
             info.summary = _summarize(view.timeline)
-        return info
+        return UploadResult(info, evicted)
+
+    def _too_big(self, name: str, size: int) -> UsageError:
+        return UsageError(
+            name,
+            f"{_fmt_size(size)} is over the upload limit of {_fmt_size(self.max_upload_bytes)}; "
+            f"open it with `tracer dashboard {name}` instead",
+        )
+
+    def _write_upload(self, name: str, data: bytes) -> Path:
+        """Write the upload to its own folder (named by its content); any failure is a one-line error."""
+        folder = self.upload_dir / hashlib.sha1(data).hexdigest()[:12]
+        path = folder / upload_filename(name)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        except OSError as exc:
+            _remove_upload(path)
+            raise UsageError(name, f"cannot store the upload: {exc.strerror or exc}") from None
+        return path
+
+    def _evict_uploads(self, keep: str) -> list[str]:
+        """Remove the oldest uploads (never ``keep``) until both bounds hold; their names. Holds the lock."""
+        evicted: list[str] = []
+        while len(self._uploads) > 1 and (
+            len(self._uploads) > self.max_uploads
+            or sum(n for _, n in self._uploads.values()) > self.max_kept_upload_bytes
+        ):
+            key = next(k for k in self._uploads if k != keep)
+            path, _ = self._uploads.pop(key)
+            info = self._runs.pop(key)
+            self._by_path.pop(path.resolve(), None)
+            self._views.pop(key, None)
+            self._key_locks.pop(key, None)
+            _remove_upload(path)
+            evicted.append(info.name)
+        return evicted
 
     @property
     def upload_dir(self) -> Path:
         if self._upload_dir is None:
             self._upload_dir = Path(tempfile.mkdtemp(prefix="tracer-dashboard-uploads-"))
+            self._own_upload_dir = True
         return self._upload_dir
+
+    def close(self) -> None:
+        """Remove every upload from disk (the whole temporary folder, when the store made it). Safe twice;
+        the serving command calls it on every way out (Ctrl-C, SIGTERM, exit)."""
+        with self._lock:
+            for key, (path, _) in list(self._uploads.items()):
+                _remove_upload(path)
+                self._runs.pop(key, None)
+                self._views.pop(key, None)
+            self._uploads.clear()
+            if self._own_upload_dir and self._upload_dir is not None:
+                shutil.rmtree(self._upload_dir, ignore_errors=True)
+                self._upload_dir, self._own_upload_dir = None, False
+
+
+def _remove_upload(path: Path) -> None:
+    """Remove an upload's file and its folder, if that is now empty (the same trace may be kept under
+    another name beside it)."""
+    try:
+        path.unlink(missing_ok=True)
+        path.parent.rmdir()
+    except OSError:
+        pass
+
+
+#: How much of a gzip upload :func:`refuse_bombs` inflates: past the floor of the parser's ratio check.
+BOMB_CHECK_BYTES = GZIP_RATIO_FLOOR + 8 * 1024 * 1024
+
+
+def refuse_bombs(name: str, data: bytes) -> None:
+    """Inflate the start of a gzip upload and throw it away, so that a decompression bomb is refused (by
+    :func:`tracer.parsers.iter_inflated`'s ratio check) holding one block of memory, not the 64 MB the
+    parser gathers before the check can trip. Costs a legitimate trace ~0.1 s."""
+    if data[:2] != GZIP_MAGIC:
+        return
+    produced = 0
+    for block in iter_inflated(Path(name), data):
+        produced += len(block)
+        if produced > BOMB_CHECK_BYTES:
+            return
+
+
+def _fmt_size(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 1e6 else f"{n / 1e3:,.0f} kB"
 
 
 def _size(p: Path) -> int:

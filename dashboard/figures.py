@@ -13,6 +13,7 @@ per block, carried by one invisible marker trace.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -71,12 +72,18 @@ def clamp_window(view: TimelineView, window: Window | None) -> Window:
     """``window`` kept inside the run (a little beyond is fine: users pan past the ends) and at least 1 µs."""
     if window is None:
         return full_window(view)
+    return clamp_span(view.span_ns, window)
+
+
+def clamp_span(span_ns: int, window: Window) -> Window:
+    """``window`` with both ends inside ``[-span, 2 span]`` and at least 1 µs wide: any window a request
+    asks for (1e300 ms included) becomes one whose nanoseconds fit int64."""
     lo, hi = int(window[0]), int(window[1])
     if hi < lo:
         lo, hi = hi, lo
-    span = max(view.span_ns, 1)
-    lo = max(lo, -span)
-    hi = min(hi, 2 * span)
+    span = max(int(span_ns), 1)
+    lo = min(max(lo, -span), 2 * span)
+    hi = min(max(hi, -span), 2 * span)
     if hi - lo < 1000:
         mid = (lo + hi) // 2
         lo, hi = mid - 500, mid + 500
@@ -139,7 +146,7 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
             what = f"{kinds[j]} {copy_kinds[j]}".strip()
             lines = [
                 f"<b>{_escape(name)}</b>",
-                f"{what} · {where}",
+                _escape(f"{what} · {where}"),
                 f"start {starts[j] / 1e6:.4f} ms · duration {fmt_duration(durs[j])}",
             ]
             if not np.isnan(nbytes[j]):
@@ -174,7 +181,9 @@ def _darker(color: str, f: float = 0.6) -> str:
 
 
 def _escape(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Text from a trace made inert for Plotly, which renders a subset of HTML (links, styled spans) in
+    labels, hover texts and annotations: a thread named ``<a href=...>`` must not become a link."""
+    return html.escape(str(s), quote=False)
 
 
 def lane_traces(
@@ -462,7 +471,7 @@ def _yaxis(rows: list[Row]) -> dict[str, Any]:
     n = len(rows)
     return dict(
         tickvals=list(range(n)),
-        ticktext=[r.label for r in rows],
+        ticktext=[_escape(r.label) for r in rows],  # thread names come from the trace
         range=[n - 0.5, -0.5],
         fixedrange=True,
         showgrid=False,
@@ -562,7 +571,7 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         go.Heatmap(
             z=z,
             x=x,
-            y=labels,  # category axis: the hover names the lane in full without a label per cell
+            y=[_escape(label) for label in labels],  # category axis: the hover names the lane in full
             colorscale=[[0, "#ffffff"], [0.02, "#e3eef8"], [1, "#08306b"]],
             zmin=0,
             zmax=1,
@@ -583,8 +592,8 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         yaxis=dict(
             autorange="reversed",
             fixedrange=True,
-            tickvals=labels,
-            ticktext=[short_lane_label(label) for label in labels],
+            tickvals=[_escape(label) for label in labels],
+            ticktext=[_escape(short_lane_label(label)) for label in labels],  # cut first: no half entity
             tickfont=dict(size=9),
             ticks="",
             automargin=True,

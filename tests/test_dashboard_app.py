@@ -267,7 +267,8 @@ def test_upload_of_a_trace_registers_it_and_navigates_to_it(tmp_path):
     "raw, message",
     [
         (b"this is not a trace", "unrecognised content"),
-        (gzip.compress(b'{"traceEvents": [')[:-8], "damaged gzip file"),
+        # (the upload's bomb check inflates it first: it finds the end missing)
+        (gzip.compress(b'{"traceEvents": [')[:-8], "truncated gzip file"),
         (b"", "empty file"),
     ],
     ids=["not-a-trace", "cut-gzip", "empty"],

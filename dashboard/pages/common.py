@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ from dash import html
 
 from dashboard.data import (
     RunInfo,
+    quoted,
     backend_text,
     device_text,
     params_text,
@@ -21,6 +23,7 @@ from dashboard.figures import Window
 from dashboard.model import TimelineView
 from tracer.analysis.lanes import host_thread_stats
 from tracer.analysis.overlap import DeviceOverlap
+from tracer.errors import TracerError, UsageError
 
 #: Where the speedups on the pages come from, said once for every label and tooltip.
 SPEEDUP_SOURCE = (
@@ -256,27 +259,86 @@ def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
     return html.Div([html.H2(info.name), *facts], className="heading")
 
 
-def window_from_relayout(data: dict[str, Any] | None, axis: str = "xaxis") -> Window | str | None:
-    """The x window (ns) a plotly relayout event asks for; "full" for autorange; None if it has none."""
+def window_from_relayout(data: Any, axis: str = "xaxis") -> Window | str | None:
+    """The x window (ns) a plotly relayout event asks for; "full" for autorange; None if it names none.
+
+    Raises :class:`UsageError` for a range that is not two finite numbers (``inf``, NaN, ``1e308``, text):
+    the page says so instead of a 500."""
     if not data:
         return None
+    if not isinstance(data, dict):
+        raise UsageError("zoom", f"expected the chart's relayout data, got {quoted(type(data).__name__)}")
     if data.get(f"{axis}.autorange"):
         return "full"
     lo = data.get(f"{axis}.range[0]")
     hi = data.get(f"{axis}.range[1]")
-    if lo is None and isinstance(data.get(f"{axis}.range"), list):
+    if lo is None and isinstance(data.get(f"{axis}.range"), list) and len(data[f"{axis}.range"]) >= 2:
         lo, hi = data[f"{axis}.range"][:2]
     if lo is None or hi is None:
         return None
+    return window_from_ms(lo, hi)
+
+
+def window_from_ms(lo: Any, hi: Any) -> Window:
+    """An x range in ms (what Plotly sends) as a window in ns; :class:`UsageError` unless both ends are
+    finite numbers that stay finite in ns."""
     try:
-        return round(float(lo) * 1e6), round(float(hi) * 1e6)
+        lo_ns, hi_ns = float(lo) * 1e6, float(hi) * 1e6
     except (TypeError, ValueError):
+        lo_ns = hi_ns = math.nan
+    if not (math.isfinite(lo_ns) and math.isfinite(hi_ns)):
+        raise UsageError("zoom", f"the x range asked for is not two finite numbers of ms: {quoted([lo, hi])}")
+    return round(lo_ns), round(hi_ns)
+
+
+def window_from_state(value: Any) -> Window | None:
+    """The window a page's state store holds (``[lo, hi]`` in ns); None when it holds none or garbage (a
+    request may send anything there: the page then falls back to the whole run)."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
         return None
+    try:
+        return window_from_ms(value[0] / 1e6, value[1] / 1e6)
+    except (TypeError, UsageError):
+        return None
+
+
+def lanes_from_request(lanes: Any) -> list[str] | None:
+    """The lane filter's value: None (all) or lane keys; :class:`UsageError` for anything else."""
+    if lanes is None:
+        return None
+    if not isinstance(lanes, list) or not all(isinstance(k, str) for k in lanes):
+        raise UsageError("lanes", "expected a list of lane names")
+    return lanes
+
+
+def alert(text: str) -> Any:
+    """A one-line error message for the page."""
+    return html.Span(text, className="error-text", role="alert")
+
+
+def error_message(exc: Exception) -> str:
+    """One line saying what went wrong with a request: a :class:`TracerError`'s own words, else the kind of
+    failure (never a traceback: requests can send anything, and the log must not fill with them)."""
+    if isinstance(exc, TracerError):
+        return quoted(str(exc), 300)
+    return f"This request could not be answered ({type(exc).__name__}: {quoted(exc, 200)})."
+
+
+def on_error(fallback: Callable[[str], Any]) -> Callable[[Exception], Any]:
+    """A Dash ``on_error`` handler: whatever a callback raises becomes ``fallback(message)`` — the outputs
+    that say so on the page — instead of an HTTP 500 with a traceback in the log."""
+
+    def handle(exc: Exception) -> Any:
+        return fallback(error_message(exc))
+
+    return handle
 
 
 def plot_width(viewport: dict[str, Any] | None) -> int:
     """Pixels of the plotting area, from the browser's width less the lane labels and the page margins."""
-    width = (viewport or {}).get("width") or 1500
+    width = viewport.get("width") if isinstance(viewport, dict) else None
+    if not isinstance(width, (int, float)) or not math.isfinite(width):
+        width = 1500  # not said yet, or nonsense from a request
     return int(max(400, min(width - 330, 4000)))
 
 

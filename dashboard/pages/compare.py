@@ -9,16 +9,20 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.data import RunStore
-from dashboard.figures import compare_figure
+from dashboard.figures import clamp_span, compare_figure
 from dashboard.pages.common import (
     GRAPH_CONFIG,
+    alert,
     device_cards,
+    error_message,
+    on_error,
     plot_width,
     run_heading,
     window_from_relayout,
+    window_from_state,
     window_text,
 )
-from tracer.errors import TracerError
+from tracer.errors import TracerError, UsageError
 
 
 def _full(views) -> tuple[int, int]:
@@ -71,17 +75,40 @@ def status_text(fig: Any) -> str:
 
 def update(
     store: RunStore,
-    state: dict[str, Any],
-    trigger: str | None,
-    relayout: dict[str, Any] | None,
-    viewport: dict[str, Any] | None,
+    state: Any,
+    trigger: Any,
+    relayout: Any,
+    viewport: Any,
 ) -> tuple[Any, Any, Any]:
-    """(figure, status, state) for a zoom on either run or the reset button."""
-    keys = state["runs"]
+    """(figure, status, state) for a zoom on either run or the reset button. An unknown run or a zoom to
+    no window (``inf``, NaN, text) is a message in the status line, never an HTTP 500."""
+    try:
+        return _update(store, state, trigger, relayout, viewport)
+    except TracerError as exc:
+        return failed(error_message(exc))
+
+
+def failed(message: str) -> tuple[Any, Any, Any]:
+    """The callback's outputs when a request could not be answered: the message in the status line."""
+    return no_update, alert(message), no_update
+
+
+def runs_of_state(state: Any) -> list[str]:
+    """The two run keys the page's state store names; :class:`UsageError` otherwise."""
+    keys = state.get("runs") if isinstance(state, dict) else None
+    if not isinstance(keys, list) or len(keys) != 2 or not all(isinstance(k, str) and k for k in keys):
+        raise UsageError("compare", "the page's state names no two runs; tick two on the runs page again")
+    return keys
+
+
+def _update(store: RunStore, state: Any, trigger: Any, relayout: Any, viewport: Any) -> tuple[Any, Any, Any]:
+    keys = runs_of_state(state)
+    infos = [store.get(k) for k in keys]
     views = [store.view(k) for k in keys]
-    window = tuple(state.get("window") or _full(views))
+    full = _full(views)
+    window = window_from_state(state.get("window")) or full
     if trigger == ids.CMP_RESET:
-        window = _full(views)
+        window = full
     else:
         asked = None
         for axis in ("xaxis", "xaxis2"):
@@ -90,9 +117,9 @@ def update(
                 break
         if asked is None:
             return no_update, no_update, no_update
-        window = _full(views) if asked == "full" else asked
-    names = [store.get(k).name for k in keys]
-    fig = compare_figure(views, names, window, width_px=plot_width(viewport))
+        window = full if asked == "full" else asked
+    window = clamp_span(full[1], window)
+    fig = compare_figure(views, [i.name for i in infos], window, width_px=plot_width(viewport))
     return fig, status_text(fig), {"runs": keys, "window": [int(window[0]), int(window[1])]}
 
 
@@ -106,6 +133,7 @@ def register(app: Dash, store: RunStore) -> None:
         State(ids.CMP_STATE, "data"),
         State(ids.VIEWPORT, "data"),
         prevent_initial_call=True,
+        on_error=on_error(failed),  # anything update() did not foresee: still a message, not a 500
     )
-    def _update(relayout, _reset, state, viewport):
+    def _callback(relayout, _reset, state, viewport):
         return update(store, state, ctx.triggered_id, relayout, viewport)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from dash import ALL, Dash, Input, Output, State, ctx, dcc, html
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from dashboard import ids
 from dashboard.data import (
@@ -19,7 +19,7 @@ from dashboard.data import (
     speedups,
     variant_text,
 )
-from dashboard.pages.common import SPEEDUP_SOURCE, speedup_text
+from dashboard.pages.common import SPEEDUP_SOURCE, alert, on_error, speedup_text
 
 #: (column id, header, numeric?) in display order.
 COLUMNS: tuple[tuple[str, str, bool], ...] = (
@@ -247,6 +247,7 @@ def register(app: Dash, store: RunStore) -> None:
         Input({"type": ids.RUNS_SORT_BUTTON, "col": ALL}, "n_clicks"),
         State(ids.RUNS_SORT, "data"),
         prevent_initial_call=True,
+        on_error=on_error(lambda _message: no_update),  # only a forged request gets here: keep the order
     )
     def _sort(clicks, sort):
         trig = ctx.triggered_id
@@ -263,6 +264,7 @@ def register(app: Dash, store: RunStore) -> None:
         Input(ids.RUNS_SORT, "data"),
         State(ids.RUNS_PICKED, "data"),
         prevent_initial_call=True,
+        on_error=on_error(alert),
     )
     def _table(text, sort, picked):
         return render_table(filter_sort(table_rows(store), text, sort), sort, picked or [])
@@ -275,6 +277,7 @@ def register(app: Dash, store: RunStore) -> None:
         Input({"type": ids.RUNS_PICK, "run": ALL}, "value"),
         State(ids.RUNS_PICKED, "data"),
         prevent_initial_call=True,
+        on_error=on_error(lambda message: (no_update, no_update, no_update, alert(message))),
     )
     def _pick(values, previous):
         shown = [item["id"]["run"] for item in ctx.inputs_list[0]]

@@ -36,13 +36,19 @@ from dashboard.figures import (
 from dashboard.model import TimelineView
 from dashboard.pages.common import (
     GRAPH_CONFIG,
+    alert,
     device_cards,
+    error_message,
+    lanes_from_request,
+    on_error,
     plot_width,
     run_heading,
+    window_from_ms,
     window_from_relayout,
+    window_from_state,
     window_text,  # the status line's one unit
 )
-from tracer.errors import TracerError
+from tracer.errors import TracerError, UsageError
 
 
 def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = None) -> Any:
@@ -147,16 +153,20 @@ function(relayout, selected, reset) {
 """ % {"reset": ids.TL_RESET, "minimap": ids.TL_MINIMAP}
 
 
-def wanted_window(view: TimelineView, want: dict[str, Any] | None, current: Window) -> Window:
+def wanted_window(view: TimelineView, want: Any, current: Window) -> Window:
     """The window a ``TL_WANT`` value asks for: the whole run, an x range from a zoom or from the overview
-    strip; ``current`` when it names none."""
+    strip; ``current`` when it names none. :class:`UsageError` for a range that is not finite numbers."""
     if not want:  # nothing asked yet: the page's first window
         return current
+    if not isinstance(want, dict):
+        raise UsageError("zoom", "expected a window request")
     if "whole" in want:
         return full_window(view)
     if "range_ms" in want:
-        lo, hi = want["range_ms"]
-        asked: Window | str | None = (round(float(lo) * 1e6), round(float(hi) * 1e6))
+        pair = want["range_ms"]
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise UsageError("zoom", "expected an x range of two numbers of ms")
+        asked: Window | str | None = window_from_ms(*pair)
     else:
         asked = window_from_relayout(want.get("relayout"))
     if asked is None:
@@ -164,38 +174,69 @@ def wanted_window(view: TimelineView, want: dict[str, Any] | None, current: Wind
     return full_window(view) if asked == "full" else clamp_window(view, asked)
 
 
-def clicked_src(click: dict[str, Any] | None) -> int | None:
+def clicked_src(click: Any) -> int | None:
     """The events row behind the last clicked point (its customdata), if any."""
-    points = (click or {}).get("points") or []
-    src = points[0].get("customdata") if points else None
-    return int(src) if isinstance(src, (int, float)) and src >= 0 else None
+    points = click.get("points") if isinstance(click, dict) else None
+    point = points[0] if isinstance(points, list) and points else None
+    src = point.get("customdata") if isinstance(point, dict) else None
+    if isinstance(src, bool) or not isinstance(src, (int, float)) or not 0 <= src < 2**62:
+        return None  # nothing clicked, or nonsense (inf, NaN, text) from a request
+    return int(src)
+
+
+def run_of_state(state: Any) -> str:
+    """The run key a page's state store names; :class:`UsageError` when it holds none."""
+    key = state.get("run") if isinstance(state, dict) else None
+    if not isinstance(key, str) or not key:
+        raise UsageError("timeline", "the page's state names no run; open the run again from the runs page")
+    return key
 
 
 def update(
     store: RunStore,
-    state: dict[str, Any],
-    want: dict[str, Any] | None,
-    lanes: list[str] | None,
-    click: dict[str, Any] | None,
-    viewport: dict[str, Any] | None,
+    state: Any,
+    want: Any,
+    lanes: Any,
+    click: Any,
+    viewport: Any,
 ) -> tuple[Any, Any, Any, Any, Any]:
     """The page's server callback, as a plain function: (figure, minimap patch, status, launch text, state).
 
     A pure function of what is asked — the window (``want``, a ``TL_WANT`` value), the lanes and the last
-    click — not of which of them changed (see the module's docstring for why).
+    click — not of which of them changed (see the module's docstring for why). Whatever a request sends, an
+    unknown run or a window that is no window is a message in the status line, never an HTTP 500.
     """
+    try:
+        return _update(store, state, want, lanes_from_request(lanes), click, viewport)
+    except TracerError as exc:
+        return failed(error_message(exc))
+
+
+def failed(message: str) -> tuple[Any, Any, Any, Any, Any]:
+    """The callback's outputs when a request could not be answered: the message in the status line."""
+    return no_update, no_update, alert(message), no_update, no_update
+
+
+def _update(
+    store: RunStore,
+    state: Any,
+    want: Any,
+    lanes: list[str] | None,
+    click: Any,
+    viewport: Any,
+) -> tuple[Any, Any, Any, Any, Any]:
     from dashboard.figures import launch_of
 
-    key = state["run"]
+    key = run_of_state(state)
     view = store.view(key)
-    if want is None and clicked_src(click) is None and (lanes is None or lanes == [k for k, _ in view.lanes]):
+    src = clicked_src(click)
+    if want is None and src is None and (lanes is None or lanes == [k for k, _ in view.lanes]):
         # Nothing asked yet: the page as its layout drew it. Dash calls this once when the page appears
         # (TL_WANT is another callback's output, so prevent_initial_call does not hold it back); a redraw
         # here would replace the figure just drawn, under the user's first click.
         return no_update, no_update, no_update, no_update, no_update
-    current = tuple(state.get("window") or full_window(view))
-    window = wanted_window(view, want, current)  # type: ignore[arg-type]
-    src = clicked_src(click)
+    current = window_from_state(state.get("window")) or full_window(view)
+    window = wanted_window(view, want, current)
     link = launch_of(view, src) if src is not None else None
     highlight = src if link else None
     fig = timeline_figure(
@@ -232,6 +273,7 @@ def register(app: Dash, store: RunStore) -> None:
         State(ids.TL_STATE, "data"),
         State(ids.VIEWPORT, "data"),
         prevent_initial_call=True,
+        on_error=on_error(failed),  # anything update() did not foresee: still a message, not a 500
     )
     def _update(want, lanes, click, state, viewport):
         return update(store, state, want, lanes, click, viewport)

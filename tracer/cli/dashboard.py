@@ -2,14 +2,18 @@
 
 It is served by waitress, a small pure-Python production WSGI server, rather than Flask's development server:
 no "do not use in production" warning and no line per request. ``--verbose`` logs each request,
-``--debug`` runs Dash's development server (reloader, error overlay) instead.
+``--debug`` runs Dash's development server (reloader, error overlay) instead. Uploads live in a temporary
+folder that is removed on every way out: Ctrl-C, SIGTERM, a normal exit.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import logging
+import signal
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -58,10 +62,21 @@ def dashboard(
         if not p.exists():
             raise InputNotFoundError(p, "no such file or directory")
 
-    from dashboard.app import create_app
     from dashboard.data import RunStore
 
     store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1024 * 1024)
+    atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
+    with stop_on_sigterm():
+        try:
+            _serve(store, paths, host, port, debug=debug, verbose=verbose)
+        finally:
+            store.close()
+
+
+def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool) -> None:
+    """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM."""
+    from dashboard.app import create_app
+
     first = store.initial_run
     if first is not None:
         typer.echo(f"loading {paths[0]} ...", err=True)
@@ -76,7 +91,26 @@ def dashboard(
     typer.echo(
         f"tracer dashboard: {len(store.runs())} run(s) at {server_url(server)}  (Ctrl-C to stop)", err=True
     )
-    server.run()  # returns on Ctrl-C: waitress catches KeyboardInterrupt and closes its sockets
+    server.run()  # returns on Ctrl-C and SIGTERM: waitress catches KeyboardInterrupt and closes its sockets
+
+
+@contextlib.contextmanager
+def stop_on_sigterm() -> Iterator[None]:
+    """While inside, SIGTERM stops the server as Ctrl-C does (a KeyboardInterrupt in the main thread), so
+    the same clean-up runs: Python's default for SIGTERM is to die at once, leaving the uploads behind."""
+
+    def interrupt(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (an embedding caller): leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def server_url(server: Any) -> str:
@@ -106,6 +140,8 @@ def make_server(
     """
     from waitress.server import create_server
 
+    from dashboard.data import request_limit_bytes
+
     logger = logging.getLogger("waitress")
     if verbose:
         logger.setLevel(logging.INFO)
@@ -121,8 +157,8 @@ def make_server(
             host=host,
             port=port,
             threads=8,  # a page load asks for a dozen assets and callbacks at once
-            # uploads arrive base64-encoded inside JSON: 4/3 of the file and a little more
-            max_request_body_size=max(1 << 30, max_upload_bytes * 3 // 2),
+            # refused from the Content-Length header, before the body is read or buffered (413)
+            max_request_body_size=request_limit_bytes(max_upload_bytes),
             ident="tracer",
         )
     except OSError as exc:

@@ -1,0 +1,490 @@
+"""Hostile and broken input to the dashboard: oversize requests, decompression bombs, forged callback
+requests, HTML in trace names, uploads piling up. Requests go through Flask's test client to Dash's own
+endpoint, so what is checked is what a client gets: a status, a message on the page, nothing in the log,
+no server state kept."""
+
+from __future__ import annotations
+
+import base64
+import gc
+import gzip
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import dash
+import pytest
+
+from dashboard import ids
+from dashboard.app import create_app, upload
+from dashboard.data import RunStore, request_limit_bytes, upload_filename
+from dashboard.figures import compare_figure, minimap_figure, timeline_figure
+from dashboard.model import prepare
+from dashboard.pages import compare, timeline
+from tracer.parsers import load_trace
+
+DATA = Path(__file__).parent / "data"
+SIDE = DATA / "copy_side_stream.json.gz"
+SAME = DATA / "copy_nonblocking_same_stream.json.gz"
+RUN = "copy_side_stream"
+HOSTILE = '<a href="http://x">click</a><span style="font-size:80px;color:red">X</span>'
+
+
+def _store(*paths: Path, **kw: Any) -> RunStore:
+    kw.setdefault("examples", False)
+    kw.setdefault("runs_dir", None)
+    return RunStore(list(paths), **kw)
+
+
+def _data_url(raw: bytes) -> str:
+    return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+class DashClient:
+    """Posts callback requests to an app's ``/_dash-update-component``, as the browser's renderer does."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.client = app.server.test_client()
+        assert self.client.get("/_dash-layout").status_code == 200  # Dash sets itself up on a first request
+
+    def body(self, prefix: str, values: list[Any]) -> dict[str, Any]:
+        """The request for the callback whose first output starts with ``prefix``, given its inputs' and
+        states' values in order."""
+        key = next(k for k in self.app.callback_map if k.lstrip(".").startswith(prefix) and "@" not in k)
+        spec = self.app.callback_map[key]
+        outputs = [o.rsplit(".", 1) for o in key.strip(".").split("...")]
+        args = spec["inputs"] + spec["state"]
+        assert len(values) == len(args)
+        filled = [{**a, "value": v} for a, v in zip(args, values)]
+        targets = [{"id": i, "property": p} for i, p in outputs]
+        return {
+            "output": key,
+            "outputs": targets if key.startswith("..") else targets[0],  # one output: an object, not a list
+            "inputs": filled[: len(spec["inputs"])],
+            "state": filled[len(spec["inputs"]) :],
+            "changedPropIds": [f"{args[0]['id']}.{args[0]['property']}"],
+        }
+
+    def post(self, output_prefix: str, values: list[Any]) -> Any:
+        return self.client.post("/_dash-update-component", json=self.body(output_prefix, values))
+
+
+def _status_text(resp: Any, component: str) -> str:
+    """The text the response puts into ``component``'s children (a message), or ""."""
+    children = (resp.get_json() or {}).get("response", {}).get(component, {}).get("children")
+    return json.dumps(children)
+
+
+@pytest.fixture
+def quiet_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    """Fails the test if anything (Flask's "Exception on ..." traceback, say) is logged at WARNING+."""
+    caplog.set_level(logging.WARNING)
+    yield caplog
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+# ----- 1. size caps: refused before the request is read
+
+
+class _Unreadable:
+    """A request body that must not be read."""
+
+    def read(self, *_: Any) -> bytes:
+        raise AssertionError("the oversize request body was read")
+
+    readline = read
+
+
+def test_an_oversize_request_is_refused_with_413_before_its_body_is_read(quiet_log):
+    app = create_app(store=_store(max_upload_bytes=1000))
+    limit = request_limit_bytes(1000)
+    resp = app.server.test_client().post(
+        "/_dash-update-component",
+        environ_overrides={"wsgi.input": _Unreadable(), "CONTENT_LENGTH": str(limit + 1)},
+        content_type="application/json",
+    )
+    assert resp.status_code == 413
+    assert resp.get_data(as_text=True) == (
+        "Request over the limit of 1 MB (tracer dashboard --max-upload-mb).\n"
+    )
+    assert app.server.config["MAX_CONTENT_LENGTH"] == limit
+
+
+def test_waitress_refuses_the_same_requests_from_their_header():
+    from tracer.cli.dashboard import make_server
+
+    server = make_server(lambda e, s: [], "127.0.0.1", 0, max_upload_bytes=200 * 1024 * 1024)
+    try:
+        assert server.adj.max_request_body_size == request_limit_bytes(200 * 1024 * 1024)
+    finally:
+        server.close()
+
+
+def test_an_upload_over_the_limit_is_refused_before_it_is_decoded(tmp_path):
+    store = _store(upload_dir=tmp_path, max_upload_bytes=1000)
+    banner, path, _ = upload(store, "data:;base64," + "!" * 4000, "big.json")  # not even valid base64
+    assert "big.json: 3 kB is over the upload limit of 1 kB" in str(banner)
+    assert path is dash.no_update and list(tmp_path.iterdir()) == []
+
+
+def _bomb(kind: str) -> tuple[bytes, str]:
+    """A gzip upload that inflates to 10 GiB: 640 copies of one member of 16 MiB (~16 kB compressed)."""
+    def member(raw: bytes) -> bytes:
+        return gzip.compress(raw, compresslevel=9, mtime=0)
+
+    if kind == "json":  # a Kineto trace of whitespace
+        return member(b'{"traceEvents": [') + member(b" " * (16 << 20)) * 640 + member(b"]}"), "bomb.json.gz"
+    # an nsys export of zeros
+    return member(b"SQLite format 3\x00") + member(b"\x00" * (16 << 20)) * 640, "bomb.sqlite.gz"
+
+
+#: Runs in a fresh process: its peak RSS is the upload's, not whatever earlier tests left in this one.
+_BOMB_CODE = r"""
+import json, resource, sys, time
+from pathlib import Path
+from dashboard.app import upload
+from dashboard.data import RunStore
+
+contents = Path(sys.argv[1]).read_text()  # the data URL, as the request brings it
+store = RunStore([], examples=False, runs_dir=None, upload_dir=Path(sys.argv[2]))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+t = time.perf_counter()
+banner, path, search = upload(store, contents, sys.argv[3])
+seconds = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"seconds": seconds, "peak_rss": peak, "before_rss": before, "banner": str(banner),
+                  "runs": len(store.runs())}))
+"""
+
+
+@pytest.mark.parametrize("kind", ["json", "sqlite"])
+def test_a_decompression_bomb_upload_is_refused_fast_in_little_memory(tmp_path, kind):
+    """A 10 GiB-inflating .json.gz / .sqlite.gz upload, through the upload callback: one line on the page in
+    under 2 s, peak RSS of the whole process under 300 MB."""
+    bomb, name = _bomb(kind)
+    url_file = tmp_path / "upload.txt"
+    url_file.write_text(_data_url(bomb))
+    uploads = tmp_path / "uploads"
+    uploads.mkdir()
+    proc = subprocess.run(
+        [sys.executable, "-c", _BOMB_CODE, str(url_file), str(uploads), name],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    print(kind, f"{len(bomb) / 1e6:.1f} MB compressed", {k: v for k, v in out.items() if k != "banner"})
+    assert "Could not open the upload" in out["banner"] and "decompression bomb" in out["banner"]
+    assert out["seconds"] < 2.0
+    assert out["peak_rss"] < 300e6
+    assert out["runs"] == 0
+    assert list(uploads.iterdir()) == []  # the failed upload's folder went with it
+
+
+# ----- 2. requests naming no run keep no state
+
+
+def _rss_bytes() -> int:
+    gc.collect()
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc")
+def test_requests_naming_unknown_runs_leave_memory_flat_and_log_nothing(quiet_log):
+    store = _store(SIDE)
+    client = DashClient(create_app(store=store))
+    locks, views = dict(store._key_locks), dict(store._views)
+
+    def hit(i: int) -> None:
+        state = {"run": f"{i:08d}" + "x" * 100_000, "window": None, "highlight": None}
+        resp = client.post("timeline-graph", [{"whole": 1}, None, None, state, None])
+        assert resp.status_code == 200
+        assert "no such run in this dashboard" in _status_text(resp, ids.TL_STATUS)
+        assert len(resp.get_data()) < 2000  # the key is quoted, cut: not echoed back in full
+
+    for i in range(100):  # warm up: allocator arenas, Dash's first requests
+        hit(i)
+    before = _rss_bytes()
+    for i in range(100, 1100):
+        hit(i)
+    after = _rss_bytes()
+    print(f"RSS before {before / 1e6:.1f} MB, after 1,000 requests {after / 1e6:.1f} MB")
+    assert after - before < 20e6
+    assert store._key_locks == locks and store._views.keys() == views.keys()
+    assert [r.key for r in store.runs()] == [RUN]
+
+
+def test_an_unknown_run_is_a_message_on_each_page_and_records_nothing():
+    store = _store(SIDE)
+    unknown = "nope" * 50
+    for page in (timeline.layout(store, unknown), compare.layout(store, [RUN, unknown])):
+        assert "no such run in this dashboard" in str(page) and unknown not in str(page)
+    state = {"runs": [RUN, unknown], "window": None}
+    out = compare.update(store, state, None, {"xaxis.autorange": True}, None)
+    assert "no such run" in str(out[1]) and out[0] is out[2]  # no_update
+    assert list(store._key_locks) == [] and [r.key for r in store.runs()] == [RUN]
+
+
+# ----- 3. HTML from a trace is shown, never rendered
+
+
+def _hostile_view():
+    timeline_ = load_trace(SIDE, cache=False)
+    timeline_.meta.thread_names = {k: HOSTILE for k in timeline_.meta.thread_names} or {"424:424": HOSTILE}
+    ev = timeline_.events
+    ev["name"] = ev["name"].cat.add_categories([HOSTILE])
+    ev.loc[ev["kind"].isin(["range", "cpu_op"]), "name"] = HOSTILE  # names on bars, hover texts
+    return prepare(timeline_)
+
+
+def _strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _strings(v)]
+    if isinstance(obj, (list, tuple)):
+        return [s for v in obj for s in _strings(v)]
+    if hasattr(obj, "tolist"):
+        return _strings(obj.tolist())
+    return []
+
+
+def test_html_in_thread_and_range_names_is_escaped_in_every_figure():
+    view = _hostile_view()
+    assert any(HOSTILE in r.label for r in view.rows)
+    figures = [
+        timeline_figure(view, (0, view.span_ns), width_px=4000),
+        minimap_figure(view),
+        compare_figure([view, view], [HOSTILE, "other"]),
+    ]
+    for fig in figures:
+        texts = _strings(fig.to_plotly_json())
+        assert not [t for t in texts if re.search(r"<(a|span)\b", t, re.I)]
+    ticks = figures[0].layout.yaxis.ticktext
+    assert any("&lt;a href=\"http://x\"&gt;click&lt;/a&gt;&lt;span" in t for t in ticks)
+    assert any("&lt;a" in t for t in figures[1].data[0].y)  # the minimap's lanes, named in its hover
+
+
+# ----- 5. forged and odd requests: a message, never a 500
+
+
+@pytest.mark.parametrize(
+    "name", ["..", ".", "x" * 300 + ".json.gz", "../../etc/passwd", "a\x00b.json.gz", ""], ids=repr
+)
+def test_upload_names_that_are_no_file_names_still_open(tmp_path, quiet_log, name):
+    store = _store(upload_dir=tmp_path)
+    client = DashClient(create_app(store=store))
+    resp = client.post("upload-status", [_data_url(SIDE.read_bytes()), name])
+    assert resp.status_code == 200
+    assert "Opened" in _status_text(resp, ids.UPLOAD_STATUS)
+    (kept,) = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert kept.parent.parent == tmp_path and len(kept.name) <= 100
+
+
+def test_upload_filename():
+    assert upload_filename("..") == "upload"
+    assert upload_filename(".hidden.json") == "hidden.json"
+    long = upload_filename("x" * 300 + ".nsys-rep")
+    assert len(long) == 100 and long.endswith(".nsys-rep")
+
+
+@pytest.mark.parametrize(
+    "want, message",
+    [
+        ({"relayout": {"xaxis.range[0]": float("inf"), "xaxis.range[1]": 3}}, "not two finite numbers"),
+        ({"relayout": {"xaxis.range[0]": float("nan"), "xaxis.range[1]": 3}}, "not two finite numbers"),
+        ({"relayout": {"xaxis.range[0]": 1e308, "xaxis.range[1]": 3}}, "not two finite numbers"),
+        ({"relayout": {"xaxis.range[0]": "inf", "xaxis.range[1]": "x"}}, "not two finite numbers"),
+        ({"range_ms": ["-Infinity", 5]}, "not two finite numbers"),
+        ({"range_ms": "abc"}, "expected an x range"),
+        ({"relayout": "abc"}, "expected the chart's relayout data"),
+        ("abc", "expected a window request"),
+    ],
+    ids=["inf", "nan", "1e308", "text", "range-inf", "range-text", "relayout-text", "want-text"],
+)
+def test_a_zoom_to_no_window_is_a_message_in_the_status_line(quiet_log, want, message):
+    store = _store(SIDE)
+    client = DashClient(create_app(store=store))
+    state = {"run": RUN, "window": None, "highlight": None}
+    resp = client.post("timeline-graph", [want, None, None, state, None])
+    assert resp.status_code == 200
+    assert message in _status_text(resp, ids.TL_STATUS)
+    assert set(resp.get_json()["response"]) == {ids.TL_STATUS}  # the chart stays as it was
+
+
+@pytest.mark.parametrize(
+    "state",
+    ["abc", {"run": RUN, "window": "abc"}, {"run": RUN, "window": [1e300, float("inf")]}, {"run": 3}, None],
+    ids=["state-text", "window-text", "window-inf", "run-number", "none"],
+)
+def test_a_forged_page_state_is_a_message_or_the_whole_run(quiet_log, state):
+    store = _store(SIDE)
+    client = DashClient(create_app(store=store))
+    click = {"points": [{"customdata": 1e300}]}
+    resp = client.post("timeline-graph", [None, ["no-such-lane"], click, state, "x"])
+    assert resp.status_code == 200
+    out = resp.get_json()["response"]
+    if isinstance(state, dict) and state.get("run") == RUN:  # a bad window: drawn whole, nothing to say
+        assert out[ids.TL_STATE]["data"]["window"] == [0, store.view(RUN).span_ns]
+    else:
+        assert "names no run" in _status_text(resp, ids.TL_STATUS)
+
+
+def test_a_huge_but_finite_zoom_is_clamped_to_the_run():
+    store = _store(SIDE)
+    span = store.view(RUN).span_ns
+    state = {"run": RUN, "window": None, "highlight": None}
+    out = timeline.update(store, state, {"range_ms": [1e300, 2e300]}, None, None, None)
+    lo, hi = out[4]["window"]
+    assert -span <= lo < hi <= 2 * span + 500  # (at least 1 µs wide)
+
+
+@pytest.mark.parametrize(
+    "relayout, state, message",
+    [
+        ({"xaxis.range[0]": float("inf"), "xaxis.range[1]": 1}, None, "not two finite numbers"),
+        ({"xaxis2.range[0]": "nan", "xaxis2.range[1]": 1}, None, "not two finite numbers"),
+        ("abc", None, "expected the chart's relayout data"),
+        ({"xaxis.autorange": True}, "abc", "names no two runs"),
+        ({"xaxis.range[0]": 1e300, "xaxis.range[1]": 2e300}, None, None),  # clamped: drawn
+    ],
+    ids=["inf", "nan-text", "relayout-text", "state-text", "huge"],
+)
+def test_compare_zooms_and_states_that_are_no_window(quiet_log, relayout, state, message):
+    store = _store(SIDE, SAME)
+    client = DashClient(create_app(store=store))
+    keys = [r.key for r in store.runs()]
+    state = state or {"runs": keys, "window": None}
+    resp = client.post("compare-graph", [relayout, None, state, None])
+    assert resp.status_code == 200
+    out = resp.get_json()["response"]
+    if message:
+        assert message in _status_text(resp, ids.CMP_STATUS)
+    else:
+        span = max(store.view(k).span_ns for k in keys)
+        lo, hi = out[ids.CMP_STATE]["data"]["window"]
+        assert -span <= lo < hi <= 2 * span + 500  # (at least 1 µs wide)
+
+
+def test_a_request_dash_cannot_dispatch_is_a_400_in_one_line(quiet_log):
+    client = DashClient(create_app(store=_store(SIDE)))
+    body = client.body("timeline-graph", [None, None, None, {"run": RUN}, None])
+    body["output"] = "no-such-output.children"
+    resp = client.client.post("/_dash-update-component", json=body)
+    assert resp.status_code == 400
+    text = resp.get_data(as_text=True)
+    assert text.startswith("Bad request: ") and "Traceback" not in text and text.count("\n") == 1
+
+
+def test_odd_values_on_other_pages_are_messages(quiet_log):
+    client = DashClient(create_app(store=_store(SIDE)))
+    assert client.post("page.children", ["/timeline", {"a": 1}, None]).status_code == 200
+    assert client.post("runs-table", ["x", "abc", None]).status_code == 200
+    resp = client.post("upload-status", [["a", "list"], 5])
+    assert resp.status_code == 200 and "Could not open the upload" in _status_text(resp, ids.UPLOAD_STATUS)
+
+
+# ----- 4. uploads do not pile up
+
+
+def test_a_failed_upload_leaves_nothing_on_disk(tmp_path):
+    store = _store(upload_dir=tmp_path)
+    banner, _, _ = upload(store, _data_url(b"not a trace"), "bad.json")
+    assert "unrecognised content" in str(banner)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_oldest_uploads_are_removed_beyond_the_bound_and_the_page_says_so(tmp_path):
+    store = _store(upload_dir=tmp_path, max_uploads=2)
+    traces = [SIDE, SAME, DATA / "mlp_train_200.json.gz"]
+    banners = [upload(store, _data_url(p.read_bytes()), p.name)[0] for p in traces]
+    assert "Removed" not in str(banners[1])
+    assert "Removed the oldest upload (copy_side_stream.json.gz) to keep at most 2 uploads" in str(banners[2])
+    assert [r.name for r in store.runs()] == [SAME.name, traces[2].name]
+    assert len([p for p in tmp_path.rglob("*") if p.is_file()]) == 2
+    assert "no such run" in str(timeline.layout(store, "upload-copy_side_stream"))
+
+
+def test_kept_uploads_are_bounded_in_bytes_too(tmp_path):
+    size = SIDE.stat().st_size
+    store = _store(upload_dir=tmp_path, max_kept_upload_bytes=size + SAME.stat().st_size - 1)
+    upload(store, _data_url(SIDE.read_bytes()), SIDE.name)
+    banner = upload(store, _data_url(SAME.read_bytes()), SAME.name)[0]
+    assert "Removed the oldest upload" in str(banner)
+    assert [r.name for r in store.runs()] == [SAME.name]
+
+
+def test_close_removes_the_uploads_and_the_folder_it_made():
+    store = _store()
+    info = store.add_upload(SIDE.name, _data_url(SIDE.read_bytes())).info
+    folder = store.upload_dir
+    assert info.path.exists() and folder.name.startswith("tracer-dashboard-uploads-")
+    store.close()
+    store.close()  # twice is fine
+    assert not folder.exists() and store.runs() == []
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_the_served_dashboard_removes_its_uploads_when_stopped(tmp_path, sig):
+    """`python -m tracer dashboard`: upload over HTTP, stop it with SIGTERM (or Ctrl-C): the upload folder
+    is gone and the exit code is 0. Waits for each state, never for a fixed time."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracer", "dashboard", "--no-examples", "--port", str(port)],
+        cwd=tmp_path,  # ./runs is empty there
+        env={**os.environ, "TMPDIR": str(tmp)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stderr.readline()
+        assert "http://" in line, line
+        url = re.search(r"http://\S+", line).group(0)
+        app = create_app(store=_store())  # the same callbacks: the request body the browser would send
+        body = DashClient(app).body("upload-status", [_data_url(SIDE.read_bytes()), SIDE.name])
+        req = urllib.request.Request(
+            url + "_dash-update-component",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            assert resp.status == 200 and b"Opened" in resp.read()
+        (folder,) = tmp.glob("tracer-dashboard-uploads-*")
+        assert [p.name for p in folder.rglob("*") if p.is_file()] == [SIDE.name]
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert out == "" and err == ""
+    assert list(tmp.iterdir()) == []
