@@ -99,3 +99,14 @@ def test_each_replayed_kernel_names_a_graph_launch(name):
     launches = Counter(launch_of(view, int(i))["launch_name"].split("_v")[0] for i in ev.index[ev["kind"] == "kernel"])
     assert launches["cudaGraphLaunch"] == 72
     assert sum(launches.values()) == 96
+
+
+def test_whole_graph_tracing_counts_each_replay_as_one_interval_and_says_so():
+    # nsys's default (--cuda-graph-trace=graph) has no kernel rows for a replay: one GRAPH_TRACE row each
+    timeline = load_trace(H200 / "graph_whole.sqlite.gz", cache=False)
+    ev = timeline.events
+    graphs = ev[(ev["kind"] == "kernel") & ev["name"].str.startswith("CUDA graph")]
+    # the three rows of CUPTI_ACTIVITY_KIND_GRAPH_TRACE (FIXTURES.md), exactly
+    assert sorted((graphs["end_ns"] - graphs["start_ns"]).tolist()) == [115_039, 115_072, 115_360]
+    assert _kernels_per_range(H200 / "graph_whole.sqlite.gz") == {"graph/replay": 3, "graph/eager": 24, "graph/copy": 0}
+    assert any("3 CUDA graph replays traced as whole graphs" in n for n in timeline.meta.extra["notes"])

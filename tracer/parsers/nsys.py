@@ -238,6 +238,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     parts: list[dict[str, object]] = []
     skipped: Counter[str] = Counter()
+    notes: list[str] = []  # what a reader of the figures must know about this file (meta.extra["notes"])
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
@@ -245,6 +246,23 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         k = _read_rows(con, "CUPTI_ACTIVITY_KIND_KERNEL", "kernel", _gpu_spec(("nameId", f'"{name_col}"', OPT)),
                        skipped)
         parts.append(_gpu_part(k, "kernel", names(k["nameId"])))
+
+    if "CUPTI_ACTIVITY_KIND_GRAPH_TRACE" in tables:
+        # nsys's default --cuda-graph-trace=graph: a graph replay is one row here, not one row per kernel. Its
+        # interval is GPU compute (the graph's nodes are kernels, at times memcpys/memsets nsys does not show
+        # apart), so it counts as one kernel-kind interval named after the graph; the note says so.
+        g = _read_rows(con, "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "graph",
+                       _gpu_spec(("graphId", '"graphId"', OPT)), skipped)
+        parts.append(_gpu_part(g, "kernel", [
+            f"CUDA graph {int(i)} (whole replay)" if pd.notna(i) else "CUDA graph (whole replay)"
+            for i in g["graphId"]
+        ]))
+        if len(g):
+            notes.append(
+                f"{len(g):,} CUDA graph replay{'s' if len(g) != 1 else ''} traced as whole graphs (nsys "
+                "--cuda-graph-trace=graph): each counts as one kernel; record with --cuda-graph-trace=node "
+                "for a row per kernel"
+            )
 
     if "CUPTI_ACTIVITY_KIND_MEMCPY" in tables:
         m = _read_rows(
@@ -341,6 +359,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
     meta.extra["skipped"] = dict(sorted(skipped.items())) or None
+    if notes:
+        meta.extra["notes"] = notes
     return Timeline(validate(_concat(parts), source), meta)
 
 
