@@ -166,16 +166,20 @@ def test_importing_parsers_and_cli_does_not_import_dash():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_ts_beyond_int64_ns_is_an_error_not_a_wrong_number(tmp_path):
-    """Regression: ts 1e20 µs used to become a garbage start and a 0-ns kernel that was still counted."""
+def test_ts_beyond_int64_ns_is_skipped_and_counted_not_a_wrong_number(tmp_path):
+    """Regression: ts 1e20 µs used to become a garbage start and a 0-ns kernel that was still counted. Since
+    issue 14 the event is left out and counted (the rest of the trace is still read); --strict refuses it."""
     from tests.conftest import run_cli
 
     p = tmp_path / "huge.json"
-    p.write_bytes(trace(kernel(1e20, 5.0)))
-    proc = run_cli("summary", str(p))
-    assert proc.returncode == 2
-    assert str(p) in proc.stderr and "beyond what int64 ns can hold" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1
+    p.write_bytes(trace(kernel(1e20, 5.0), kernel(1.0, 2.0, corr=2)))
+    proc = run_cli("summary", "--json", str(p))
+    assert proc.returncode == 0
+    assert orjson.loads(proc.stdout)["devices"]["0"]["kernels"] == 1
+    assert proc.stderr == f"tracer: warning: {p}: 1 event skipped: ts beyond int64 ns\n"
+    proc = run_cli("summary", "--strict", str(p))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "ts beyond int64 ns (--strict)" in proc.stderr
 
 
 def test_base_time_overflow_is_an_error(tmp_path):

@@ -171,10 +171,12 @@ def _check_fits(col: str, value: Any, dtype: np.dtype) -> None:
 
 
 def validate(events: pd.DataFrame, source: str = "") -> pd.DataFrame:
-    """Check that ``events`` has exactly the canonical columns, dtypes and sane intervals; return it.
+    """Check that ``events`` has exactly the canonical columns and dtypes; return it.
 
     Raises :class:`TraceFormatError` naming ``source``: a parser that produced a bad frame has a bug or met
     input it does not understand, and either way the user should hear about it rather than see wrong numbers.
+    Rows whose values no trace can mean (an end before its start ...) are not this check's business but
+    :func:`drop_impossible`'s, which leaves them out and counts them instead of refusing the whole trace.
     """
     cols = list(events.columns)
     if cols != list(COLUMNS):
@@ -189,6 +191,49 @@ def validate(events: pd.DataFrame, source: str = "") -> pd.DataFrame:
             ok = actual == dtype
         if not ok:
             raise TraceFormatError(source, f"timeline column {col!r} has dtype {actual}, expected {dtype}")
-    if len(events) and bool((events["end_ns"].to_numpy() < events["start_ns"].to_numpy()).any()):
-        raise TraceFormatError(source, "timeline has intervals that end before they start")
     return events
+
+
+#: Every start and end of a kept row lies strictly within ±TIME_LIMIT_NS (±146 years around the trace's clock zero:
+#: epoch nanoseconds today are 1.8e18, a quarter of it). Beyond it a time is a corrupt field, and keeping
+#: every time inside it keeps every difference of two (a span, a duration) inside int64.
+TIME_LIMIT_NS = 2**62
+#: No one copy or memset moves more than this (256 TiB); a larger size is a corrupt field.
+MAX_EVENT_BYTES = 2**48
+
+#: Why :func:`drop_impossible` leaves a row out (the words of the skipped report, as the parsers' own).
+END_BEFORE_START = "end before start"
+TIME_OUT_OF_RANGE = "time beyond ±2**62 ns"
+NEGATIVE_BYTES = "bytes negative"
+HUGE_BYTES = "bytes over 256 TiB"
+
+
+def drop_impossible(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    """``events`` without the rows no trace can mean, and how many were left out by reason.
+
+    The last line of defence, applied by :func:`tracer.parsers.load_trace` to every format (Kineto, nsys,
+    Parquet): an interval that ends before it starts, a time beyond :data:`TIME_LIMIT_NS`, a negative size or
+    one beyond :data:`MAX_EVENT_BYTES`. Each row is counted once, under the first reason that applies.
+    """
+    if events.empty:
+        return events, {}
+    start, end = events["start_ns"].to_numpy(), events["end_ns"].to_numpy()
+    size = events["bytes"].array
+    known = ~np.asarray(size.isna())
+    values = np.asarray(size.fillna(0).to_numpy(dtype=np.int64))
+    reasons = (
+        (END_BEFORE_START, end < start),
+        (TIME_OUT_OF_RANGE, (start <= -TIME_LIMIT_NS) | (start >= TIME_LIMIT_NS) | (end >= TIME_LIMIT_NS)),
+        (NEGATIVE_BYTES, known & (values < 0)),
+        (HUGE_BYTES, known & (values > MAX_EVENT_BYTES)),
+    )
+    dropped = np.zeros(len(events), dtype=bool)
+    counts: dict[str, int] = {}
+    for reason, rows in reasons:
+        rows = rows & ~dropped
+        if rows.any():
+            counts[reason] = int(rows.sum())
+            dropped |= rows
+    if not counts:
+        return events, {}
+    return events[~dropped].reset_index(drop=True), counts

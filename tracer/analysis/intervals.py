@@ -93,3 +93,32 @@ def grouped_union_total(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray
     totals = np.zeros(len(keys), dtype=np.int64)
     np.add.at(totals, codes[first], lengths)
     return pd.Series(totals, index=pd.Index(keys, name="g"), dtype=np.int64)
+
+
+#: A total beyond this (2**62: 146 years of ns, 4.6 EB) is no figure a trace can mean. Sums are taken in int64,
+#: which wraps silently past 2**63 (to a negative total, a negative GB/s); each is checked against a float64
+#: sum of the same values, which cannot wrap, and refused before it is printed.
+FIGURE_LIMIT = 2**62
+
+
+def checked_sum(values: np.ndarray | pd.Series, what: str) -> int:
+    """The sum of int64 ``values`` as a Python int, refused (:class:`~tracer.errors.TraceFormatError`, naming no
+    file: the caller adds it) when it cannot be right.
+
+    The magnitudes are summed, so that this bounds every partial sum too: a caller checks a column once, then
+    sums it per group (per kernel name, per copy direction) in int64 without another check.
+    """
+    arr = np.asarray(values, dtype=np.int64)
+    approx = float(np.abs(arr.astype(np.float64)).sum())
+    if approx >= FIGURE_LIMIT:
+        raise_unbelievable(what, approx)
+    return int(arr.sum())
+
+
+def raise_unbelievable(what: str, value: float) -> None:
+    from tracer.errors import TraceFormatError
+
+    raise TraceFormatError(
+        "", f"a total {what} of {value:.3g} is beyond what any trace can mean (2**62): the trace's times or "
+        "sizes are corrupt, so no figure is printed"
+    )

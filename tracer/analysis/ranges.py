@@ -98,7 +98,9 @@ def range_summary(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
     ranges = events[events["kind"] == "range"]
     if ranges.empty:
         return pd.DataFrame({c: pd.Series([], dtype="int64" if c != "name" else object) for c in RANGE_COLUMNS})
-    host = ranges.assign(dur=ranges["end_ns"] - ranges["start_ns"]).groupby("name", observed=True).agg(
+    dur = ranges["end_ns"] - ranges["start_ns"]
+    iv.checked_sum(dur, "range time (ns)")  # bounds every per-name total below
+    host = ranges.assign(dur=dur).groupby("name", observed=True).agg(
         count=("dur", "size"), host_ns=("dur", "sum")
     )
     pairs = range_launches(events, rule)
@@ -111,6 +113,8 @@ def range_summary(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
         per_inst = w.groupby("range_row").agg(name=("name", "first"), s=("start_ns", "min"), e=("end_ns", "max"))
         per_inst["busy"] = busy.reindex(per_inst.index).fillna(0)
         per_inst["window"] = per_inst["e"] - per_inst["s"]
+        iv.checked_sum(per_inst["busy"].astype("int64"), "range GPU time (ns)")
+        iv.checked_sum(per_inst["window"], "range GPU window (ns)")
         by_name = per_inst.groupby("name").agg(gpu_busy_ns=("busy", "sum"), gpu_window_ns=("window", "sum"))
         counts = pd.crosstab(w["name"], w["kind"].astype(str)).reindex(
             columns=["kernel", "memcpy", "memset"], fill_value=0

@@ -16,6 +16,7 @@ def kernel_summary(events: pd.DataFrame, top: int | None = None) -> pd.DataFrame
     if k.empty:
         return pd.DataFrame(columns=cols)
     dur = (k["end_ns"] - k["start_ns"]).rename("dur")
+    iv.checked_sum(dur, "kernel time (ns)")  # bounds every per-name total below
     g = dur.groupby(k["name"].astype(str)).agg(["size", "sum", "mean", "min", "max"])
     g.columns = ["count", "total_ns", "mean_ns", "min_ns", "max_ns"]
     g["mean_ns"] = g["mean_ns"].round().astype("int64")
@@ -38,6 +39,8 @@ def copy_summary(events: pd.DataFrame) -> pd.DataFrame:
             "dur": (c["end_ns"] - c["start_ns"]).astype("int64"),
         }
     )
+    iv.checked_sum(df["bytes"], "of bytes copied")  # bounds every per-direction total below
+    iv.checked_sum(df["dur"], "copy time (ns)")
     g = df.groupby(["device", "copy_kind"]).agg(count=("dur", "size"), bytes=("bytes", "sum"), total_ns=("dur", "sum"))
     g["gb_per_s"] = np.where(g["total_ns"] > 0, g["bytes"] / g["total_ns"].clip(lower=1), 0.0)  # B/ns == GB/s
     return g.reset_index()[cols]

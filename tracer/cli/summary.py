@@ -230,6 +230,10 @@ def summary(
             parts.append("ignored: " + ", ".join(f"{k} ({v})" for k, v in ignored.items()))
         return "; ".join(parts)
 
+    def say_cached(cache: Path) -> None:
+        # The cache is a hidden file written beside the user's trace: never without a word (once, when written).
+        print(f"tracer: note: cached the parsed timeline at {cache}; --no-cache to skip", file=sys.stderr)
+
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
@@ -237,7 +241,7 @@ def summary(
     for path in found:
         try:
             with _progress(status_console, path):
-                timeline = load_trace(path, cache=not no_cache)
+                timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
             # Events the parser could not use (ts not a number, GPU work without a device ...) are left out of
             # every figure: say which and how many, or with --strict refuse the trace.
             skipped = timeline.meta.extra.get("skipped") or {}
@@ -245,7 +249,12 @@ def summary(
             left_out = left_out_text(skipped, ignored)
             if strict and skipped:
                 raise TraceFormatError(path, f"{left_out} (--strict)")
-            result = summarize(timeline)
+            try:
+                result = summarize(timeline)
+            except TracerError as exc:  # a figure the analysis refused (a total beyond int64) names no file
+                if exc.subject:
+                    raise
+                raise type(exc)(path, exc.problem) from None
         except TracerError as exc:
             if len(found) == 1:
                 raise
@@ -255,7 +264,7 @@ def summary(
             continue
         if left_out:
             print(f"tracer: warning: {path}: {left_out}", file=sys.stderr)
-        if not result["events"]:
+        if not result["events"] and not skipped:
             print(f"tracer: note: {path}: the trace holds no events (a profiler that caught nothing writes this)",
                   file=sys.stderr)
         if skipped or ignored:

@@ -11,16 +11,18 @@ Importing this package imports neither Dash nor Plotly.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
-from tracer.timeline import SCHEMA_VERSION, Timeline
+from tracer.timeline import SCHEMA_VERSION, Timeline, drop_impossible
 
 GZIP_MAGIC = b"\x1f\x8b"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -37,7 +39,8 @@ CACHE_MIN_BYTES = 4 * 1024 * 1024
 #: Part of the cache key: raise it whenever the Kineto parser's output for a given file can change, so that a
 #: cache written by an older tracer is parsed afresh instead of serving its old figures.
 #: 2: exact decimal ts/dur, tolerant args, PyTorch 1.8 categories, B/E slices (2026-12-03).
-KINETO_PARSER_VERSION = 2
+#: 3: events with a negative dur or bytes, bytes over 256 TiB or ts beyond int64 ns are skipped and counted.
+KINETO_PARSER_VERSION = 3
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
@@ -58,7 +61,9 @@ def detect_format(path: str | os.PathLike[str]) -> str:
         return "nsys-sqlite"
     if head.startswith(PARQUET_MAGIC):
         return "parquet"
-    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    stripped = head.lstrip(_BOM_AND_SPACE)
+    if not stripped:
+        stripped = _first_content(p)
     if stripped[:1] in (b"{", b"["):
         return "kineto"
     if p.name.endswith(NSYS_REP_SUFFIXES):
@@ -66,6 +71,31 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     raise TraceFormatError(
         p, "unrecognised content: expected a Kineto/Chrome JSON trace, an nsys SQLite export, a .nsys-rep or Parquet"
     )
+
+
+_BOM_AND_SPACE = b"\xef\xbb\xbf \t\r\n"
+
+
+def _first_content(p: Path) -> bytes:
+    """The first bytes after leading whitespace, read on as far as it goes (through gzip, with its bomb check);
+    a file of nothing but whitespace is one clear error rather than "unrecognised content" or "holds no
+    'traceEvents'"."""
+    try:
+        with open(p, "rb") as f:
+            data = f.read(2)
+            if data == GZIP_MAGIC:
+                blocks = iter_inflated(p, data + f.read())
+            else:
+                blocks = iter(lambda: f.read(_INFLATE_BLOCK), b"")
+                if data.lstrip(_BOM_AND_SPACE):
+                    return data.lstrip(_BOM_AND_SPACE)
+            for block in blocks:
+                rest = block.lstrip(_BOM_AND_SPACE)
+                if rest:
+                    return rest[:64]
+    except OSError as exc:
+        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+    raise TraceFormatError(p, "holds nothing but whitespace (an empty trace file)")
 
 
 def _read_head(p: Path) -> bytes:
@@ -150,17 +180,22 @@ def cache_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tracer.parquet")
 
 
-def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
+def load_trace(
+    path: str | os.PathLike[str], *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None
+) -> Timeline:
     """Parse ``path`` (trace file or run directory) into a :class:`Timeline`.
 
     With ``cache`` (the default), a Kineto trace of at least :data:`CACHE_MIN_BYTES` is stored as Parquet
-    beside itself after the first parse and read from there while its size and mtime are unchanged.
+    beside itself after the first parse and read from there while its content is unchanged (see
+    :func:`cache_key`); ``on_cache_write`` is called with the cache's path when one is written, so that a
+    command can say so. Rows no trace can mean are left out and counted (:func:`tracer.timeline.drop_impossible`)
+    whatever the format.
     """
     p = Path(path)
     fmt = detect_format(p)
     try:
         if fmt == "run-dir":
-            return _load_run_dir(p, cache=cache)
+            return _load_run_dir(p, cache=cache, on_cache_write=on_cache_write)
         if fmt == "parquet":
             from tracer.storage import read_timeline_parquet
 
@@ -170,55 +205,111 @@ def load_trace(path: str | os.PathLike[str], *, cache: bool = True) -> Timeline:
             if timeline.meta.source and timeline.meta.source != str(p):
                 timeline.meta.extra.setdefault("parsed_from", timeline.meta.source)
             timeline.meta.source = str(p)
-            return timeline
-        if fmt == "nsys-sqlite":
-            return _load_sqlite(p)
-        if fmt == "nsys-rep":
-            return _load_nsys_rep(p)
-        return _load_kineto(p, cache=cache)
+        elif fmt == "nsys-sqlite":
+            timeline = _load_sqlite(p)
+        elif fmt == "nsys-rep":
+            timeline = _load_nsys_rep(p)
+        else:
+            timeline = _load_kineto(p, cache=cache, on_cache_write=on_cache_write)
+        return _without_impossible_rows(timeline)
     except TracerError as exc:
         if exc.subject:
             raise
         # raised where the file is not known (tracer.timeline.build_events): name it here
         raise type(exc)(p, exc.problem) from None
+    except RecursionError:
+        raise TraceFormatError(p, "nested too deeply (hundreds of levels) to be a trace") from None
     except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
         # Content no parser check foresaw (deviceProperties id "x", distributedInfo rank 70000 ...): still bad
         # input, so one line naming the file; the exception's own words say what the parser tripped on.
         raise TraceFormatError(p, f"could not be read: unexpected content ({type(exc).__name__}: {exc})") from None
 
 
-def _load_kineto(p: Path, *, cache: bool) -> Timeline:
-    stat = p.stat()
-    key = {
-        "source_size": stat.st_size,
-        "source_mtime_ns": stat.st_mtime_ns,
+def _without_impossible_rows(timeline: Timeline) -> Timeline:
+    """The last line of defence for every format: drop what no trace can mean, and count it with the parser's
+    own skipped events (``meta.extra["skipped"]``, which ``tracer summary`` reports and ``--strict`` refuses)."""
+    events, dropped = drop_impossible(timeline.events)
+    if dropped:
+        skipped = dict(timeline.meta.extra.get("skipped") or {})
+        for reason, n in dropped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+        timeline.meta.extra["skipped"] = dict(sorted(skipped.items()))
+        timeline.events = events
+    return timeline
+
+
+def cache_key(size: int, digest: str) -> dict[str, Any]:
+    """What a cache must match to be served: the source's size and content hash, and the versions of the
+    timeline schema and of the Kineto parser that wrote it. (Not the mtime: ``cp -p`` and ``rsync -t`` keep it
+    across an edit, and a plain ``touch`` changes nothing a parse would see.)"""
+    return {
+        "source_size": size,
+        "source_sha256": digest,
         "schema_version": SCHEMA_VERSION,
         "parser_version": KINETO_PARSER_VERSION,
     }
-    use_cache = cache and stat.st_size >= CACHE_MIN_BYTES
-    if use_cache:
-        cached = _read_cache(p, key)
+
+
+def _digest(data: bytes) -> str:
+    # SHA-256 of every byte: ~1.5 GB/s where the CPU has SHA instructions (docs/design.md has the figures).
+    # Hashing the head and tail only would be ~free but would miss an edit in the middle.
+    return hashlib.sha256(data).hexdigest()
+
+
+def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None) -> Timeline:
+    try:
+        size = p.stat().st_size
+    except OSError as exc:
+        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+    use_cache = cache and size >= CACHE_MIN_BYTES
+    stored = _stored_key(p) if use_cache else None
+    raw: bytes | None = None
+    if stored is not None and stored.get("source_size") == size:
+        raw = _read_raw(p)
+        cached = _read_cache(p, cache_key(size, _digest(raw)), stored)
         if cached is not None:
             return cached
     from tracer.parsers.kineto import parse_kineto_bytes  # (not imported at all when the cache answers)
 
-    timeline = parse_kineto_bytes(read_bytes(p), str(p))
-    if use_cache:
-        _write_cache(p, timeline, key)
+    if raw is None:
+        raw = _read_raw(p)
+    digest = _digest(raw) if use_cache else ""
+    data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
+    del raw
+    timeline = parse_kineto_bytes(data, str(p))
+    if use_cache and _write_cache(p, timeline, cache_key(size, digest)) and on_cache_write is not None:
+        on_cache_write(cache_path(p))
     return timeline
 
 
-def _read_cache(p: Path, key: dict[str, int]) -> Timeline | None:
-    from tracer.storage import read_parquet_meta, read_timeline_parquet
+def _read_raw(p: Path) -> bytes:
+    try:
+        return p.read_bytes()
+    except OSError as exc:
+        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _stored_key(p: Path) -> dict[str, Any] | None:
+    """The key a cache beside ``p`` was written with (None: no readable cache)."""
+    from tracer.storage import read_parquet_meta
 
     cp = cache_path(p)
     if not cp.exists():
         return None
     try:
-        stored_key = read_parquet_meta(cp).get("cache_key", {})  # (one read of the footer, not one per key)
-        if {k: stored_key.get(k) for k in key} != key:
-            return None
-        timeline = read_timeline_parquet(cp)
+        key = read_parquet_meta(cp).get("cache_key")  # (one read of the footer)
+    except Exception:  # noqa: BLE001 - a damaged cache is never worth an error: parse afresh
+        return None
+    return key if isinstance(key, dict) else None
+
+
+def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timeline | None:
+    from tracer.storage import read_timeline_parquet
+
+    if {k: stored.get(k) for k in key} != key:
+        return None
+    try:
+        timeline = read_timeline_parquet(cache_path(p))
     except Exception:  # noqa: BLE001 - a stale or damaged cache is never worth an error: parse afresh
         return None
     timeline.meta.source = str(p)
@@ -227,13 +318,17 @@ def _read_cache(p: Path, key: dict[str, int]) -> Timeline | None:
     return timeline
 
 
-def _write_cache(p: Path, timeline: Timeline, key: dict[str, int]) -> None:
+def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
+    """Store the cache beside ``p``; False (and nothing written) where that directory cannot be written."""
     from tracer.storage import write_timeline_parquet
 
+    if not os.access(p.parent, os.W_OK):
+        return False  # a read-only directory (a shared data set) just means no cache
     try:
         write_timeline_parquet(timeline, cache_path(p), extra_meta={"cache_key": key})
-    except OSError:
-        pass  # a read-only directory just means no cache
+    except (OSError, TracerError):  # (the atomic writer words an unwritable place as a TracerError)
+        return False
+    return True
 
 
 def _load_sqlite(p: Path) -> Timeline:
@@ -283,7 +378,7 @@ def _load_nsys_rep(p: Path) -> Timeline:
         return parse_nsys_sqlite(out, source=str(p))
 
 
-def _load_run_dir(p: Path, *, cache: bool) -> Timeline:
+def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
     import orjson
 
     run_meta: dict[str, object] = {}
@@ -295,7 +390,7 @@ def _load_run_dir(p: Path, *, cache: bool) -> Timeline:
     candidates = [p / RUN_TIMELINE, *(p / c for c in RUN_TRACE_CANDIDATES)]
     for c in candidates:
         if c.exists():
-            timeline = load_trace(c, cache=cache)
+            timeline = load_trace(c, cache=cache, on_cache_write=on_cache_write)
             break
     else:
         raise TraceFormatError(

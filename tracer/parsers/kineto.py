@@ -21,6 +21,9 @@ import pandas as pd
 from tracer.errors import TraceFormatError
 from tracer.timeline import (
     COLUMNS,
+    HUGE_BYTES,
+    MAX_EVENT_BYTES,
+    NEGATIVE_BYTES,
     COPY_KINDS,
     HOST_DEVICE,
     HOST_STREAM,
@@ -357,10 +360,9 @@ def _ns(value: decimal.Decimal) -> int:
     return int(scaled.to_integral_value(rounding=decimal.ROUND_HALF_EVEN, context=_EXACT))
 
 
-def _too_far(e: Any, ts: Any, dur: Any) -> TraceFormatError:
-    return TraceFormatError(
-        "", f"event {e.name!r}: ts {ts} µs + dur {dur} µs is beyond what int64 ns can hold"
-    )
+#: Reasons an event is skipped for a value outside what a trace can mean (see docs/formats.md).
+_NEGATIVE_DUR = "dur negative"
+_TOO_FAR = "ts beyond int64 ns"
 
 
 def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -368,26 +370,26 @@ def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.n
 
     Both ends are rounded as points in time (end = ts + dur), so that the union of back-to-back intervals has
     no 1-ns seams; this is also how the reference figures in tests/data/FIXTURES.md were computed. A missing
-    or negative dur is 0. An event whose ts or dur is missing or not a number is not usable (counted in
-    ``skipped``); one beyond int64 ns is an error.
+    dur is 0. An event whose ts or dur is missing, not a number, negative (dur) or beyond what int64 ns can
+    hold is not usable, and counted in ``skipped``.
     """
     n = len(xs)
     ns, sub, ok = _fixed_point([_PAD_RAW, *[e.ts for e in xs], *[e.dur for e in xs], _PAD_RAW])
     t_ns, t_sub, t_ok = ns[:n], sub[:n], ok[:n]
     d_ns, d_sub, d_ok = ns[n:], sub[n:], ok[n:]
-    negative = d_ns < 0
-    if negative.any():
-        d_ns, d_sub = np.where(negative, 0, d_ns), np.where(negative, 0, d_sub)
     fast = t_ok & d_ok
-    too_far = fast & ((t_ns >= _MAX_NS - d_ns) | (t_ns <= -_MAX_NS))
-    if too_far.any():
-        i = int(np.flatnonzero(too_far)[0])
-        raise _too_far(xs[i], bytes(xs[i].ts).decode(), bytes(xs[i].dur).decode())
+    negative = fast & (d_ns < 0)
+    too_far = fast & ~negative & ((t_ns >= _MAX_NS - d_ns) | (t_ns <= -_MAX_NS))
+    if negative.any() or too_far.any():
+        for reason, rows in ((_NEGATIVE_DUR, negative), (_TOO_FAR, too_far)):
+            if rows.any():
+                skipped[reason] += int(rows.sum())
+        t_ns, d_ns = np.where(negative | too_far, 0, t_ns), np.where(negative | too_far, 0, d_ns)
     start = _round_half_even(t_ns, t_sub)
     sub = t_sub + d_sub
     carry = sub >= _SUB_ONE
     end = _round_half_even(t_ns + d_ns + carry, sub - carry * _SUB_ONE)
-    usable = fast.copy()
+    usable = fast & ~negative & ~too_far
     for i in np.flatnonzero(~fast).tolist():
         e = xs[i]
         ts, dur = _decimal(e.ts), _decimal(e.dur)
@@ -397,9 +399,13 @@ def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.n
         if dur is _NOT_A_NUMBER:
             skipped["dur not a number"] += 1
             continue
-        dur = max(dur or decimal.Decimal(0), decimal.Decimal(0))
+        dur = dur or decimal.Decimal(0)
+        if dur < 0:
+            skipped[_NEGATIVE_DUR] += 1
+            continue
         if abs(ts) + dur >= _MAX_WHOLE_US:
-            raise _too_far(e, ts, dur)
+            skipped[_TOO_FAR] += 1
+            continue
         start[i], end[i] = _ns(ts), _ns(_EXACT.add(ts, dur))
         usable[i] = True
     return start, end, usable
@@ -428,6 +434,22 @@ def _to_int(value: Any) -> Union[int, None]:
     return None
 
 
+def _to_size(value: Any) -> Union[int, None]:
+    """args.bytes read loosely: like :func:`_to_int`, but a number beyond int64 stays a number (±2**64), so
+    that it is skipped as an implausible size rather than quietly read as no size at all."""
+    t = type(value)
+    if t is int:
+        return value
+    if t is float and abs(value) >= 2.0**53:  # (nan is not, and stays missing)
+        return int(max(min(value, 2.0**64), -(2.0**64)))
+    if t is str and _LONG_DIGITS_RE.fullmatch(value):
+        return -(2**64) if "-" in value else 2**64
+    return _to_int(value)
+
+
+_LONG_DIGITS_RE = re.compile(r"\s*[+-]?\d{20,}\s*")
+
+
 def _to_id(value: Any) -> Union[int, str, None]:
     """pid / tid: an int within int64 or a string, as the typed decode gives them."""
     if type(value) is str:
@@ -443,7 +465,7 @@ def _firm_args(args: Any) -> Union[_Args, None]:
         device=_to_int(args.get("device")),
         stream=_to_int(args.get("stream")),
         correlation=_to_int(args.get("correlation")),
-        bytes=_to_int(args.get("bytes")),
+        bytes=_to_size(args.get("bytes")),
         name=name if type(name) is str else None,
         tracer_pid=_to_int(args.get("tracer_pid")),
         tracer_tid=_to_int(args.get("tracer_tid")),
@@ -527,6 +549,29 @@ def _nullable_int_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     exact = [_to_int(v) for v in values]
     missing = np.array([v is None for v in exact], dtype=bool)
     return np.array([0 if v is None else v for v in exact], dtype=np.int64), missing
+
+
+def _bytes_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """args.bytes → (int64 values, missing mask, {reason: rows to skip}).
+
+    A size below 0 or above :data:`MAX_EVENT_BYTES` is not a size a copy can have (a field that wrapped, or a
+    pointer): the event is skipped and counted rather than summed into totals that would then overflow or turn
+    negative. Every size kept is below 2**53, so its float64 is exact.
+    """
+    try:
+        as_float = np.array(values, dtype=np.float64)
+    except (OverflowError, TypeError, ValueError):  # an int beyond float64: certainly too big
+        as_float = np.array(
+            [np.nan if v is None else float(min(max(v, -(2**1000)), 2**1000)) for v in values], dtype=np.float64
+        )
+    missing = np.isnan(as_float)
+    bad = {
+        NEGATIVE_BYTES: ~missing & (as_float < 0),
+        HUGE_BYTES: ~missing & (as_float > MAX_EVENT_BYTES),
+    }
+    usable = ~missing & (as_float >= 0) & (as_float <= MAX_EVENT_BYTES)
+    ints = np.where(usable, as_float, 0.0).astype(np.int64)
+    return ints, missing, {k: v for k, v in bad.items() if v.any()}
 
 
 _TRAILING_INT_RE = re.compile(r"(?:^|\D)(\d{1,9})\s*$")
@@ -712,16 +757,27 @@ class _Columns:
                 out[on_gpu] = lane
             # the schema's tid of a GPU row is its stream
             tid[on_gpu] = np.where(tid[on_gpu] < 0, stream[on_gpu], tid[on_gpu])
+        n_bytes, bytes_na, bad_bytes = _bytes_column([a.bytes for a in args])
+        correlation, correlation_na = _nullable_int_column([a.correlation for a in args])
+        keep = None
+        if len(on_gpu):
             # GPU work with no device to put it on would silently vanish from every per-GPU figure: say so
             lost = on_gpu[device[on_gpu] < 0]
             if len(lost):
                 skipped["GPU work without a device"] += len(lost)
                 keep = np.ones(len(xs), dtype=bool)
                 keep[lost] = False
-                xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
-                args = [args[i] for i in np.flatnonzero(keep).tolist()]
-                kind, start, end, pid, tid = kind[keep], start[keep], end[keep], pid[keep], tid[keep]
-                device, stream, pid_given = device[keep], stream[keep], pid_given[keep]
+        for reason, rows in bad_bytes.items():
+            rows = rows if keep is None else rows & keep
+            if rows.any():
+                skipped[reason] += int(rows.sum())
+                keep = ~rows if keep is None else keep & ~rows
+        if keep is not None:
+            xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
+            kind, start, end, pid, tid = kind[keep], start[keep], end[keep], pid[keep], tid[keep]
+            device, stream, pid_given = device[keep], stream[keep], pid_given[keep]
+            n_bytes, bytes_na = n_bytes[keep], bytes_na[keep]
+            correlation, correlation_na = correlation[keep], correlation_na[keep]
         p = self.parts
         p["start"].append(start)
         p["end"].append(end)
@@ -732,13 +788,10 @@ class _Columns:
         p["tid"].append(tid)
         p["device"].append(device)
         p["stream"].append(stream)
-        for key, values in (
-            ("bytes", [a.bytes for a in args]),
-            ("correlation", [a.correlation for a in args]),
-        ):
-            ints, missing = _nullable_int_column(values)
-            p[key].append(ints)
-            p[f"{key}_na"].append(missing)
+        p["bytes"].append(n_bytes)
+        p["bytes_na"].append(bytes_na)
+        p["correlation"].append(correlation)
+        p["correlation_na"].append(correlation_na)
 
     def columns(self, base_ns: int) -> dict[str, Any]:
         """The canonical columns, rows in time order (the parts are consumed)."""
@@ -806,18 +859,20 @@ _IS_CALL = np.array([k in ("runtime", "driver") for k in KINDS], dtype=bool)
 def _point_times(evs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray]:
     """(ts in ns, usable) of B/E events, rounded half to even like every other point in time."""
     ns, sub, ok = _fixed_point([_PAD_RAW, *[e.ts for e in evs], _PAD_RAW])
-    if (ok & ((ns >= _MAX_NS) | (ns <= -_MAX_NS))).any():
-        i = int(np.flatnonzero(ok & ((ns >= _MAX_NS) | (ns <= -_MAX_NS)))[0])
-        raise _too_far(evs[i], bytes(evs[i].ts).decode(), 0)
+    too_far = ok & ((ns >= _MAX_NS) | (ns <= -_MAX_NS))
+    if too_far.any():
+        skipped[_TOO_FAR] += int(too_far.sum())
+        ns = np.where(too_far, 0, ns)
     t = _round_half_even(ns, sub)
-    usable = ok.copy()
+    usable = ok & ~too_far
     for i in np.flatnonzero(~ok).tolist():
         ts = _decimal(evs[i].ts)
         if ts is None or ts is _NOT_A_NUMBER:
             skipped["ts missing" if ts is None else "ts not a number"] += 1
             continue
         if abs(ts) >= _MAX_WHOLE_US:
-            raise _too_far(evs[i], ts, 0)
+            skipped[_TOO_FAR] += 1
+            continue
         t[i], usable[i] = _ns(ts), True
     return t, usable
 
@@ -860,14 +915,65 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     and counted in ``meta.extra["skipped"]`` (reason → count); top-level fields of an unexpected type are
     ignored and named in ``meta.extra["ignored"]``.
     """
-    key = _EVENTS_KEY_RE.search(data)
-    if key is not None:
-        skipped: Counter[str] = Counter()
-        try:
-            return _parse(data, _FastChunks(data, key, skipped), source, skipped)
-        except _Unsure:
-            pass
-    return _parse(data, None, source, Counter())
+    if data[:3] == _BOM:  # a UTF-8 byte-order mark (Windows editors write one): not part of the JSON
+        data = data[3:]
+    try:
+        _refuse_two_event_arrays(data, source)
+        key = _EVENTS_KEY_RE.search(data)
+        if key is not None:
+            skipped: Counter[str] = Counter()
+            try:
+                return _parse(data, _FastChunks(data, key, skipped), source, skipped)
+            except _Unsure:
+                pass
+        return _parse(data, None, source, Counter())
+    except RecursionError:
+        # msgspec refuses JSON nested deeper than its limit with Python's RecursionError (a traceback, were it
+        # left to the CLI); no trace nests more than a few levels.
+        raise TraceFormatError(source, "JSON nested too deeply (hundreds of levels): not a Kineto/Chrome trace") \
+            from None
+
+
+_BOM = b"\xef\xbb\xbf"
+_EVENTS_NAME = b'"traceEvents"'
+_KEY_COLON_RE = re.compile(rb"\s*:")
+
+
+class _TopLevelRest(msgspec.Struct):
+    traceEvents: Any = None
+
+
+def _refuse_two_event_arrays(data: bytes, source: str) -> None:
+    """Refuse a trace whose top-level object has "traceEvents" twice.
+
+    JSON leaves a duplicated key to the reader; msgspec keeps the last, while the chunked decoder met the
+    first: which events a trace held depended on its size. Neither is the trace's meaning, so it is refused.
+    A key text can only be an object key (a quote inside a string is escaped); it is a top-level key exactly
+    when "{" followed by the rest of the file from there is valid JSON. Only a file with the key text twice
+    pays for that check (one scan of the file from there).
+    """
+    first = data.find(_EVENTS_NAME)
+    if first < 0 or data.find(_EVENTS_NAME, first + 1) < 0:
+        return
+    top_level = 0
+    at = first
+    while at >= 0:
+        if _KEY_COLON_RE.match(data, at + len(_EVENTS_NAME)):
+            try:
+                _REST_DECODER.decode(b"{" + data[at:])
+                top_level += 1
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+            if top_level == 2:
+                raise TraceFormatError(
+                    source,
+                    "two 'traceEvents' arrays at the top level: which one is the trace is ambiguous (JSON readers "
+                    "disagree); keep one, or merge them into one array",
+                )
+        at = data.find(_EVENTS_NAME, at + 1)
+
+
+_REST_DECODER = msgspec.json.Decoder(_TopLevelRest)
 
 
 def _careful_chunks(events: list[msgspec.Raw], skipped: Counter[str]) -> Iterator[list[Any]]:
