@@ -256,6 +256,19 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def _file_digest(p: Path) -> str:
+    """:func:`_digest` of a file, read a block at a time into one buffer (no copy of the whole file)."""
+    try:
+        with open(p, "rb", buffering=0) as f:  # (hashlib.file_digest does this from Python 3.11)
+            h, buf = hashlib.sha256(), bytearray(_INFLATE_BLOCK)
+            view = memoryview(buf)
+            while n := f.readinto(buf):
+                h.update(view[:n])
+            return h.hexdigest()
+    except OSError as exc:
+        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+
+
 def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None) -> Timeline:
     try:
         size = p.stat().st_size
@@ -263,17 +276,17 @@ def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None]
         raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
     use_cache = cache and size >= CACHE_MIN_BYTES
     stored = _stored_key(p) if use_cache else None
-    raw: bytes | None = None
+    digest = ""
     if stored is not None and stored.get("source_size") == size:
-        raw = _read_raw(p)
-        cached = _read_cache(p, cache_key(size, _digest(raw)), stored)
+        digest = _file_digest(p)
+        cached = _read_cache(p, cache_key(size, digest), stored)
         if cached is not None:
             return cached
     from tracer.parsers.kineto import parse_kineto_bytes  # (not imported at all when the cache answers)
 
-    if raw is None:
-        raw = _read_raw(p)
-    digest = _digest(raw) if use_cache else ""
+    raw = _read_raw(p)
+    if use_cache and not digest:
+        digest = _digest(raw)
     data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
     del raw
     timeline = parse_kineto_bytes(data, str(p))
