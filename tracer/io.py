@@ -2,18 +2,23 @@
 
 Write to a temporary name in the destination's own directory (so the final rename stays on one file system
 and is atomic), then rename over the destination; on any error, including Ctrl-C, the temporary is removed.
+:func:`writing` turns a failed write (a full disk ...) into one :class:`~tracer.errors.OutputError` line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tracer.errors import UsageError
+from tracer.errors import OutputError, UsageError
+
+#: errno values that say the output has no room, whatever the directory: not the user's input at fault.
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 @contextlib.contextmanager
@@ -66,7 +71,70 @@ def _unwritable(directory: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise UsageError(directory, f"cannot write here: {exc.strerror or exc}") from None
+        if exc.errno in NO_ROOM:
+            raise OutputError("", f"cannot write {directory}: {_reason(exc)}") from None
+        raise UsageError(directory, f"cannot write here: {_reason(exc)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """An OSError's reason in the words of its errno ("No space left on device"); pyarrow's and SQLite's own
+    messages are longer ("Error writing bytes to file. Detail: [errno 28] ...", "database or disk is full")."""
+    code = getattr(exc, "errno", None)
+    if isinstance(code, int) and code > 0:
+        return os.strerror(code)
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def writing(dest: str | os.PathLike[str]) -> Iterator[None]:
+    """Run a block that writes ``dest``: an OSError inside it (a full disk, a quota, an I/O error, a name the
+    file system refuses), or SQLite's "database or disk is full", becomes one :class:`OutputError` line,
+    "cannot write DEST: No space left on device". Put it outside :func:`atomic_path` / :func:`atomic_dir`, so
+    that their temporary is removed first."""
+    try:
+        yield
+    except OSError as exc:
+        raise OutputError("", f"cannot write {dest}: {_reason(exc)}") from None
+    except Exception as exc:
+        import sqlite3
+
+        if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
+            raise OutputError("", f"cannot write {dest}: {os.strerror(errno.ENOSPC)}") from None
+        raise
+
+
+def temp_dir_beside(dest: str | os.PathLike[str]) -> Path:
+    """A new private directory beside ``dest``, on its file system, for :func:`publish_dir` to rename."""
+    path = Path(dest)
+    _make_parent(path)
+    with _unwritable(path.parent):
+        return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+
+
+def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -> Path:
+    """Rename the finished directory ``tmp`` to ``dest``, or to ``dest-2``, ``dest-3`` … where that is taken;
+    return the name it got.
+
+    The choice is atomic, so two writers finishing at once never collide: ``os.mkdir`` reserves a name (it
+    fails for everyone but one), and the rename then replaces only that empty directory of ours. (A rename
+    alone would replace anyone's empty directory, and fail with ENOTEMPTY after the work was done.)
+    """
+    base = Path(dest)
+    for i in range(1, tries + 1):
+        candidate = base if i == 1 else base.with_name(f"{base.name}-{i}")
+        try:
+            os.mkdir(candidate)
+        except FileExistsError:
+            continue
+        try:
+            os.replace(tmp, candidate)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(candidate)
+            raise
+        return candidate
+    raise UsageError(base, f"{tries} directories of this name exist already; choose another --out")
 
 
 def _umask() -> int:

@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from tracer.errors import ToolMissingError, TracerError, UsageError
-from tracer.io import atomic_dir
+from tracer.io import publish_dir, temp_dir_beside, writing
 
 #: Version of meta.json's layout; readers take missing keys with a default.
 RUN_SCHEMA_VERSION = 1
@@ -97,16 +97,6 @@ class RecordedRun:
 def run_name(scenario: str, variant: str, mode: str, when: _dt.datetime) -> str:
     parts = [scenario] + ([variant] if variant and variant != "all" else []) + [mode, when.strftime("%Y%m%d-%H%M%S")]
     return "-".join(parts)
-
-
-def _unique(path: Path) -> Path:
-    if not path.exists():
-        return path
-    for i in range(2, 1000):
-        candidate = path.with_name(f"{path.name}-{i}")
-        if not candidate.exists():
-            return candidate
-    raise UsageError(path, "too many runs with this name; choose another --out")
 
 
 def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, Any, dict[str, Any], list[str]]:
@@ -229,44 +219,59 @@ def record(
         raise UsageError("--backend nsys", "nsys traces CUDA and NVTX and needs a GPU; on the CPU use --backend torch")
 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    out_dir = Path(out)
-    final = _unique(out_dir / run_name(spec.name, values["variant"], plan.mode, created.astimezone()))
+    wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
     say = progress or (lambda _msg: None)
     stages: dict[str, float] = {}
-    with atomic_dir(final) as tmp:
-        if backend == "torch":
-            result, backend_meta = _run_torch(spec.name, device, params, tmp, say, stages)
-            trace_path = tmp / TRACE_FILE
-        else:
-            assert nsys is not None
-            result, backend_meta = _run_nsys(nsys, spec.name, device, params, tmp, say, stages)
-            trace_path = tmp / NSYS_SQLITE
-        if not result.ok:
-            raise ScenarioFailedError(
-                f"scenario {spec.name}", "correctness check failed: " + "; ".join(result.failed_checks())
-            )
-        say("parsing the trace")
-        t0 = time.perf_counter()
-        from tracer.analysis.summary import summarize
-        from tracer.parsers import load_trace
-        from tracer.storage import write_timeline_parquet
-
-        timeline = load_trace(trace_path, cache=False)
-        timeline.meta.source = trace_path.name
-        summary = summarize(timeline)
-        stages["parse"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        if backend == "nsys" and trace_path.stat().st_size > SQLITE_GZIP_BYTES:
-            _gzip_file(trace_path)
-        write_timeline_parquet(timeline, tmp / TIMELINE_FILE)
-        (tmp / SUMMARY_FILE).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-        meta = _meta(result, backend, backend_meta, created, stages)
-        meta["files"] = _file_sizes(tmp)
-        stages["write"] = time.perf_counter() - t0
-        meta["stages_s"] = dict(stages)
-        (tmp / META_FILE).write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-        _open_permissions(tmp)
+    tmp = temp_dir_beside(wanted)
+    try:
+        # A failed write anywhere below (a full disk) is one line naming the run; the scenario itself writes
+        # nothing, and nsys failing to start is reported by _stream as a missing tool.
+        with writing(wanted):
+            meta, summary = _record_into(tmp, spec.name, device, params, backend, nsys, created, say, stages)
+            # The name is decided only now, atomically: a run started in the same second by another process
+            # gets "-2" instead of failing with ENOTEMPTY after all its work (issue 14).
+            final = publish_dir(tmp, wanted)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return RecordedRun(final, meta, summary, stages)
+
+
+def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], backend: str, nsys: str | None,
+                 created: _dt.datetime, say: Callable[[str], None],
+                 stages: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the scenario and write the whole run into the directory ``tmp``; return its meta and summary."""
+    if backend == "torch":
+        result, backend_meta = _run_torch(name, device, params, tmp, say, stages)
+        trace_path = tmp / TRACE_FILE
+    else:
+        assert nsys is not None
+        result, backend_meta = _run_nsys(nsys, name, device, params, tmp, say, stages)
+        trace_path = tmp / NSYS_SQLITE
+    if not result.ok:
+        raise ScenarioFailedError(f"scenario {name}", "correctness check failed: " + "; ".join(result.failed_checks()))
+    say("parsing the trace")
+    t0 = time.perf_counter()
+    from tracer.analysis.summary import summarize
+    from tracer.parsers import load_trace
+    from tracer.storage import write_timeline_parquet
+
+    timeline = load_trace(trace_path, cache=False)
+    timeline.meta.source = trace_path.name
+    summary = summarize(timeline)
+    stages["parse"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if backend == "nsys" and trace_path.stat().st_size > SQLITE_GZIP_BYTES:
+        _gzip_file(trace_path)
+    write_timeline_parquet(timeline, tmp / TIMELINE_FILE)
+    (tmp / SUMMARY_FILE).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    meta = _meta(result, backend, backend_meta, created, stages)
+    meta["files"] = _file_sizes(tmp)
+    stages["write"] = time.perf_counter() - t0
+    meta["stages_s"] = dict(stages)
+    (tmp / META_FILE).write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    _open_permissions(tmp)
+    return meta, summary
 
 
 def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime,
@@ -421,7 +426,10 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
 def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> str:
     """Run ``cmd``, relaying the child's phase lines to ``say``; return the last output lines (for errors)."""
     lines: list[str] = []
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    except OSError as exc:  # not an output problem: the tool itself does not start
+        raise ToolMissingError(cmd[0], f"cannot run: {exc.strerror or exc}") from None
     try:
         assert proc.stdout is not None
         for line in proc.stdout:

@@ -2,7 +2,8 @@
 
 The same options and the same run directory as ``tracer record``, with argparse and plain-text output instead of
 Typer and Rich: for machines that have torch, pandas and pyarrow but not the CLI stack (the lent GPU machines).
-Exit codes as the CLI: 0, 2 for bad input (one line on stderr), 130 when interrupted.
+Exit codes as the CLI: 0, 2 for bad input (one line on stderr), 1 when the run could not be written (a full disk),
+130 when interrupted.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                      progress=progress)
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
         return 130

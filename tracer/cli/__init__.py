@@ -89,7 +89,8 @@ for _optional in ("record", "export", "dashboard"):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; return the exit code (0 success, 1 failure, 2 bad input or usage, 130 interrupted)."""
+    """Run the CLI; return the exit code (0 success, 1 failure — the output could not be written, say — 2 bad
+    input or usage, 130 interrupted)."""
     try:
         rc = app(args=argv, prog_name="tracer", standalone_mode=False)
     except SystemExit as exc:
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (0 if code is None else 1)
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
         return 130

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tracer.errors import UsageError
-from tracer.io import atomic_path
+from tracer.io import atomic_path, writing
 from tracer.timeline import Timeline
 
 #: ``progress(stage, done, total)``: called now and then while writing a big timeline; ``total`` may be 0.
@@ -135,12 +135,13 @@ def export_timeline(
     """Write ``timeline`` to ``out`` in ``fmt`` (default: from ``out``'s suffix), atomically.
 
     Nothing appears at ``out`` unless the whole file was written; an existing ``out`` is replaced only with
-    ``force``.
+    ``force``, and stays as it was when the export fails. A failed write (a full disk) is an
+    :class:`~tracer.errors.OutputError`.
     """
     final = check_output(out, force=force)
     exporter = get_exporter(fmt, out)
     write = exporter.writer()
-    with atomic_path(final) as tmp:
+    with writing(final), atomic_path(final) as tmp:
         result = write(timeline, tmp, final=final, progress=progress)
         # The temporary file is created private (0600); an export is for sharing, so give it the mode a
         # newly created file gets (0666 less the umask).
