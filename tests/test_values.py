@@ -140,8 +140,15 @@ def test_two_trace_events_arrays_are_refused_by_both_decoders(tmp_path: Path, pa
     first = [kernel(i, 1, corr=i) for i in range(1, pad_events + 2)]
     body = orjson.dumps({"traceEvents": first})[:-1] + b',"traceEvents":' + orjson.dumps([kernel(0, 1)]) + b"}"
     assert (len(body) > 2 * _CHUNK_BYTES) == bool(pad_events)
-    with pytest.raises(TraceFormatError, match="two 'traceEvents' arrays"):
-        parse_kineto_bytes(body, "t")
+    many = orjson.dumps([kernel(i, 1, corr=i) for i in range(1, 3 * _CHUNK_BYTES // 100)])
+    for other in (
+        body,
+        # a first key that is no array sat in the chunked decoder's head, unseen
+        b'{"traceEvents":null,' + orjson.dumps({"traceEvents": first})[1:],
+        body[:-1] + b',"traceEvents":' + many + b"}",  # a second array as long as the first
+    ):
+        with pytest.raises(TraceFormatError, match="two 'traceEvents' arrays"):
+            parse_kineto_bytes(other, "t")
     p = tmp_path / "dup.json"
     p.write_bytes(body)
     one_line_error(run_cli("summary", str(p)), p, "two 'traceEvents' arrays at the top level")

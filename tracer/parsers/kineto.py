@@ -678,6 +678,8 @@ class _FastChunks:
                 events = _firm(tail.traceEvents, self.skipped)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise _Unsure from None
+        if _top_level_keys(data, 0, self.key.start()) or _top_level_keys(data, pos, len(data)):
+            raise _Unsure  # a second "traceEvents": the careful path refuses it
         self.trace = _Trace(traceEvents=[])
         for f in _Trace.__struct_fields__[1:]:
             value = getattr(tail, f)
@@ -918,7 +920,6 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     if data[:3] == _BOM:  # a UTF-8 byte-order mark (Windows editors write one): not part of the JSON
         data = data[3:]
     try:
-        _refuse_two_event_arrays(data, source)
         key = _EVENTS_KEY_RE.search(data)
         if key is not None:
             skipped: Counter[str] = Counter()
@@ -926,6 +927,12 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
                 return _parse(data, _FastChunks(data, key, skipped), source, skipped)
             except _Unsure:
                 pass
+        if _top_level_keys(data, 0, len(data)) > 1:
+            raise TraceFormatError(
+                source,
+                "two 'traceEvents' arrays at the top level: which one is the trace is ambiguous (JSON readers "
+                "disagree); keep one, or merge them into one array",
+            )
         return _parse(data, None, source, Counter())
     except RecursionError:
         # msgspec refuses JSON nested deeper than its limit with Python's RecursionError (a traceback, were it
@@ -943,34 +950,27 @@ class _TopLevelRest(msgspec.Struct):
     traceEvents: Any = None
 
 
-def _refuse_two_event_arrays(data: bytes, source: str) -> None:
-    """Refuse a trace whose top-level object has "traceEvents" twice.
+def _top_level_keys(data: bytes, lo: int, hi: int) -> int:
+    """How many "traceEvents" keys of the top-level object start in data[lo:hi].
 
     JSON leaves a duplicated key to the reader; msgspec keeps the last, while the chunked decoder met the
-    first: which events a trace held depended on its size. Neither is the trace's meaning, so it is refused.
-    A key text can only be an object key (a quote inside a string is escaped); it is a top-level key exactly
-    when "{" followed by the rest of the file from there is valid JSON. Only a file with the key text twice
-    pays for that check (one scan of the file from there).
+    first: which events a trace held depended on its size. So two are refused, by both paths (the chunked one
+    looks only where a second could hide from it: before its key and in its last piece, and leaves the rest to
+    the careful path). A key text can only be an object key (a quote inside a string is escaped); it is a
+    top-level key exactly when "{" followed by the rest of the file from there is valid JSON, which only a file
+    holding the text more than once pays to check.
     """
-    first = data.find(_EVENTS_NAME)
-    if first < 0 or data.find(_EVENTS_NAME, first + 1) < 0:
-        return
-    top_level = 0
-    at = first
+    found = 0
+    at = data.find(_EVENTS_NAME, lo, hi)
     while at >= 0:
         if _KEY_COLON_RE.match(data, at + len(_EVENTS_NAME)):
             try:
                 _REST_DECODER.decode(b"{" + data[at:])
-                top_level += 1
+                found += 1
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
-            if top_level == 2:
-                raise TraceFormatError(
-                    source,
-                    "two 'traceEvents' arrays at the top level: which one is the trace is ambiguous (JSON readers "
-                    "disagree); keep one, or merge them into one array",
-                )
-        at = data.find(_EVENTS_NAME, at + 1)
+        at = data.find(_EVENTS_NAME, at + 1, hi)
+    return found
 
 
 _REST_DECODER = msgspec.json.Decoder(_TopLevelRest)
