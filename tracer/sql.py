@@ -1,0 +1,462 @@
+"""SQL over timelines: DuckDB, embedded and in-process, over views of the canonical timeline.
+
+``query(target, "SELECT ...")`` answers a question about one trace (or several) as a DataFrame; ``Session`` keeps
+the views open for many queries (``tracer sql``'s prompt). The views (see :data:`VIEWS` and docs/sql.md):
+
+- ``events``: every interval of the timeline, plus ``source`` (the file or run it came from) and ``dur_ns``;
+- ``kernels``, ``copies`` (memcpys, with ``direction`` and ``gb_per_s``), ``memsets``, ``ranges`` (NVTX /
+  record_function ranges on host threads), ``ops`` (framework operators), ``calls`` (CUDA runtime / driver calls);
+- ``lanes``: one row per (source, rank, device, stream) with its busy time (:func:`tracer.analysis.lanes.lane_stats`);
+- ``range_gpu``: one row per range instance with the GPU work it launched, credited by the rule of
+  :func:`tracer.analysis.ranges.range_launches` (the figures of ``tracer summary``);
+- ``gpus``: the GPU names the traces give.
+
+Read-only, by two locks. A run's ``timeline.parquet`` (or any tracer Parquet timeline) is scanned in place as a
+pyarrow dataset, not copied; other traces are parsed (``load_trace``, with its cache) and registered as DataFrames.
+Then DuckDB is shut off from the file system (``enable_external_access = false``, ``lock_configuration = true``),
+so no statement can read or write a file, attach a database or load an extension; and only statements that read
+(SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of those) are run at all. DuckDB's own
+``read_parquet`` is not used for the in-place scan because it needs the file in ``allowed_paths``, and DuckDB
+2.0.1 lets an allowed path be written too: ``COPY (SELECT 1) TO '<run>/timeline.parquet' (USE_TMP_FILE false)``
+replaced a run's timeline with 4 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from tracer.timeline import Timeline
+
+
+class SqlError(TracerError):
+    """A statement DuckDB refused (bad SQL, an unknown table) or that tracer refuses (one that would write)."""
+
+
+#: The views every session has, in the order ``.tables`` lists them, with what one row is.
+VIEWS: dict[str, str] = {
+    "events": "every interval of the timeline (all kinds, host and GPU)",
+    "kernels": "GPU kernels",
+    "copies": "GPU memcpys, with direction, bytes and gb_per_s",
+    "memsets": "GPU memsets",
+    "ranges": "NVTX / record_function ranges on host threads",
+    "ops": "framework operators on host threads (cpu_op)",
+    "calls": "CUDA runtime and driver API calls (correlation ties them to the GPU work they launched)",
+    "lanes": "one per (source, rank, device, stream): work counts and busy time (union of its GPU work)",
+    "range_gpu": "one per range instance: the GPU work it launched (tracer summary's rule), busy time and counts",
+    "gpus": "one per GPU a trace names: its device index and name",
+}
+
+#: Statement types that only read. EXPLAIN is checked on what it explains (EXPLAIN ANALYZE runs it).
+_READING = {"SELECT"}
+
+#: What ``load_trace`` drops from every format (tracer.timeline.drop_impossible), said in SQL for timelines read
+#: in place, so that ``events`` holds the same rows as the pandas timeline of the same run.
+_POSSIBLE = (
+    "end_ns >= start_ns AND start_ns > -4611686018427387904 AND start_ns < 4611686018427387904 "
+    "AND end_ns < 4611686018427387904 AND (bytes IS NULL OR bytes BETWEEN 0 AND 281474976710656)"
+)
+
+_FIRST_WORD = re.compile(r"^(?:\s|--[^\n]*\n|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
+_MULTI_READING = {"SELECT", "WITH", "FROM", "PIVOT", "UNPIVOT"}
+
+_EXPLAIN = re.compile(
+    r"^(?:\s|--[^\n]*\n|/\*.*?\*/)*EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^()]*\)\s*)?(?P<rest>.*)$",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def _duckdb() -> Any:
+    try:
+        import duckdb
+    except ModuleNotFoundError:
+        raise ToolMissingError("duckdb", "tracer sql needs DuckDB: pip install 'duckdb>=1.0'") from None
+    return duckdb
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _first_line(exc: BaseException) -> str:
+    """DuckDB's message in one line: its first line, and a "Did you mean ...?" hint where it gives one."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    hint = [ln for ln in lines[1:] if ln.startswith("Did you mean")]
+    return " ".join([lines[0], *hint[:1]])
+
+
+@dataclass
+class _Source:
+    """One trace in a session: its label (the ``source`` column) and either a Parquet file read in place or a
+    parsed timeline."""
+
+    label: str
+    path: Path | None = None
+    parquet: Path | None = None  # a tracer Parquet timeline scanned in place
+    timeline: Timeline | None = None
+    gpu_names: dict[int, str] = field(default_factory=dict)
+    cache: bool = True
+
+    def load(self) -> Timeline:
+        """The pandas timeline (parsed or read once, on first need: lanes and range_gpu)."""
+        if self.timeline is None:
+            from tracer.parsers import load_trace
+
+            assert self.path is not None
+            self.timeline = load_trace(self.path, cache=self.cache)
+        return self.timeline
+
+
+def _parquet_in_place(p: Path) -> Path | None:
+    """The tracer Parquet timeline to scan in place for target ``p`` (a run directory holding one, or the file),
+    or None where the target must be parsed (another format, or a file load_trace should judge)."""
+    from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE
+    from tracer.timeline import COLUMNS, SCHEMA_VERSION
+
+    f = p / RUN_TIMELINE if p.is_dir() else p
+    try:
+        with open(f, "rb") as fh:
+            if fh.read(4) != PARQUET_MAGIC:
+                return None
+        import orjson
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(f)
+        meta = orjson.loads((schema.metadata or {}).get(b"tracer", b"{}"))
+    except Exception:  # noqa: BLE001 - anything odd: let load_trace read it and say what is wrong
+        return None
+    if any(c not in schema.names for c in COLUMNS) or int(meta.get("schema_version", 0) or 0) > SCHEMA_VERSION:
+        return None
+    return f
+
+
+def _gpu_names_of(parquet: Path) -> dict[int, str]:
+    from tracer.storage import read_parquet_meta
+
+    names = read_parquet_meta(parquet).get("gpu_names") or {}
+    return {int(k): str(v) for k, v in names.items()}
+
+
+def _expand(target: str | os.PathLike[str]) -> list[Path]:
+    """A target as the paths it stands for: a folder that is not a run directory is the runs and traces under it."""
+    from tracer.discover import discover, is_run_dir
+
+    p = Path(target)
+    if not p.exists():
+        raise InputNotFoundError(p, "no such file or directory")
+    if p.is_dir() and not is_run_dir(p):
+        found = discover(p)
+        if not found:
+            raise InputNotFoundError(
+                p, "not a tracer run, and a folder with no run directories or traces (*.json[.gz], *.sqlite[.gz], "
+                "*.nsys-rep, *.parquet) under it"
+            )
+        return found
+    return [p]
+
+
+class Session:
+    """DuckDB views over one or more timelines; read-only. A context manager; :meth:`close` is safe twice.
+
+    ``targets``: a path (run directory, Kineto JSON[.gz], nsys .sqlite[.gz] / .nsys-rep, Parquet timeline, a folder
+    of them), a :class:`~tracer.timeline.Timeline`, or a list of these. ``cache`` / ``on_cache_write``: as for
+    :func:`tracer.parsers.load_trace`.
+    """
+
+    def __init__(
+        self,
+        targets: Any,
+        *,
+        cache: bool = True,
+        on_cache_write: Callable[[Path], None] | None = None,
+    ) -> None:
+        from tracer.timeline import Timeline
+
+        duckdb = _duckdb()
+        if isinstance(targets, (str, os.PathLike, Timeline)):
+            targets = [targets]
+        if not targets:
+            raise SqlError("", "no target: give a run directory, a trace file or a timeline")
+        self._sources: list[_Source] = []
+        for t in targets:
+            if isinstance(t, Timeline):
+                self._sources.append(_Source(t.meta.source or "timeline", timeline=t, gpu_names=dict(t.meta.gpu_names)))
+                continue
+            for p in _expand(t):
+                parquet = _parquet_in_place(p)
+                if parquet is not None:
+                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(parquet), cache=cache))
+                else:
+                    from tracer.parsers import load_trace
+
+                    tl = load_trace(p, cache=cache, on_cache_write=on_cache_write)
+                    self._sources.append(_Source(str(p), p, timeline=tl, gpu_names=dict(tl.meta.gpu_names)))
+        self._con = duckdb.connect(":memory:")
+        self._derived: set[str] = set()
+        try:
+            self._create_views()
+            # After the views: from here on DuckDB reads only what is registered, and nothing can turn it back.
+            self._con.execute("SET python_enable_replacements = false")
+            self._con.execute("SET enable_external_access = false")
+            self._con.execute("SET lock_configuration = true")
+        except Exception:
+            self._con.close()
+            raise
+
+    # -- setting up -------------------------------------------------------------------------------------------
+
+    def _create_views(self) -> None:
+        import pyarrow.dataset as ds
+
+        con = self._con
+        parts = []
+        for i, s in enumerate(self._sources):
+            name = f"_tracer_source_{i}"
+            if s.parquet is not None:
+                # Scanned where it lies (projection and filters pushed down to the file), never copied.
+                con.register(name, ds.dataset(str(s.parquet), format="parquet"))
+                where = f" WHERE {_POSSIBLE}"
+            else:
+                assert s.timeline is not None
+                con.register(name, s.timeline.events)
+                where = ""
+            parts.append(
+                f"SELECT {_literal(s.label)} AS source, rank::SMALLINT AS rank, start_ns, end_ns, "
+                "end_ns - start_ns AS dur_ns, kind::VARCHAR AS kind, copy_kind::VARCHAR AS copy_kind, "
+                "name::VARCHAR AS name, device, stream, pid, tid, bytes::BIGINT AS bytes, "
+                f"correlation::BIGINT AS correlation FROM {name}{where}"
+            )
+        con.execute("CREATE VIEW events AS " + " UNION ALL ".join(parts))
+        gpu = "FROM events WHERE device >= 0 AND kind = "
+        con.execute(
+            "CREATE VIEW kernels AS SELECT source, rank, device, stream, name, start_ns, end_ns, dur_ns, pid, tid, "
+            f"correlation {gpu}'kernel'"
+        )
+        con.execute(
+            "CREATE VIEW copies AS SELECT source, rank, device, stream, copy_kind AS direction, bytes, start_ns, "
+            "end_ns, dur_ns, CASE WHEN dur_ns > 0 THEN bytes / dur_ns END AS gb_per_s, name, pid, tid, correlation "
+            f"{gpu}'memcpy'"
+        )
+        con.execute(
+            "CREATE VIEW memsets AS SELECT source, rank, device, stream, bytes, start_ns, end_ns, dur_ns, name, pid, "
+            f"tid, correlation {gpu}'memset'"
+        )
+        host = "source, rank, name, start_ns, end_ns, dur_ns, pid, tid"
+        con.execute(f"CREATE VIEW ranges AS SELECT {host} FROM events WHERE kind = 'range'")
+        con.execute(f"CREATE VIEW ops AS SELECT {host} FROM events WHERE kind = 'cpu_op'")
+        con.execute(
+            f"CREATE VIEW calls AS SELECT source, rank, kind, name, start_ns, end_ns, dur_ns, pid, tid, correlation "
+            "FROM events WHERE kind IN ('runtime', 'driver')"
+        )
+        import pandas as pd
+
+        gpus = pd.DataFrame(
+            [(s.label, d, n) for s in self._sources for d, n in sorted(s.gpu_names.items())],
+            columns=["source", "device", "gpu_name"],
+        ).astype({"source": str, "device": "int64", "gpu_name": str})
+        con.register("_tracer_gpus", gpus)
+        con.execute("CREATE VIEW gpus AS SELECT * FROM _tracer_gpus")
+        # lanes and range_gpu need the pandas timeline and tracer's analysis: computed on a query's first mention,
+        # empty (with their columns) until then so that DESCRIBE and .schema work.
+        con.register("_tracer_lanes", _lanes_frame([]))
+        con.execute("CREATE VIEW lanes AS SELECT * FROM _tracer_lanes")
+        con.register("_tracer_range_gpu", _range_gpu_frame([]))
+        con.execute("CREATE VIEW range_gpu AS SELECT * FROM _tracer_range_gpu")
+
+    def _derive(self, sql: str) -> None:
+        """Fill lanes / range_gpu if ``sql`` names them (a word match: a false hit only costs the computation)."""
+        for view, build in (("lanes", _lanes_frame), ("range_gpu", _range_gpu_frame)):
+            if view in self._derived or not re.search(rf"\b{view}\b", sql, re.IGNORECASE):
+                continue
+            frame = build(self._sources)
+            self._con.unregister(f"_tracer_{view}")
+            self._con.register(f"_tracer_{view}", frame)
+            self._frames = getattr(self, "_frames", {})
+            self._frames[view] = frame  # keep it alive while registered
+            self._derived.add(view)
+
+    # -- querying ---------------------------------------------------------------------------------------------
+
+    def statements(self, sql: str) -> list[str]:
+        """``sql`` split into statements, each checked to only read; raises :class:`SqlError` otherwise."""
+        duckdb = _duckdb()
+        try:
+            stmts = self._con.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise SqlError("query", _first_line(exc)) from None
+        out = []
+        for st in stmts:
+            _check_reads(self._con, st)
+            out.append(st.query)
+        if not out:
+            raise SqlError("query", "no statement in it")
+        return out
+
+    def cursor(self, sql: str) -> Any:
+        """Run one statement (checked to only read); the DuckDB result to fetch rows from."""
+        duckdb = _duckdb()
+        stmts = self.statements(sql)
+        if len(stmts) != 1:
+            raise SqlError("query", f"holds {len(stmts)} statements; run one at a time")
+        self._derive(stmts[0])
+        try:
+            return self._con.execute(stmts[0])
+        except duckdb.Error as exc:
+            raise SqlError("query", _first_line(exc)) from None
+
+    def query(self, sql: str) -> pd.DataFrame:
+        """The result of one read-only statement as a DataFrame."""
+        duckdb = _duckdb()
+        cur = self.cursor(sql)
+        try:
+            return cur.df()
+        except duckdb.Error as exc:
+            raise SqlError("query", _first_line(exc)) from None
+
+    def rows(self, sql: str, batch: int = 10_000) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
+        """Column names, DuckDB type names and the rows (tuples of Python values, fetched ``batch`` at a time)."""
+        duckdb = _duckdb()
+        cur = self.cursor(sql)
+        names = [d[0] for d in cur.description or []]
+        types = [str(d[1]) for d in cur.description or []]
+
+        def gen() -> Iterator[tuple[Any, ...]]:
+            while True:
+                try:
+                    chunk = cur.fetchmany(batch)
+                except duckdb.Error as exc:
+                    raise SqlError("query", _first_line(exc)) from None
+                if not chunk:
+                    return
+                yield from chunk
+
+        return names, types, gen()
+
+    def tables(self) -> list[tuple[str, str]]:
+        """(view, what one row is) for every view."""
+        return list(VIEWS.items())
+
+    def schema(self, view: str) -> list[tuple[str, str]]:
+        """(column, DuckDB type) of ``view``."""
+        if view not in VIEWS:
+            raise SqlError(view, f"no such view; the views are {', '.join(VIEWS)}")
+        return [(r[0], r[1]) for r in self._con.execute(f"DESCRIBE {view}").fetchall()]
+
+    @property
+    def sources(self) -> list[str]:
+        return [s.label for s in self._sources]
+
+    def close(self) -> None:
+        con, self._con = getattr(self, "_con", None), None
+        if con is not None:
+            con.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _check_reads(con: Any, st: Any) -> None:
+    """Refuse a parsed statement unless it only reads (EXPLAIN: what it explains must only read)."""
+    kind = st.type.name
+    if kind == "EXPLAIN":
+        m = _EXPLAIN.match(st.query)
+        inner = con.extract_statements(m.group("rest")) if m and m.group("rest").strip() else []
+        if len(inner) == 1:
+            return _check_reads(con, inner[0])
+    elif kind in _READING:
+        return
+    first = _FIRST_WORD.match(st.query)
+    what = first.group(1).upper() if first else kind
+    if kind == "MULTI" and what in _MULTI_READING:
+        # A PIVOT is several statements to DuckDB (it makes an ENUM type of the values in memory, then selects).
+        return
+    raise SqlError(
+        "query",
+        f"refused: tracer sql only reads, and {what} is not a reading statement; use SELECT, WITH, FROM, DESCRIBE, "
+        "SHOW, SUMMARIZE, PIVOT or EXPLAIN",
+    )
+
+
+def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
+    """lanes: lane_stats per source and rank."""
+    import pandas as pd
+
+    from tracer.analysis.lanes import lane_stats
+
+    cols = {"source": str, "rank": "int16", "device": "int64", "stream": "int64", "kernels": "int64",
+            "memcpys": "int64", "memsets": "int64", "busy_ns": "int64"}
+    parts = []
+    for s in sources:
+        events = s.load().events
+        for rank, ev in events.groupby("rank", sort=True):
+            parts.append(lane_stats(ev).assign(source=s.label, rank=rank))
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
+
+
+def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
+    """range_gpu: one row per host range instance with the GPU work credited to it by range_launches."""
+    import numpy as np
+    import pandas as pd
+
+    from tracer.analysis import intervals as iv
+    from tracer.analysis.ranges import range_launches
+
+    cols = {"source": str, "rank": "int16", "name": str, "start_ns": "int64", "end_ns": "int64", "dur_ns": "int64",
+            "pid": "int64", "tid": "int64", "gpu_busy_ns": "int64", "gpu_window_ns": "int64", "kernels": "int64",
+            "memcpys": "int64", "memsets": "int64"}
+    parts = []
+    for s in sources:
+        events = s.load().events
+        for rank, ev in events.groupby("rank", sort=True):
+            ranges = ev[ev["kind"] == "range"]
+            if ranges.empty:
+                continue
+            out = pd.DataFrame({
+                "source": s.label, "rank": rank, "name": ranges["name"].astype(str),
+                "start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
+                "dur_ns": ranges["end_ns"] - ranges["start_ns"], "pid": ranges["pid"], "tid": ranges["tid"],
+            })
+            for c in ("gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"):
+                out[c] = 0
+            pairs = range_launches(ev)
+            if not pairs.empty:
+                w = ev.loc[pairs["work_row"], ["start_ns", "end_ns", "kind"]].reset_index(drop=True)
+                w["range_row"] = pairs["range_row"].to_numpy()
+                busy = iv.grouped_union_total(w["range_row"].to_numpy(), w["start_ns"].to_numpy(),
+                                              w["end_ns"].to_numpy())
+                g = w.groupby("range_row").agg(s=("start_ns", "min"), e=("end_ns", "max"))
+                out.loc[g.index, "gpu_window_ns"] = (g["e"] - g["s"]).to_numpy()
+                out.loc[busy.index, "gpu_busy_ns"] = busy.to_numpy(dtype=np.int64)
+                counts = pd.crosstab(w["range_row"], w["kind"].astype(str)).reindex(
+                    columns=["kernel", "memcpy", "memset"], fill_value=0
+                )
+                out.loc[counts.index, ["kernels", "memcpys", "memsets"]] = counts.to_numpy()
+            parts.append(out)
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
+
+
+def query(target: Any, sql: str, *, cache: bool = True) -> pd.DataFrame:
+    """Run one read-only SQL statement over ``target``'s views (see :class:`Session`) and return a DataFrame.
+
+    >>> query("tracer/examples/mlp-data-parallel-streams-20261202-162035", "SELECT count(*) AS n FROM kernels")
+    """
+    with Session(target, cache=cache) as session:
+        return session.query(sql)
