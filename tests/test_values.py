@@ -188,6 +188,16 @@ def test_a_trace_edited_in_place_with_its_mtime_restored_is_parsed_afresh(tmp_pa
     assert len(load_trace(p).events) == 3 and cache_path(p).stat().st_mtime_ns == before
 
 
+def test_an_untouched_trace_is_served_from_the_cache_without_hashing_it(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # same inode and ctime as when the cache was written: no write happened since, so no hash is needed
+    p = _big_trace(tmp_path / "t.json", 3)
+    load_trace(p)
+    monkeypatch.setattr(parsers, "_file_digest", lambda _: pytest.fail("hashed an untouched trace"))
+    monkeypatch.setattr(parsers, "_read_raw", lambda _: pytest.fail("parsed an untouched trace"))
+    assert len(load_trace(p).events) == 3
+
+
 def test_summary_says_once_that_it_wrote_a_cache_and_no_cache_writes_none(tmp_path: Path) -> None:
     p = _big_trace(tmp_path / "t.json", 2)
     proc = run_cli("summary", "--no-cache", "--json", str(p))

@@ -250,6 +250,12 @@ def cache_key(size: int, digest: str) -> dict[str, Any]:
     }
 
 
+def _stat_key(p: Path) -> list[int]:
+    """Device, inode and change time of ``p``: equal only while nobody has written to the file."""
+    st = p.stat()
+    return [st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size]
+
+
 def _digest(data: bytes) -> str:
     # SHA-256 of every byte: ~1.5 GB/s where the CPU has SHA instructions (docs/design.md has the figures).
     # Hashing the head and tail only would be ~free but would miss an edit in the middle.
@@ -276,9 +282,16 @@ def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None]
         raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
     use_cache = cache and size >= CACHE_MIN_BYTES
     stored = _stored_key(p) if use_cache else None
+    stat = _stat_key(p) if use_cache else []  # (before the read: a write during the parse must not go unseen)
     digest = ""
     if stored is not None and stored.get("source_size") == size:
-        digest = _file_digest(p)
+        # Unchanged inode and ctime: the bytes are those the cache was written from, with no need to hash them
+        # (ctime moves on every write and no tool can set it back, unlike the mtime that cp -p / rsync -t
+        # restore). Anything else (a copy, a touch, an edit) is decided by the content hash.
+        if stored.get("source_stat") == stat:
+            digest = str(stored.get("source_sha256", ""))
+        else:
+            digest = _file_digest(p)
         cached = _read_cache(p, cache_key(size, digest), stored)
         if cached is not None:
             return cached
@@ -290,7 +303,8 @@ def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None]
     data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
     del raw
     timeline = parse_kineto_bytes(data, str(p))
-    if use_cache and _write_cache(p, timeline, cache_key(size, digest)) and on_cache_write is not None:
+    key = {**cache_key(size, digest), "source_stat": stat} if use_cache else {}
+    if use_cache and _write_cache(p, timeline, key) and on_cache_write is not None:
         on_cache_write(cache_path(p))
     return timeline
 
