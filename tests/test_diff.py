@@ -327,3 +327,61 @@ def test_single_gpus_of_different_index_are_paired(tmp_path):
     assert d.notes == ["B's only GPU (1) is compared with A's only GPU (0), under A's index"]
     assert [dev.device for dev in d.devices] == [0] and d.devices[0].a == d.devices[0].b
     assert d.account == [] and all(i.change == "unchanged" for i in d.items)
+
+
+# --- the compare page (dashboard) ----------------------------------------------------------------------------
+
+
+def _find_id(component, wanted):
+    if getattr(component, "id", None) == wanted:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, (list, tuple)) else [children]:
+        if child is not None and not isinstance(child, (str, int, float)):
+            found = _find_id(child, wanted)
+            if found is not None:
+                return found
+    return None
+
+
+def test_compare_page_shows_the_diff_under_the_timelines():
+    pytest.importorskip("dash")
+    from dashboard import diff_view, ids
+    from dashboard.data import RunStore
+    from dashboard.pages import compare
+
+    store = RunStore([SIDE, NON_BLOCKING], examples=False, runs_dir=None)
+    keys = [r.key for r in store.runs()]
+    page = compare.layout(store, keys)
+    children = page.children
+    graph = next(i for i, c in enumerate(children) if getattr(c, "id", None) == ids.CMP_GRAPH)
+    assert getattr(children[graph + 1], "id", None) == diff_view.DIFF_SECTION  # right under the timelines
+    table = _find_id(page, diff_view.DIFF_TABLE)
+    rows = table.children[2].children
+    first = [cell.children for cell in rows[0].children]
+    d = diff_timelines(load_trace(SIDE, cache=False), load_trace(NON_BLOCKING, cache=False))
+    assert first[:3] == [d.items[0].change, d.items[0].kind, d.items[0].name]
+    assert len(rows) == min(diff_view.TABLE_ROWS, len(d.items))
+    assert "hidden behind compute 98% → 0%" in str(_find_id(page, diff_view.DIFF_SECTION))
+    fig = _find_id(page, diff_view.DIFF_CHART).figure
+    assert [t.name for t in fig.data] == [store.get(keys[0]).name, store.get(keys[1]).name, "B − A"] * 2
+
+
+def test_diff_figure_bars_are_the_largest_differences_and_escaped():
+    pytest.importorskip("plotly")
+    from dashboard.diff_view import diff_figure
+    from tracer.analysis.diff import ItemDiff, TraceDiff
+
+    items = [ItemDiff("kernel", f"k{i}", 1, 1 + i, 1000, 1000 + 10**6 * i, "increased") for i in range(1, 15)]
+    items.append(ItemDiff("cpu_op", "<a href='x'>op</a>", 5, 0, 7, 0, "removed"))
+    items.sort(key=lambda i: -abs(i.diff_ns))
+    d = TraceDiff("a", "b", 0, 0, 0, 0, [], items, [])
+    fig = diff_figure(d, ("<b>A</b>", "B"), items=3)
+    counts = [t for t in fig.data if t.xaxis == "x"]
+    times = [t for t in fig.data if t.xaxis == "x2"]
+    assert list(times[2].y) == [14.0, 13.0, 12.0]  # B − A in ms, largest first
+    assert list(counts[2].y) == [14, 13, 12]
+    assert counts[0].name == "&lt;b&gt;A&lt;/b&gt;"
+    d2 = TraceDiff("a", "b", 0, 0, 0, 0, [], [items[-1]], [])
+    labels = list(diff_figure(d2).data[0].x)
+    assert labels == ["cpu_op: &lt;a href='x'&gt;op&lt;/a&gt;"]

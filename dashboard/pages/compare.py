@@ -61,10 +61,25 @@ def layout(store: RunStore, keys: list[str], viewport: dict[str, Any] | None = N
                 className="controls",
             ),
             dcc.Graph(id=ids.CMP_GRAPH, figure=fig, config=GRAPH_CONFIG),
+            diff_part(views, (infos[0].name, infos[1].name)),
             dcc.Store(id=ids.CMP_STATE, data={"runs": keys, "window": list(window)}),
         ],
         className="compare-page",
     )
+
+
+def diff_part(views, labels: tuple[str, str]) -> Any:
+    """The diff of the two runs (first against second) under the timelines: where the time went, the largest
+    differences as a table and as bars. A diff the analysis refuses is a message there, and the page stays."""
+    from dashboard.diff_view import diff_section
+    from tracer.analysis.diff import diff_timelines
+
+    try:
+        d = diff_timelines(views[0].timeline, views[1].timeline)
+    except TracerError as exc:
+        return html.Div(f"Cannot compare these runs item by item: {error_message(exc)}",
+                        className="alert alert-error", role="alert")
+    return diff_section(d, labels)
 
 
 def status_text(fig: Any) -> str:
