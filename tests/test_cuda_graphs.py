@@ -110,3 +110,12 @@ def test_whole_graph_tracing_counts_each_replay_as_one_interval_and_says_so():
     assert sorted((graphs["end_ns"] - graphs["start_ns"]).tolist()) == [115_039, 115_072, 115_360]
     assert _kernels_per_range(H200 / "graph_whole.sqlite.gz") == {"graph/replay": 3, "graph/eager": 24, "graph/copy": 0}
     assert any("3 CUDA graph replays traced as whole graphs" in n for n in timeline.meta.extra["notes"])
+
+
+def test_summary_says_that_replays_were_traced_whole(capsys):
+    from tracer.cli import main
+
+    assert main(["summary", str(H200 / "graph_whole.sqlite.gz"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "3 CUDA graph replays traced as whole graphs" in err
+    assert json.loads(out)["meta"]["notes"] == [err.split(": ", 2)[2].strip()]

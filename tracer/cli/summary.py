@@ -264,11 +264,14 @@ def summary(
             continue
         if left_out:
             print(f"tracer: warning: {path}: {left_out}", file=sys.stderr)
+        notes = timeline.meta.extra.get("notes") or []
+        for note in notes:  # what the figures mean for this file (CUDA graphs traced whole ...)
+            print(f"tracer: note: {path}: {note}", file=sys.stderr)
         if not result["events"] and not skipped:
             print(f"tracer: note: {path}: the trace holds no events (a profiler that caught nothing writes this)",
                   file=sys.stderr)
-        if skipped or ignored:
-            result["meta"] = {"skipped": skipped, "ignored": ignored}
+        if skipped or ignored or notes:
+            result["meta"] = {"skipped": skipped, "ignored": ignored, "notes": notes}
         if json:
             sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
             sys.stdout.flush()
