@@ -118,4 +118,4 @@ def test_summary_says_that_replays_were_traced_whole(capsys):
     assert main(["summary", str(H200 / "graph_whole.sqlite.gz"), "--json"]) == 0
     out, err = capsys.readouterr()
     assert "3 CUDA graph replays traced as whole graphs" in err
-    assert json.loads(out)["meta"]["notes"] == [err.split(": ", 2)[2].strip()]
+    assert json.loads(out)["meta"]["notes"] == [err.strip().split(": ", 3)[3]]
