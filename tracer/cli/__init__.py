@@ -43,8 +43,20 @@ class TracerCommand(_PlainFlags, TyperCommand):
     """Every tracer subcommand."""
 
 
+class _Interrupted(Exception):
+    """Ctrl-C inside a command, carried past Typer to :func:`main`."""
+
+
 class TracerGroup(_PlainFlags, TyperGroup):
     """The ``tracer`` group itself."""
+
+    def invoke(self, ctx: Any) -> Any:
+        # Typer turns a KeyboardInterrupt into a silent Exit(130) (typer/core.py, _main), so Ctrl-C in any
+        # command ended with no message; carry it to main() instead, which says "tracer: interrupted".
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise _Interrupted() from None
 
 
 app = typer.Typer(
@@ -99,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Interrupted):
         print("tracer: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:

@@ -113,9 +113,13 @@ def get_exporter(fmt: str | None, out: str | os.PathLike[str]) -> Exporter:
 def check_output(out: str | os.PathLike[str], *, force: bool) -> Path:
     """Refuse to overwrite an existing file unless ``force``; refuse directories always."""
     p = Path(out)
-    if p.is_dir():
+    try:
+        is_dir, exists = p.is_dir(), p.exists()
+    except OSError as exc:  # a name longer than the file system allows (ENAMETOOLONG) ...: bad input, not a crash
+        raise UsageError(p, f"cannot be an output file: {exc.strerror or exc}") from None
+    if is_dir:
         raise UsageError(p, "is a directory; give a file name for the export")
-    if p.exists() and not force:
+    if exists and not force:
         raise UsageError(p, "already exists; pass --force to overwrite it")
     # a file where a directory of OUT should be: say so now, not after a long parse
     nearest = next((a for a in p.parents if a.exists()), None)
