@@ -44,8 +44,8 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def render_table(names: list[str], types: list[str], rows: list[tuple[Any, ...]], more: int = 0) -> Any:
-    """A rich Table of a result: numbers right-aligned; a caption when rows were left out or there are none."""
+def render_table(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> Any:
+    """A rich Table of a result: numbers right-aligned; a caption when there are no rows."""
     from rich import box
     from rich.markup import escape
     from rich.table import Table
@@ -56,9 +56,7 @@ def render_table(names: list[str], types: list[str], rows: list[tuple[Any, ...]]
         table.add_column(escape(name), justify="right" if numeric else "left", overflow="fold")
     for row in rows:
         table.add_row(*(escape(_cell(v)) for v in row))
-    if more:
-        table.caption = f"{len(rows):,} of {len(rows) + more:,} rows shown; --max-rows N or --format csv for more"
-    elif not rows:
+    if not rows:
         table.caption = "(no rows)"
     return table
 
@@ -86,7 +84,10 @@ def _write_result(names: list[str], types: list[str], rows: Iterator[tuple[Any, 
     if fmt is Format.table:
         shown = list(islice(rows, max_rows))
         more = sum(1 for _ in rows)
-        console.print(render_table(names, types, shown, more))
+        console.print(render_table(names, types, shown))
+        if more:  # (on stderr: stdout stays the table)
+            print(f"tracer: note: {len(shown):,} of {len(shown) + more:,} rows shown; --max-rows N or --format csv "
+                  "for all", file=sys.stderr)
         return
     out = sys.stdout
     if fmt is Format.csv:
