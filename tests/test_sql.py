@@ -56,7 +56,7 @@ def events():
     return load_trace(RUN).events
 
 
-# -- docs/sql.md ----------------------------------------------------------------------------------------------------
+# -- docs/sql.md ---------------------------------------------------------------------------------------------
 
 def test_doc_has_a_dozen_queries():
     assert len(doc_queries()) >= 12
@@ -121,7 +121,7 @@ def test_doc_unhidden_copies_query_agrees_with_pandas_on_a_run_that_hides_copies
     assert got["not_hidden_ns"].tolist() == [int((c["end_ns"] - c["start_ns"])[~hidden].sum())]
 
 
-# -- the views against the pandas timeline --------------------------------------------------------------------------
+# -- the views against the pandas timeline -------------------------------------------------------------------
 
 def test_counts_and_sums_equal_the_pandas_timeline(session, events):
     gpu = events["device"] >= 0
@@ -168,7 +168,7 @@ def test_session_close_is_safe_twice():
     s.close()
 
 
-# -- read-only -------------------------------------------------------------------------------------------------------
+# -- read-only -----------------------------------------------------------------------------------------------
 
 WRITES = [
     "COPY kernels TO '{tmp}/k.csv'",
@@ -250,7 +250,7 @@ def test_missing_target_and_missing_query_target(capsys):
     assert "no TARGET" in capsys.readouterr().err
 
 
-# -- output formats and the prompt -----------------------------------------------------------------------------------
+# -- output formats and the prompt ---------------------------------------------------------------------------
 
 def test_csv_and_json(capsys):
     sql = "SELECT device, stream, busy_ns FROM lanes ORDER BY stream"

@@ -1,24 +1,27 @@
 """SQL over timelines: DuckDB, embedded and in-process, over views of the canonical timeline.
 
-``query(target, "SELECT ...")`` answers a question about one trace (or several) as a DataFrame; ``Session`` keeps
-the views open for many queries (``tracer sql``'s prompt). The views (see :data:`VIEWS` and docs/sql.md):
+``query(target, "SELECT ...")`` answers a question about one trace (or several) as a DataFrame; ``Session``
+keeps the views open for many queries (``tracer sql``'s prompt). The views (see :data:`VIEWS` and
+docs/sql.md):
 
 - ``events``: every interval of the timeline, plus ``source`` (the file or run it came from) and ``dur_ns``;
 - ``kernels``, ``copies`` (memcpys, with ``direction`` and ``gb_per_s``), ``memsets``, ``ranges`` (NVTX /
-  record_function ranges on host threads), ``ops`` (framework operators), ``calls`` (CUDA runtime / driver calls);
-- ``lanes``: one row per (source, rank, device, stream) with its busy time (:func:`tracer.analysis.lanes.lane_stats`);
+  record_function ranges on host threads), ``ops`` (framework operators), ``calls`` (CUDA runtime / driver
+  calls);
+- ``lanes``: one row per (source, rank, device, stream) with its busy time
+  (:func:`tracer.analysis.lanes.lane_stats`);
 - ``range_gpu``: one row per range instance with the GPU work it launched, credited by the rule of
   :func:`tracer.analysis.ranges.range_launches` (the figures of ``tracer summary``);
 - ``gpus``: the GPU names the traces give.
 
-Read-only, by two locks. A run's ``timeline.parquet`` (or any tracer Parquet timeline) is scanned in place as a
-pyarrow dataset, not copied; other traces are parsed (``load_trace``, with its cache) and registered as DataFrames.
-Then DuckDB is shut off from the file system (``enable_external_access = false``, ``lock_configuration = true``),
-so no statement can read or write a file, attach a database or load an extension; and only statements that read
-(SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of those) are run at all. DuckDB's own
-``read_parquet`` is not used for the in-place scan because it needs the file in ``allowed_paths``, and DuckDB
-2.0.1 lets an allowed path be written too: ``COPY (SELECT 1) TO '<run>/timeline.parquet' (USE_TMP_FILE false)``
-replaced a run's timeline with 4 bytes.
+Read-only, by two locks. A run's ``timeline.parquet`` (or any tracer Parquet timeline) is scanned in place as
+a pyarrow dataset, not copied; other traces are parsed (``load_trace``, with its cache) and registered as
+DataFrames. Then DuckDB is shut off from the file system (``enable_external_access = false``,
+``lock_configuration = true``), so no statement can read or write a file, attach a database or load an
+extension; and only statements that read (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of
+those) are run at all. DuckDB's own ``read_parquet`` is not used for the in-place scan because it needs the
+file in ``allowed_paths``, and DuckDB 2.0.1 lets an allowed path be written too: ``COPY (SELECT 1) TO
+'<run>/timeline.parquet' (USE_TMP_FILE false)`` replaced a run's timeline with 4 bytes.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ VIEWS: dict[str, str] = {
 #: Statement types that only read. EXPLAIN is checked on what it explains (EXPLAIN ANALYZE runs it).
 _READING = {"SELECT"}
 
-#: What ``load_trace`` drops from every format (tracer.timeline.drop_impossible), said in SQL for timelines read
+#: What ``load_trace`` drops from every format (tracer.timeline.drop_impossible), said in SQL for timelines
+#: read
 #: in place, so that ``events`` holds the same rows as the pandas timeline of the same run.
 _POSSIBLE = (
     "end_ns >= start_ns AND start_ns > -4611686018427387904 AND start_ns < 4611686018427387904 "
@@ -191,12 +195,14 @@ class Session:
         self._sources: list[_Source] = []
         for t in targets:
             if isinstance(t, Timeline):
-                self._sources.append(_Source(t.meta.source or "timeline", timeline=t, gpu_names=dict(t.meta.gpu_names)))
+                label = t.meta.source or "timeline"
+                self._sources.append(_Source(label, timeline=t, gpu_names=dict(t.meta.gpu_names)))
                 continue
             for p in _expand(t):
                 parquet = _parquet_in_place(p)
                 if parquet is not None:
-                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(parquet), cache=cache))
+                    names = _gpu_names_of(parquet)
+                    self._sources.append(_Source(str(p), p, parquet, gpu_names=names, cache=cache))
                 else:
                     from tracer.parsers import load_trace
 
@@ -206,7 +212,8 @@ class Session:
         self._derived: set[str] = set()
         try:
             self._create_views()
-            # After the views: from here on DuckDB reads only what is registered, and nothing can turn it back.
+            # After the views: from here on DuckDB reads only what is registered, and nothing
+            # can turn it back.
             self._con.execute("SET python_enable_replacements = false")
             self._con.execute("SET enable_external_access = false")
             self._con.execute("SET lock_configuration = true")
@@ -214,7 +221,7 @@ class Session:
             self._con.close()
             raise
 
-    # -- setting up -------------------------------------------------------------------------------------------
+    # -- setting up ------------------------------------------------------------------------------------------
 
     def _create_views(self) -> None:
         import pyarrow.dataset as ds
@@ -267,7 +274,8 @@ class Session:
         ).astype({"source": str, "device": "int64", "gpu_name": str})
         con.register("_tracer_gpus", gpus)
         con.execute("CREATE VIEW gpus AS SELECT * FROM _tracer_gpus")
-        # lanes and range_gpu need the pandas timeline and tracer's analysis: computed on a query's first mention,
+        # lanes and range_gpu need the pandas timeline and tracer's analysis: computed on a query's
+        # first mention,
         # empty (with their columns) until then so that DESCRIBE and .schema work.
         con.register("_tracer_lanes", _lanes_frame([]))
         con.execute("CREATE VIEW lanes AS SELECT * FROM _tracer_lanes")
@@ -286,7 +294,7 @@ class Session:
             self._frames[view] = frame  # keep it alive while registered
             self._derived.add(view)
 
-    # -- querying ---------------------------------------------------------------------------------------------
+    # -- querying --------------------------------------------------------------------------------------------
 
     def statements(self, sql: str) -> list[str]:
         """``sql`` split into statements, each checked to only read; raises :class:`SqlError` otherwise."""
@@ -382,7 +390,8 @@ def _check_reads(con: Any, st: Any) -> None:
     first = _FIRST_WORD.match(st.query)
     what = first.group(1).upper() if first else kind
     if kind == "MULTI" and what in _MULTI_READING:
-        # A PIVOT is several statements to DuckDB (it makes an ENUM type of the values in memory, then selects).
+        # A PIVOT is several statements to DuckDB (it makes an ENUM type of the values in memory,
+        # then selects).
         return
     raise SqlError(
         "query",
