@@ -314,3 +314,11 @@ def regenerate() -> None:
 
 if __name__ == "__main__":
     regenerate()
+
+
+def test_timeline_sql_is_the_same_query():
+    from tracer.parsers import load_trace
+
+    timeline = load_trace(Path(__file__).parent / "data" / "pair_kineto.json.gz", cache=False)
+    n = timeline.sql("SELECT count(*) AS n FROM kernels")["n"].iloc[0]
+    assert n == int((timeline.events["kind"] == "kernel").sum()) == 22

@@ -110,6 +110,13 @@ class Timeline:
         seen = set(ev.loc[ev["device"] >= 0, "device"].unique().tolist())
         return sorted(seen | set(self.meta.gpu_names))
 
+    def sql(self, query: str) -> pd.DataFrame:
+        """A read-only DuckDB query over this timeline's views (events, kernels, copies, ranges, lanes ...;
+        docs/sql.md)."""
+        from tracer.sql import query as _query  # (DuckDB is imported only by those who ask)
+
+        return _query(self, query)
+
 
 def empty_events() -> pd.DataFrame:
     """A zero-row frame with the canonical columns and dtypes."""
