@@ -29,8 +29,10 @@ def _bomb(path: Path, head: bytes, inflated_gb: float) -> Path:
 def _run_measured(*args: str) -> tuple[subprocess.CompletedProcess[str], int]:
     """Run tracer in a child; return it and the child's peak RSS in MB."""
     code = (
-        "import resource, sys; from tracer.cli import main; rc = main(sys.argv[1:]); "
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr); sys.exit(rc)"
+        # VmHWM (kB): this process's own peak. getrusage's ru_maxrss would start at the forking pytest's RSS.
+        "import sys; from tracer.cli import main; rc = main(sys.argv[1:]); "
+        "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0], file=sys.stderr); "
+        "sys.exit(rc)"
     )
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()

@@ -150,18 +150,29 @@ def _bomb(kind: str) -> tuple[bytes, str]:
 
 #: Runs in a fresh process: its peak RSS is the upload's, not whatever earlier tests left in this one.
 _BOMB_CODE = r"""
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
+
+
+def hwm() -> int:
+    # the peak of this process's own memory: VmHWM starts afresh at exec, unlike getrusage's ru_maxrss, which
+    # a child inherits from the pytest process that forked it (hundreds of MB late in the suite)
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM")
+
+
 from dashboard.app import upload
 from dashboard.data import RunStore
 
 contents = Path(sys.argv[1]).read_text()  # the data URL, as the request brings it
 store = RunStore([], examples=False, runs_dir=None, upload_dir=Path(sys.argv[2]))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+before = hwm()
 t = time.perf_counter()
 banner, path, search = upload(store, contents, sys.argv[3])
 seconds = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = hwm()
 print(json.dumps({"seconds": seconds, "peak_rss": peak, "before_rss": before, "banner": str(banner),
                   "runs": len(store.runs())}))
 """

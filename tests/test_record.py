@@ -173,7 +173,11 @@ def test_two_runs_in_the_same_second_get_distinct_names(tmp_path: Path, monkeypa
         def now(cls, tz=None):  # type: ignore[override]
             return fixed
 
-    monkeypatch.setattr(rec._dt, "datetime", Frozen)
+    # Replace the module as tracer.record sees it, never the attribute of the real datetime module: a global
+    # datetime.datetime subclass crashed pandas' C code imported after it (a segfault when run alone).
+    import types
+
+    monkeypatch.setattr(rec, "_dt", types.SimpleNamespace(datetime=Frozen, timezone=dt.timezone))
     params = SMALL["multi-device"]
     a = rec.record("multi-device", device="cpu", out=tmp_path, params=params).path
     b = rec.record("multi-device", device="cpu", out=tmp_path, params=params).path
