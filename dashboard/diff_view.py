@@ -8,17 +8,19 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 from dash import dcc, html
 from plotly.subplots import make_subplots
 
-from tracer.analysis.diff import TraceDiff
+from dashboard import ids
+from dashboard.model import N_CLASSES, TimelineView
+from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys
 
-# The diff's component ids. They belong in dashboard/ids.py with the others; kept here until that file's owner
-# moves them (nothing but this module and its tests names them).
-DIFF_SECTION = "compare-diff"
-DIFF_TABLE = "compare-diff-table"
-DIFF_CHART = "compare-diff-chart"
+# The diff's component ids live in dashboard/ids.py; these names are kept for the tests that use them.
+DIFF_SECTION = ids.DIFF_SECTION
+DIFF_TABLE = ids.DIFF_TABLE
+DIFF_CHART = ids.DIFF_CHART
 
 #: rows of the table and bars per chart
 TABLE_ROWS = 20
@@ -26,6 +28,10 @@ CHART_ITEMS = 10
 LABEL_CHARS = 40
 
 _COLORS = {"A": "#7f8c8d", "B": "#2e86de", "diff": "#e67e22"}
+
+#: the most intervals of a chosen item outlined per run (the first ones in the window, by row then start)
+HIGHLIGHT_LIMIT = 3000
+HIGHLIGHT_COLOR = "#e6007e"
 
 
 def _ms(ns: int) -> str:
@@ -41,8 +47,14 @@ def _label(name: str) -> str:
     return _html.escape(_short(name), quote=False)
 
 
+def table_items(d: TraceDiff, *, rows: int = TABLE_ROWS) -> list[list[str]]:
+    """The ``[kind, name]`` of each row of :func:`diff_table`, in order (what a click on row ``i`` chooses)."""
+    return [[i.kind, i.name] for i in d.items[:rows]]
+
+
 def diff_table(d: TraceDiff, *, rows: int = TABLE_ROWS) -> Any:
-    """The largest |time difference| items as an HTML table (Dash escapes every cell)."""
+    """The largest |time difference| items as an HTML table (Dash escapes every cell). A click on a row
+    highlights that item's intervals in both timelines; a second click removes the highlight."""
     head = html.Tr([html.Th(c) for c in ("change", "kind", "name", "count A", "count B", "ms A", "ms B",
                                          "B − A ms", "B / A")])
     body = [
@@ -57,9 +69,13 @@ def diff_table(d: TraceDiff, *, rows: int = TABLE_ROWS) -> Any:
                 html.Td(_ms(i.time_b_ns), className="num"),
                 html.Td(f"{i.diff_ns / 1e6:+,.3f}", className="num"),
                 html.Td("–" if i.ratio is None else f"×{i.ratio:,.2f}", className="num"),
-            ]
+            ],
+            id={"type": ids.DIFF_ROW, "index": n},
+            n_clicks=0,
+            className="diff-row",
+            title="Click to outline this work in both timelines; click again to clear",
         )
-        for i in d.items[:rows]
+        for n, i in enumerate(d.items[:rows])
     ]
     counts = ", ".join(f"{n} {c}" for c, n in d.counts().items())
     more = f"; {len(d.items) - rows} more with `tracer diff --csv`" if len(d.items) > rows else ""
@@ -117,3 +133,102 @@ def diff_section(d: TraceDiff, labels: tuple[str, str]) -> Any:
         id=DIFF_SECTION,
         className="diff-section",
     )
+
+
+# ---------------------------------------------------------------------------------------------------- highlight
+
+
+def item_of(value: Any) -> tuple[str, str] | None:
+    """``[kind, name]`` (from the table's rows or the page's state) as a pair; None for anything else."""
+    if (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and value[0] in ITEM_KINDS
+        and isinstance(value[1], str)
+        and len(value[1]) <= 100_000
+    ):
+        return str(value[0]), value[1]
+    return None
+
+
+def item_mask(view: TimelineView, item: tuple[str, str]) -> np.ndarray:
+    """Per drawn interval of ``view`` (its sorted arrays): whether it is an instance of ``item`` — the same kind
+    and the same name after :func:`tracer.analysis.diff.item_keys` (the diff's normalisation)."""
+    cache = view.__dict__.setdefault("_item_keys", {})
+    if "keys" not in cache:
+        ev = view.timeline.events
+        cache["keys"] = item_keys(ev).to_numpy(dtype=object) if len(ev) else np.empty(0, dtype=object)
+        cache["kind"] = ev["kind"].astype(str).to_numpy(dtype=object) if len(ev) else np.empty(0, dtype=object)
+    kind, name = item
+    of_event = (cache["kind"] == kind) & (cache["keys"] == name)
+    src = view.src
+    out = np.zeros(src.size, dtype=bool)
+    real = src >= 0
+    out[real] = of_event[src[real]] if of_event.size else False
+    return out
+
+
+def in_window(view: TimelineView, mask: np.ndarray, window: tuple[int, int]) -> np.ndarray:
+    """Positions (in the view's sorted arrays) of the ``mask``ed intervals touching ``window`` (closed)."""
+    lo, hi = window
+    return np.flatnonzero(mask & (view.start_ns <= hi) & (view.end_ns >= lo))
+
+
+def highlight_trace(
+    view: TimelineView, item: tuple[str, str], window: tuple[int, int], *, xaxis: str = "x", yaxis: str = "y",
+    limit: int | None = None,
+) -> tuple[go.Scatter | None, int, int]:
+    """An outline around each interval of ``item`` in ``window`` (at most ``limit``), as one line trace of
+    NaN-separated rectangles, with (intervals in the window, intervals outlined). Rows are the view's rows
+    (every lane shown, as in :func:`dashboard.figures.compare_figure`); ``limit`` defaults to
+    :data:`HIGHLIGHT_LIMIT`."""
+    limit = HIGHLIGHT_LIMIT if limit is None else limit
+    pos = in_window(view, item_mask(view, item), window)
+    found = int(pos.size)
+    pos = pos[:limit]
+    if not pos.size:
+        return None, found, 0
+    lo, hi = window
+    x0 = np.maximum(view.start_ns[pos], lo - (hi - lo)) / 1e6  # far outside the window: clipped anyway
+    x1 = np.minimum(view.end_ns[pos], hi + (hi - lo)) / 1e6
+    y = (view.group[pos] // N_CLASSES).astype(np.float64)
+    nan = np.full(pos.size, np.nan)
+    xs = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
+    ys = np.column_stack([y - 0.46, y - 0.46, y + 0.46, y + 0.46, y - 0.46, nan]).ravel()
+    trace = go.Scatter(
+        x=xs, y=ys, mode="lines", line=dict(color=HIGHLIGHT_COLOR, width=2), hoverinfo="skip",
+        showlegend=False, name="chosen in the diff table", xaxis=xaxis, yaxis=yaxis, cliponaxis=True,
+        uid=f"{yaxis}-diff-highlight",
+    )
+    return trace, found, int(pos.size)
+
+
+def add_highlight(fig: go.Figure, views: list[TimelineView], window: tuple[int, int],
+                  item: tuple[str, str] | None) -> go.Figure:
+    """``fig`` (a :func:`~dashboard.figures.compare_figure` of ``views``) with ``item``'s intervals outlined on
+    each run; ``layout.meta["highlight"]`` says the item and, per run, how many are in the window and drawn."""
+    if item is None:
+        return fig
+    found, drawn = [], []
+    for i, view in enumerate(views):
+        ax = "" if i == 0 else str(i + 1)
+        trace, n, k = highlight_trace(view, item, window, xaxis=f"x{ax}", yaxis=f"y{ax}")
+        if trace is not None:
+            fig.add_trace(trace)
+        found.append(n)
+        drawn.append(k)
+    meta = dict(fig.layout.meta or {})
+    meta["highlight"] = {"kind": item[0], "name": item[1], "found": found, "drawn": drawn}
+    fig.update_layout(meta=meta)
+    return fig
+
+
+def highlight_text(meta: dict[str, Any]) -> str:
+    """The status line's words for ``layout.meta["highlight"]`` ("" without one)."""
+    h = meta.get("highlight") if isinstance(meta, dict) else None
+    if not h:
+        return ""
+    found, drawn = h["found"], h["drawn"]
+    per_run = " and ".join(f"{n:,}" for n in found)
+    capped = f" (the first {HIGHLIGHT_LIMIT:,} of each outlined)" if any(d < n for n, d in zip(found, drawn)) else ""
+    return f"; outlined {h['kind']} “{_short(h['name'], 60)}”: {per_run} in this window{capped}"

@@ -31,6 +31,14 @@ TL_CARDS = "timeline-cards"
 
 # compare page
 CMP_GRAPH = "compare-graph"
-CMP_STATE = "compare-state"  # store: {"runs": [a, b], "window": [lo, hi]}
+#: store: {"runs": [a, b], "window": [lo, hi], "highlight": [kind, name] | None}
+CMP_STATE = "compare-state"
 CMP_STATUS = "compare-status"
 CMP_RESET = "compare-reset"
+CMP_CLEAR = "compare-clear"  # button: no highlighted diff item
+CMP_ROWS = "compare-diff-rows"  # store: [[kind, name], ...], the diff table's rows in order
+# the diff under the timelines (dashboard/diff_view.py)
+DIFF_SECTION = "compare-diff"
+DIFF_TABLE = "compare-diff-table"
+DIFF_CHART = "compare-diff-chart"
+DIFF_ROW = "diff-row"  # pattern-matching type: {"type": DIFF_ROW, "index": i}, a row of the table

@@ -385,3 +385,138 @@ def test_diff_figure_bars_are_the_largest_differences_and_escaped():
     d2 = TraceDiff("a", "b", 0, 0, 0, 0, [], [items[-1]], [])
     labels = list(diff_figure(d2).data[0].x)
     assert labels == ["cpu_op: &lt;a href='x'&gt;op&lt;/a&gt;"]
+
+
+# --- the compare page: a row of the diff table outlines its item in both timelines ------------------------------
+
+
+def _compare_page():
+    pytest.importorskip("dash")
+    from dashboard import ids
+    from dashboard.data import RunStore
+    from dashboard.pages import compare
+
+    store = RunStore([SIDE, NON_BLOCKING], examples=False, runs_dir=None)
+    keys = [r.key for r in store.runs()]
+    page = compare.layout(store, keys)
+    return store, keys, _find_id(page, ids.CMP_STATE).data, _find_id(page, ids.CMP_ROWS).data
+
+
+def _outlined(fig) -> list[int]:
+    """Rectangles drawn by the highlight trace on each run (y axis "y", "y2")."""
+    out = {"y": 0, "y2": 0}
+    for t in fig.data:
+        if t.name == "chosen in the diff table":
+            out[t.yaxis] += sum(1 for x in t.x if x is None or x != x)  # one NaN after each rectangle
+    return [out["y"], out["y2"]]
+
+
+def _count_in_window(events, kind, name, window) -> int:
+    """Intervals of ``kind`` whose normalised name is ``name`` touching ``window`` (ns since the first event)."""
+    t0 = int(events["start_ns"].min())
+    lo, hi = window
+    n = 0
+    for k, nm, s, e in zip(events["kind"].astype(str), events["name"].astype(str), events["start_ns"],
+                           events["end_ns"]):
+        if k == kind and normalise_name(nm) == name and s - t0 <= hi and e - t0 >= lo:
+            n += 1
+    return n
+
+
+def test_a_row_of_the_diff_table_outlines_its_kernels_in_both_timelines_and_a_second_click_clears():
+    from dashboard import ids
+    from dashboard.pages import compare
+
+    store, keys, state, rows = _compare_page()
+    index = next(i for i, (kind, _) in enumerate(rows) if kind == "kernel")
+    kind, name = rows[index]
+    trigger = {"type": ids.DIFF_ROW, "index": index}
+    fig, status, new = compare.choose(store, state, trigger, rows, None)
+    assert new["highlight"] == [kind, name] and new["runs"] == keys
+    events = [store.view(k).timeline.events for k in keys]
+    want = [_count_in_window(ev, kind, name, new["window"]) for ev in events]
+    assert all(want) and _outlined(fig) == want == fig.layout.meta["highlight"]["found"]
+    assert "outlined kernel" in status and f"{want[0]:,} and {want[1]:,} in this window" in status
+    assert compare.row_classes(new, rows, len(rows))[index] == "diff-row selected"
+
+    # a zoom keeps the outline, limited to the new window
+    span = max(store.view(k).span_ns for k in keys)
+    lo_ms, hi_ms = span * 0.25 / 1e6, span * 0.5 / 1e6
+    fig2, _, zoomed = compare.update(store, new, None, {"xaxis.range[0]": lo_ms, "xaxis.range[1]": hi_ms}, None)
+    assert zoomed["highlight"] == [kind, name]
+    want2 = [_count_in_window(ev, kind, name, zoomed["window"]) for ev in events]
+    assert _outlined(fig2) == want2 and sum(want2) < sum(want)
+
+    # the same row again, or the clear button: no outline
+    for again, trig in ((zoomed, trigger), (zoomed, ids.CMP_CLEAR)):
+        fig3, status3, cleared = compare.choose(store, again, trig, rows, None)
+        assert cleared["highlight"] is None and cleared["window"] == zoomed["window"]
+        assert _outlined(fig3) == [0, 0] and "outlined" not in status3
+        assert "highlight" not in (fig3.layout.meta or {})
+        assert "selected" not in " ".join(compare.row_classes(cleared, rows, len(rows)))
+
+
+@pytest.mark.parametrize("index", [10**9, -1, "0", None, True, 1.5, {"a": 1}])
+def test_a_row_that_is_not_in_the_diff_table_is_a_message(index):
+    from dashboard import ids
+    from dashboard.pages import compare
+
+    store, keys, state, rows = _compare_page()
+    out = compare.choose(store, state, {"type": ids.DIFF_ROW, "index": index}, rows, None)
+    assert "not in the table" in str(out[1]) or "no row" in str(out[1])
+    assert out[0] is out[2]  # no_update: the figure and the state stay
+    # hostile rows or states: messages too, and a highlight in the state that is no item is dropped on zoom
+    out = compare.choose(store, state, {"type": ids.DIFF_ROW, "index": 0}, [["kernel"], 5, None], None)
+    assert "no row" in str(out[1]) and out[0] is out[2]
+    out = compare.choose(store, "abc", {"type": ids.DIFF_ROW, "index": 0}, rows, None)
+    assert "names no two runs" in str(out[1])
+    _, _, zoomed = compare.update(store, {**state, "highlight": ["<b>", 5]}, ids.CMP_RESET, None, None)
+    assert zoomed["highlight"] is None
+    assert compare.row_classes("abc", "abc", 3) == ["diff-row"] * 3
+
+
+def test_the_highlight_is_capped_and_says_so(monkeypatch):
+    from dashboard import diff_view, ids
+    from dashboard.pages import compare
+
+    store, keys, state, rows = _compare_page()
+    index = next(i for i, (kind, _) in enumerate(rows) if kind == "runtime")
+    monkeypatch.setattr(diff_view, "HIGHLIGHT_LIMIT", 1)
+    fig, status, _ = compare.choose(store, state, {"type": ids.DIFF_ROW, "index": index}, rows, None)
+    h = fig.layout.meta["highlight"]
+    assert h["drawn"] == [1, 1] and min(h["found"]) > 1 and _outlined(fig) == [1, 1]
+    assert "the first 1 of each outlined" in status
+
+
+def test_a_click_posted_to_the_app_with_a_row_that_is_no_row_is_a_message_not_a_500(caplog):
+    import logging
+
+    from dashboard import ids
+    from dashboard.app import create_app
+
+    store, keys, state, rows = _compare_page()
+    app = create_app(store=store)
+    client = app.server.test_client()
+    assert client.get("/_dash-layout").status_code == 200
+    key = next(k for k in app.callback_map if k.startswith("..compare-graph.figure@"))
+    caplog.set_level(logging.WARNING)
+    for index, clicks in ((0, 1), ("<b>x</b>", 1), (10**6, 2)):
+        row = {"type": ids.DIFF_ROW, "index": index}
+        body = {
+            "output": key,
+            "outputs": [{"id": i, "property": p} for i, p in (o.rsplit(".", 1) for o in key.strip(".").split("..."))],
+            "inputs": [[{"id": row, "property": "n_clicks", "value": clicks}],
+                       {"id": ids.CMP_CLEAR, "property": "n_clicks", "value": None}],
+            "state": [{"id": ids.CMP_STATE, "property": "data", "value": state},
+                      {"id": ids.CMP_ROWS, "property": "data", "value": rows},
+                      {"id": ids.VIEWPORT, "property": "data", "value": None}],
+            "changedPropIds": [json.dumps(row, separators=(",", ":"), sort_keys=True) + ".n_clicks"],
+        }
+        resp = client.post("/_dash-update-component", json=body)
+        assert resp.status_code == 200, resp.get_data(as_text=True)[:500]
+        out = resp.get_json()["response"]
+        if index == 0:
+            assert out[ids.CMP_STATE]["data"]["highlight"] == rows[0]
+        else:
+            assert "no row" in json.dumps(out[ids.CMP_STATUS]["children"]) and ids.CMP_GRAPH not in out
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
