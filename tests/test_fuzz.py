@@ -14,7 +14,8 @@ import pytest
 
 import fuzzing  # tests/fuzzing.py (pytest puts tests/ on sys.path)
 
-CASES = int(os.environ.get("TRACER_FUZZ_CASES", "150"))
+#: 180 = 15 rounds of the 12-slot schedule (tests/fuzzing.py ``cases``): every Kineto mutation (15) is reached
+CASES = int(os.environ.get("TRACER_FUZZ_CASES", "180"))
 SEED = int(os.environ.get("TRACER_FUZZ_SEED", "0"))
 #: Growth of a child's peak RSS over its parent's at fork. The inputs are at most a few MB; a summary of one
 #: needs tens of MB. More means something inflates or loops.
