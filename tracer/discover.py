@@ -46,3 +46,23 @@ def discover(path: Path, depth: int = SCAN_DEPTH) -> list[Path]:
         elif is_trace_file(child):
             found.append(child)
     return found
+
+
+def expand(paths: list[Path]) -> list[Path]:
+    """Each path as given, except a folder that is not a run directory: the runs and traces under it (an
+    :class:`InputNotFoundError` when it holds none)."""
+    from tracer.errors import InputNotFoundError
+
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and not is_run_dir(p):
+            inside = discover(p)
+            if not inside:
+                raise InputNotFoundError(
+                    p, "not a tracer run, and a folder with no run directories or traces (*.json[.gz], "
+                    "*.sqlite[.gz], *.nsys-rep, *.parquet) under it"
+                )
+            out += inside
+        else:
+            out.append(p)
+    return out

@@ -154,20 +154,12 @@ def _gpu_names_of(parquet: Path) -> dict[int, str]:
 
 def _expand(target: str | os.PathLike[str]) -> list[Path]:
     """A target as the paths it stands for: a folder that is not a run directory is the runs and traces under it."""
-    from tracer.discover import discover, is_run_dir
+    from tracer.discover import expand
 
     p = Path(target)
     if not p.exists():
         raise InputNotFoundError(p, "no such file or directory")
-    if p.is_dir() and not is_run_dir(p):
-        found = discover(p)
-        if not found:
-            raise InputNotFoundError(
-                p, "not a tracer run, and a folder with no run directories or traces (*.json[.gz], *.sqlite[.gz], "
-                "*.nsys-rep, *.parquet) under it"
-            )
-        return found
-    return [p]
+    return expand([p])
 
 
 class Session:

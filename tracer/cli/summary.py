@@ -167,26 +167,6 @@ def _progress(console: Any, path: Path) -> Any:
 PROGRESS_MIN_BYTES = 20_000_000
 
 
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """Each PATH as given, except a folder that is not a run directory: the runs and traces under it."""
-    from tracer.discover import discover, is_run_dir
-    from tracer.errors import InputNotFoundError
-
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir() and not is_run_dir(p):
-            inside = discover(p)
-            if not inside:
-                raise InputNotFoundError(
-                    p, "not a tracer run, and a folder with no run directories or traces (*.json[.gz], "
-                    "*.sqlite[.gz], *.nsys-rep, *.parquet) under it"
-                )
-            out += inside
-        else:
-            out.append(p)
-    return out
-
-
 @app.command(cls=TracerCommand)
 def summary(
     paths: Annotated[
@@ -237,7 +217,9 @@ def summary(
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    found = expand_paths(paths)
+    from tracer.discover import expand
+
+    found = expand(paths)
     for path in found:
         try:
             with _progress(status_console, path):
