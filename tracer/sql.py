@@ -412,11 +412,9 @@ def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
 
 def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
     """range_gpu: one row per host range instance with the GPU work credited to it by range_launches."""
-    import numpy as np
     import pandas as pd
 
-    from tracer.analysis import intervals as iv
-    from tracer.analysis.ranges import range_launches
+    from tracer.analysis.ranges import INSTANCE_COLUMNS, range_instances, range_launches
 
     cols = {"source": str, "rank": "int16", "name": str, "start_ns": "int64", "end_ns": "int64", "dur_ns": "int64",
             "pid": "int64", "tid": "int64", "gpu_busy_ns": "int64", "gpu_window_ns": "int64", "kernels": "int64",
@@ -433,21 +431,12 @@ def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
                 "start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
                 "dur_ns": ranges["end_ns"] - ranges["start_ns"], "pid": ranges["pid"], "tid": ranges["tid"],
             })
-            for c in ("gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"):
+            for c in INSTANCE_COLUMNS:
                 out[c] = 0
             pairs = range_launches(ev)
             if not pairs.empty:
-                w = ev.loc[pairs["work_row"], ["start_ns", "end_ns", "kind"]].reset_index(drop=True)
-                w["range_row"] = pairs["range_row"].to_numpy()
-                busy = iv.grouped_union_total(w["range_row"].to_numpy(), w["start_ns"].to_numpy(),
-                                              w["end_ns"].to_numpy())
-                g = w.groupby("range_row").agg(s=("start_ns", "min"), e=("end_ns", "max"))
-                out.loc[g.index, "gpu_window_ns"] = (g["e"] - g["s"]).to_numpy()
-                out.loc[busy.index, "gpu_busy_ns"] = busy.to_numpy(dtype=np.int64)
-                counts = pd.crosstab(w["range_row"], w["kind"].astype(str)).reindex(
-                    columns=["kernel", "memcpy", "memset"], fill_value=0
-                )
-                out.loc[counts.index, ["kernels", "memcpys", "memsets"]] = counts.to_numpy()
+                inst = range_instances(ev, pairs)
+                out.loc[inst.index, INSTANCE_COLUMNS] = inst.to_numpy()
             parts.append(out)
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})

@@ -54,11 +54,21 @@ def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
     ``rule`` (see :data:`RULES`)."""
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, not {rule!r}")
+    pairs = launch_pairs(events)
+    if rule == "thread":
+        pairs = pairs[pairs["own_thread"]]
+    return pairs[["range_row", "work_row"]].reset_index(drop=True)
+
+
+def launch_pairs(events: pd.DataFrame) -> pd.DataFrame:
+    """The pairs of the "process" rule, each marked ``own_thread`` where the "thread" rule credits it too (a
+    launch by the range's own thread): both rules' figures from one matching."""
     ranges = events[events["kind"] == "range"]
     calls = events[events["kind"].isin(("runtime", "driver")) & events["correlation"].notna()]
     work = gpu_work(events)
     work = work[work["correlation"].notna()]
-    empty = pd.DataFrame({"range_row": pd.Series([], dtype="int64"), "work_row": pd.Series([], dtype="int64")})
+    empty = pd.DataFrame({"range_row": pd.Series([], dtype="int64"), "work_row": pd.Series([], dtype="int64"),
+                          "own_thread": pd.Series([], dtype=bool)})
     if ranges.empty or calls.empty or work.empty:
         return empty
     pairs = []
@@ -68,14 +78,13 @@ def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
         cs, corr = c["start_ns"].to_numpy(), c["correlation"].to_numpy(dtype=np.int64)
         own = ranges_by_thread.get((pid, tid))
         if own is not None:
-            pairs.append(_calls_inside(own, cs, corr).assign(pid=pid))
-            if rule == "process":
-                orphan = ~_covered(cs, own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
-                cs, corr = cs[orphan], corr[orphan]
-        if rule == "process" and len(cs):
+            pairs.append(_calls_inside(own, cs, corr).assign(pid=pid, own_thread=True))
+            orphan = ~_covered(cs, own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
+            cs, corr = cs[orphan], corr[orphan]
+        if len(cs):
             others = ranges[(ranges["pid"] == pid) & (ranges["tid"] != tid)]
             if not others.empty:
-                pairs.append(_calls_inside(others, cs, corr).assign(pid=pid))
+                pairs.append(_calls_inside(others, cs, corr).assign(pid=pid, own_thread=False))
     pairs = [p for p in pairs if len(p)]
     if not pairs:
         return empty
@@ -86,15 +95,37 @@ def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
     w = pd.DataFrame(
         {"work_row": work.index.to_numpy(), "pid": work["pid"].to_numpy(), "corr": work["correlation"].to_numpy()}
     )
+    # (a range row belongs to one thread, so a (range, call) pair is either its own thread's or another's)
     rc = rc.astype({"pid": "int64", "corr": "int64"}).drop_duplicates(["range_row", "corr"])
     w = w.astype({"pid": "int64", "corr": "int64"})
-    return rc.merge(w, on=["pid", "corr"])[["range_row", "work_row"]]
+    return rc.merge(w, on=["pid", "corr"])[["range_row", "work_row", "own_thread"]]
 
 
-def range_summary(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
+INSTANCE_COLUMNS = ["gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
+
+
+def range_instances(events: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per range instance (index: its events row) that ``pairs`` credits with GPU work: the union of that work
+    (``gpu_busy_ns``), first start → last end (``gpu_window_ns``) and its counts by kind."""
+    w = events.loc[pairs["work_row"], ["start_ns", "end_ns", "kind"]].reset_index(drop=True)
+    w["range_row"] = pairs["range_row"].to_numpy()
+    busy = iv.grouped_union_total(w["range_row"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy())
+    inst = w.groupby("range_row").agg(s=("start_ns", "min"), e=("end_ns", "max"))
+    inst["gpu_busy_ns"] = busy.reindex(inst.index).fillna(0).astype("int64")
+    inst["gpu_window_ns"] = inst["e"] - inst["s"]
+    iv.checked_sum(inst["gpu_busy_ns"], "range GPU time (ns)")
+    iv.checked_sum(inst["gpu_window_ns"], "range GPU window (ns)")
+    counts = pd.crosstab(w["range_row"], w["kind"].astype(str)).reindex(
+        columns=["kernel", "memcpy", "memset"], fill_value=0
+    )
+    inst[["kernels", "memcpys", "memsets"]] = counts.reindex(inst.index).to_numpy()
+    return inst[INSTANCE_COLUMNS]
+
+
+def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per range name: instances, host time (sum of durations), GPU busy time of the work they launched
     (union per instance, summed), GPU window (first launched start → last end, summed) and work counts; the
-    work credited by ``rule`` (see :data:`RULES`)."""
+    work credited by ``rule`` (see :data:`RULES`), or by ``pairs`` already matched (:func:`range_launches`)."""
     ranges = events[events["kind"] == "range"]
     if ranges.empty:
         return pd.DataFrame({c: pd.Series([], dtype="int64" if c != "name" else object) for c in RANGE_COLUMNS})
@@ -103,24 +134,13 @@ def range_summary(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
     host = ranges.assign(dur=dur).groupby("name", observed=True).agg(
         count=("dur", "size"), host_ns=("dur", "sum")
     )
-    pairs = range_launches(events, rule)
+    if pairs is None:
+        pairs = range_launches(events, rule)
     out = host
     if not pairs.empty:
-        w = events.loc[pairs["work_row"], ["start_ns", "end_ns", "kind"]].reset_index(drop=True)
-        w["range_row"] = pairs["range_row"].to_numpy()
-        w["name"] = events.loc[pairs["range_row"], "name"].astype(str).to_numpy()
-        busy = iv.grouped_union_total(w["range_row"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy())
-        per_inst = w.groupby("range_row").agg(name=("name", "first"), s=("start_ns", "min"), e=("end_ns", "max"))
-        per_inst["busy"] = busy.reindex(per_inst.index).fillna(0)
-        per_inst["window"] = per_inst["e"] - per_inst["s"]
-        iv.checked_sum(per_inst["busy"].astype("int64"), "range GPU time (ns)")
-        iv.checked_sum(per_inst["window"], "range GPU window (ns)")
-        by_name = per_inst.groupby("name").agg(gpu_busy_ns=("busy", "sum"), gpu_window_ns=("window", "sum"))
-        counts = pd.crosstab(w["name"], w["kind"].astype(str)).reindex(
-            columns=["kernel", "memcpy", "memset"], fill_value=0
-        )
-        counts.columns = ["kernels", "memcpys", "memsets"]
-        out = host.join(by_name, how="left").join(counts, how="left")
+        inst = range_instances(events, pairs)
+        by_name = inst.groupby(events.loc[inst.index, "name"].astype(str).to_numpy()).sum()
+        out = host.join(by_name, how="left")
     out = out.reindex(columns=RANGE_COLUMNS[1:]).fillna(0).astype("int64")
     out.index = out.index.astype(str)
     return out.rename_axis("name").reset_index().sort_values("host_ns", ascending=False, ignore_index=True)

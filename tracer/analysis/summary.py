@@ -6,7 +6,7 @@ from typing import Any
 
 from tracer.analysis.lanes import host_thread_stats, lane_stats
 from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, gpu_span_ns, span_ns
-from tracer.analysis.ranges import RULE_TEXT, range_summary
+from tracer.analysis.ranges import RULE_TEXT, launch_pairs, range_summary
 from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
 from tracer.timeline import Timeline
 
@@ -59,9 +59,11 @@ def summarize(timeline: Timeline, *, ranges: bool = True) -> dict[str, Any]:
         for r in copy_summary(ev).to_dict("records")
     ]
     if ranges:
-        rs = range_summary(ev, "process")
-        # The strict figure (own thread only) rides along, so a user can see what the autograd rule added.
-        strict = range_summary(ev, "thread").set_index("name")
+        # Both rules from one matching: the strict figure (own thread only) rides along, so a user can see
+        # what the autograd rule added.
+        pairs = launch_pairs(ev)
+        rs = range_summary(ev, pairs=pairs)
+        strict = range_summary(ev, pairs=pairs[pairs["own_thread"]]).set_index("name")
         rs["own_thread_gpu_busy_ns"] = rs["name"].map(strict["gpu_busy_ns"]).fillna(0).astype("int64")
         rs["own_thread_kernels"] = rs["name"].map(strict["kernels"]).fillna(0).astype("int64")
         out["range_rule"] = RULE_TEXT["process"]
