@@ -229,7 +229,9 @@ class RunStore:
             with self._lock:
                 if key in self._views:
                     return self._views[key]
-            view = prepare(load_trace(info.path))
+            # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
+            # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
+            view = prepare(load_trace(info.path, cache=info.origin != "upload"))
             with self._lock:
                 self._views[key] = view
                 while len(self._views) > self.cache_size:

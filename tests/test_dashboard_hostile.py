@@ -499,3 +499,18 @@ def test_the_served_dashboard_removes_its_uploads_when_stopped(tmp_path, sig):
     assert proc.returncode == 0, err
     assert out == "" and err == ""
     assert list(tmp.iterdir()) == []
+
+
+def test_an_upload_parsed_again_after_eviction_writes_no_cache_beside_it(tmp_path, monkeypatch):
+    # Regression: view() re-parsed an evicted upload with the Parquet cache on, leaving .NAME.tracer.parquet in
+    # the upload's folder, which then outlived the upload's removal.
+    from tracer import parsers
+
+    monkeypatch.setattr(parsers, "CACHE_MIN_BYTES", 0)  # every trace would be cached
+    store = _store(SAME, cache_size=1, upload_dir=tmp_path)
+    info = store.add_upload(SIDE.name, _data_url(SIDE.read_bytes())).info
+    other = next(r.key for r in store.runs() if r.key != info.key)
+    store.view(other)  # evicts the upload's view
+    store.view(info.key)  # parsed again
+    assert not parsers.cache_path(info.path).exists()
+    assert [p.name for p in info.path.parent.iterdir()] == [info.path.name]
