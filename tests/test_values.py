@@ -208,6 +208,17 @@ def test_summary_says_once_that_it_wrote_a_cache_and_no_cache_writes_none(tmp_pa
     assert proc.returncode == 0 and proc.stderr == ""
 
 
+@pytest.mark.parametrize("command", ["diff", "export"])
+def test_diff_and_export_say_too_that_they_wrote_a_cache(tmp_path: Path, command: str) -> None:
+    # Regression: only summary and sql passed the note; diff and export wrote the hidden file without a word.
+    p = _big_trace(tmp_path / "t.json", 2)
+    args = [str(p), str(p)] if command == "diff" else [str(p), "-o", str(tmp_path / "t.parquet")]
+    proc = run_cli(command, *args)
+    assert proc.returncode == 0, proc.stderr
+    note = f"tracer: note: cached the parsed timeline at {cache_path(p)}; --no-cache to skip"
+    assert proc.stderr.splitlines().count(note) == 1
+
+
 def test_no_cache_where_the_directory_is_not_writable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Regression: the atomic writer words an unwritable directory as a UsageError, which escaped `except
     OSError` and failed the whole summary of a readable trace."""

@@ -115,14 +115,11 @@ def items_csv(d: Any) -> str:
 
 
 def _load(path: Path, no_cache: bool) -> Any:
+    from tracer.cli._report import say_cached, warn_left_out
     from tracer.parsers import load_trace
 
-    timeline = load_trace(path, cache=not no_cache)
-    skipped = timeline.meta.extra.get("skipped") or {}
-    if skipped:
-        n = sum(skipped.values())
-        print(f"tracer: warning: {path}: {n:,} event{'s' if n != 1 else ''} skipped: "
-              + ", ".join(f"{k} ({v:,})" for k, v in skipped.items()), file=sys.stderr)
+    timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+    warn_left_out(path, timeline.meta.extra)
     return timeline
 
 

@@ -66,6 +66,7 @@ def export(
     """
     from rich.console import Console
 
+    from tracer.cli._report import say_cached, warn_left_out
     from tracer.exporters import check_output, export_timeline, get_exporter
     from tracer.parsers import load_trace
 
@@ -73,7 +74,8 @@ def export(
     check_output(output, force=force)
     exporter = get_exporter(to, output)
     status = Console(stderr=True)
-    timeline = load_trace(path, cache=not no_cache)
+    timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+    warn_left_out(path, timeline.meta.extra)
     with _progress(status, len(timeline.events)) as progress:
         result = export_timeline(timeline, output, exporter.name, force=force, progress=progress)
     counts = ", ".join(f"{v:,} {k}" for k, v in result.counts.items() if v)

@@ -290,8 +290,7 @@ def sql(
     if max_rows < 1:
         raise UsageError("--max-rows", f"must be at least 1, not {max_rows}")
 
-    def say_cached(cache: Path) -> None:
-        print(f"tracer: note: cached the parsed timeline at {cache}; --no-cache to skip", file=sys.stderr)
+    from tracer.cli._report import say_cached
 
     console = Console()
     with Session(targets, cache=not no_cache, on_cache_write=say_cached) as session:

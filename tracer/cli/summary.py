@@ -195,24 +195,9 @@ def summary(
     from rich.console import Console
 
     from tracer.analysis.summary import summarize
+    from tracer.cli._report import left_out_text, say_cached
     from tracer.errors import TraceFormatError
     from tracer.parsers import load_trace
-
-    def left_out_text(skipped: dict[str, int], ignored: dict[str, str]) -> str:
-        """What the parser left out of a trace, in one line: "3 events skipped: ts not a number"."""
-        parts = []
-        if skipped:
-            n = sum(skipped.values())
-            reasons = list(skipped.items())
-            why = reasons[0][0] if len(reasons) == 1 else ", ".join(f"{k} ({v:,})" for k, v in reasons)
-            parts.append(f"{n:,} event{'s' if n != 1 else ''} skipped: {why}")
-        if ignored:
-            parts.append("ignored: " + ", ".join(f"{k} ({v})" for k, v in ignored.items()))
-        return "; ".join(parts)
-
-    def say_cached(cache: Path) -> None:
-        # The cache is a hidden file written beside the user's trace: never without a word (once, when written).
-        print(f"tracer: note: cached the parsed timeline at {cache}; --no-cache to skip", file=sys.stderr)
 
     console = Console()
     status_console = Console(stderr=True)

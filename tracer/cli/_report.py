@@ -1,0 +1,33 @@
+"""What every command says on stderr about how it read a trace: the cache it wrote, what it left out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def say_cached(cache: Path) -> None:
+    """``load_trace``'s ``on_cache_write``: the cache is a hidden file written beside the user's trace, so it is
+    never written without a word (once, when written)."""
+    print(f"tracer: note: cached the parsed timeline at {cache}; --no-cache to skip", file=sys.stderr)
+
+
+def left_out_text(skipped: dict[str, int], ignored: dict[str, str]) -> str:
+    """What the parser left out of a trace, in one line: "3 events skipped: ts not a number"."""
+    parts = []
+    if skipped:
+        n = sum(skipped.values())
+        reasons = list(skipped.items())
+        why = reasons[0][0] if len(reasons) == 1 else ", ".join(f"{k} ({v:,})" for k, v in reasons)
+        parts.append(f"{n:,} event{'s' if n != 1 else ''} skipped: {why}")
+    if ignored:
+        parts.append("ignored: " + ", ".join(f"{k} ({v})" for k, v in ignored.items()))
+    return "; ".join(parts)
+
+
+def warn_left_out(path: Any, meta_extra: dict[str, Any]) -> None:
+    """The warning line for what a timeline's parser left out (nothing when it left nothing out)."""
+    text = left_out_text(meta_extra.get("skipped") or {}, meta_extra.get("ignored") or {})
+    if text:
+        print(f"tracer: warning: {path}: {text}", file=sys.stderr)
