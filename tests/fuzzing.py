@@ -20,7 +20,6 @@ import json
 import math
 import os
 import random
-import resource  # (wait4's rusage)
 import select
 import shutil
 import signal

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
+from tracer.timeline import MAX_EVENT_BYTES, TIME_LIMIT_NS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,11 +64,10 @@ VIEWS: dict[str, str] = {
 _READING = {"SELECT"}
 
 #: What ``load_trace`` drops from every format (tracer.timeline.drop_impossible), said in SQL for timelines
-#: read
-#: in place, so that ``events`` holds the same rows as the pandas timeline of the same run.
+#: read in place, so that ``events`` holds the same rows as the pandas timeline of the same run.
 _POSSIBLE = (
-    "end_ns >= start_ns AND start_ns > -4611686018427387904 AND start_ns < 4611686018427387904 "
-    "AND end_ns < 4611686018427387904 AND (bytes IS NULL OR bytes BETWEEN 0 AND 281474976710656)"
+    f"end_ns >= start_ns AND start_ns > {-TIME_LIMIT_NS} AND start_ns < {TIME_LIMIT_NS} "
+    f"AND end_ns < {TIME_LIMIT_NS} AND (bytes IS NULL OR bytes BETWEEN 0 AND {MAX_EVENT_BYTES})"
 )
 
 _FIRST_WORD = re.compile(r"^(?:\s|--[^\n]*\n|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)

@@ -164,17 +164,6 @@ def iter_inflated(p: Path, data: bytes) -> Iterator[bytes]:
         raise TraceFormatError(p, f"damaged gzip file: {exc}") from None
 
 
-def read_bytes(p: Path) -> bytes:
-    """The file's bytes, gunzipped if it is gzip (with :func:`iter_inflated`'s bomb check)."""
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
-    if data[:2] == GZIP_MAGIC:
-        return b"".join(iter_inflated(p, data))
-    return data
-
-
 def cache_path(path: Path) -> Path:
     """Where the Parquet cache of a parsed trace lives: a hidden file beside it."""
     return path.with_name(f".{path.name}.tracer.parquet")
@@ -310,6 +299,7 @@ def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None]
 
 
 def _read_raw(p: Path) -> bytes:
+    """The file's bytes as stored (still gzipped if it is); an unreadable file is an :class:`InputNotFoundError`."""
     try:
         return p.read_bytes()
     except OSError as exc:
@@ -366,10 +356,7 @@ def _load_sqlite(p: Path) -> Timeline:
     if not gz:
         return parse_nsys_sqlite(p)
     # SQLite needs a real file: unpack the gzipped export to a temporary one, a block at a time.
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
+    data = _read_raw(p)
     with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
         out = Path(tmp) / "export.sqlite"
         try:

@@ -20,6 +20,8 @@ from tracer.timeline import (
     HOST_DEVICE,
     HOST_STREAM,
     KINDS,
+    MAX_EVENT_BYTES,
+    TIME_LIMIT_NS,
     Timeline,
     TraceMeta,
     build_events,
@@ -144,9 +146,9 @@ def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
 #: What each column of an event table must hold (see :func:`_read_rows`).
 TIME, NEED, SIZE, OPT, ANY = "time", "need", "size", "opt", "any"
 #: Times beyond this many ns (about 146 years) are damage, and their sums could overflow int64 downstream.
-_MAX_ABS_NS = 2**62
+_MAX_ABS_NS = TIME_LIMIT_NS
 #: A copy or memset beyond 256 TiB is damage (and a few such would overflow a sum of bytes).
-_MAX_BYTES = 2**48
+_MAX_BYTES = MAX_EVENT_BYTES
 
 
 def _read_rows(
