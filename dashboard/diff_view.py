@@ -5,7 +5,6 @@ went, a table of the largest differences, and bar charts of the largest count an
 
 from __future__ import annotations
 
-import html as _html
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,8 @@ from plotly.subplots import make_subplots
 
 from dashboard import ids
 from dashboard.model import N_CLASSES, TimelineView
-from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys
+from dashboard.figures import escape_label
+from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys, ms_text, ratio_text, signed_ms_text
 
 # The diff's component ids live in dashboard/ids.py; these names are kept for the tests that use them.
 DIFF_SECTION = ids.DIFF_SECTION
@@ -34,17 +34,13 @@ HIGHLIGHT_LIMIT = 3000
 HIGHLIGHT_COLOR = "#e6007e"
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.3f}"
-
-
 def _short(name: str, n: int = LABEL_CHARS) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
 def _label(name: str) -> str:
     """An item's name for a Plotly axis: cut short and made inert (Plotly renders a subset of HTML in labels)."""
-    return _html.escape(_short(name), quote=False)
+    return escape_label(_short(name))
 
 
 def table_items(d: TraceDiff, *, rows: int = TABLE_ROWS) -> list[list[str]]:
@@ -65,10 +61,10 @@ def diff_table(d: TraceDiff, *, rows: int = TABLE_ROWS) -> Any:
                 html.Td(_short(i.name, 80), title=i.name),
                 html.Td(f"{i.count_a:,}", className="num"),
                 html.Td(f"{i.count_b:,}", className="num"),
-                html.Td(_ms(i.time_a_ns), className="num"),
-                html.Td(_ms(i.time_b_ns), className="num"),
-                html.Td(f"{i.diff_ns / 1e6:+,.3f}", className="num"),
-                html.Td("–" if i.ratio is None else f"×{i.ratio:,.2f}", className="num"),
+                html.Td(ms_text(i.time_a_ns), className="num"),
+                html.Td(ms_text(i.time_b_ns), className="num"),
+                html.Td(signed_ms_text(i.diff_ns), className="num"),
+                html.Td(ratio_text(i.ratio), className="num"),
             ],
             id={"type": ids.DIFF_ROW, "index": n},
             n_clicks=0,
@@ -89,7 +85,7 @@ def diff_table(d: TraceDiff, *, rows: int = TABLE_ROWS) -> Any:
 
 
 def account_list(d: TraceDiff, *, lines: int = 8) -> Any:
-    span = f"{(d.span_b_ns - d.span_a_ns) / 1e6:+,.3f} ms"
+    span = f"{signed_ms_text(d.span_diff_ns)} ms"
     if not d.account:
         return html.P(f"Span {span}; no lane, overlap or idle time changed beyond the threshold.", className="muted")
     return html.Div(
@@ -106,7 +102,7 @@ def diff_figure(d: TraceDiff, labels: tuple[str, str] = ("A", "B"), *, items: in
     by_count = sorted((i for i in d.items if i.count_diff), key=lambda i: (-abs(i.count_diff), i.kind, i.name))
     by_time = [i for i in d.items if i.diff_ns][:items]  # items are sorted by |time difference| already
     by_count = by_count[:items]
-    la, lb = (_html.escape(str(x), quote=False) for x in labels)
+    la, lb = (escape_label(x) for x in labels)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.25,
                         subplot_titles=("Count: largest differences", "Total time (ms): largest differences"))
     for row, chosen, value in ((1, by_count, lambda i, s: (i.count_a, i.count_b, i.count_diff)[s]),

@@ -145,8 +145,8 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
             where = f"GPU {devs[j]} · stream {streams[j]}" if devs[j] >= 0 else f"thread {tids[j]}"
             what = f"{kinds[j]} {copy_kinds[j]}".strip()
             lines = [
-                f"<b>{_escape(name)}</b>",
-                _escape(f"{what} · {where}"),
+                f"<b>{escape_label(name)}</b>",
+                escape_label(f"{what} · {where}"),
                 f"start {starts[j] / 1e6:.4f} ms · duration {fmt_duration(durs[j])}",
             ]
             if not np.isnan(nbytes[j]):
@@ -180,7 +180,7 @@ def _darker(color: str, f: float = 0.6) -> str:
     return f"rgb({int(r * f)},{int(g * f)},{int(b * f)})"
 
 
-def _escape(s: str) -> str:
+def escape_label(s: str) -> str:
     """Text from a trace made inert for Plotly, which renders a subset of HTML (links, styled spans) in
     labels, hover texts and annotations: a thread named ``<a href=...>`` must not become a link."""
     return html.escape(str(s), quote=False)
@@ -295,7 +295,7 @@ def _range_names(
         if text is not None:
             xs.append((x_lo[b] + x_hi[b]) / 2e6)
             ys.append(float(y[b]))
-            texts.append(_escape(text))
+            texts.append(escape_label(text))
     if not texts:
         return None
     return go.Scatter(
@@ -471,7 +471,7 @@ def _yaxis(rows: list[Row]) -> dict[str, Any]:
     n = len(rows)
     return dict(
         tickvals=list(range(n)),
-        ticktext=[_escape(r.label) for r in rows],  # thread names come from the trace
+        ticktext=[escape_label(r.label) for r in rows],  # thread names come from the trace
         range=[n - 0.5, -0.5],
         fixedrange=True,
         showgrid=False,
@@ -571,7 +571,7 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         go.Heatmap(
             z=z,
             x=x,
-            y=[_escape(label) for label in labels],  # category axis: the hover names the lane in full
+            y=[escape_label(label) for label in labels],  # category axis: the hover names the lane in full
             colorscale=[[0, "#ffffff"], [0.02, "#e3eef8"], [1, "#08306b"]],
             zmin=0,
             zmax=1,
@@ -592,8 +592,8 @@ def minimap_figure(view: TimelineView, window: Window | None = None, *, bins: in
         yaxis=dict(
             autorange="reversed",
             fixedrange=True,
-            tickvals=[_escape(label) for label in labels],
-            ticktext=[_escape(short_lane_label(label)) for label in labels],  # cut first: no half entity
+            tickvals=[escape_label(label) for label in labels],
+            ticktext=[escape_label(short_lane_label(label)) for label in labels],  # cut first: no half entity
             tickfont=dict(size=9),
             ticks="",
             automargin=True,
@@ -673,7 +673,7 @@ def compare_figure(
         layout[f"xaxis{ax}"] = x_axis
         annotations.append(
             dict(
-                text=f"<b>{_escape(name)}</b>",
+                text=f"<b>{escape_label(name)}</b>",
                 xref="paper",
                 yref="paper",
                 x=0,

@@ -340,12 +340,23 @@ def _host_ops_ns(events: pd.DataFrame) -> int:
     return iv.total(iv.union(ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy()))
 
 
-def _ms(ns: int) -> str:
+def ms_text(ns: int) -> str:
+    """Nanoseconds as milliseconds, three decimals (the CLI, the dashboard and the account write times so)."""
     return f"{ns / 1e6:,.3f}"
 
 
+def signed_ms_text(ns: int) -> str:
+    """A difference in nanoseconds as signed milliseconds, three decimals."""
+    return f"{ns / 1e6:+,.3f}"
+
+
+def ratio_text(r: float | None) -> str:
+    """B / A as ``×1.54``; a dash where A is 0."""
+    return "–" if r is None else f"×{r:,.2f}"
+
+
 def _signed_ms(ns: int) -> str:
-    return f"{ns / 1e6:+,.3f} ms"
+    return f"{signed_ms_text(ns)} ms"
 
 
 def _pct(frac: float | None) -> str:
@@ -368,7 +379,7 @@ def account(
         note = " (not in A)" if key not in la else " (not in B)" if key not in lb else ""
         lines.append(AccountLine(f"GPU {dev} stream {stream}", what, va, vb,
                                  f"{what} on GPU {dev} stream {stream} {_signed_ms(vb - va)}: "
-                                 f"{_ms(va)} → {_ms(vb)} ms{note}"))
+                                 f"{ms_text(va)} → {ms_text(vb)} ms{note}"))
     for dev in sorted(set(fa) | set(fb)):
         da, db = fa.get(dev, DeviceFigures()), fb.get(dev, DeviceFigures())
         if da.copy_ns or db.copy_ns:
@@ -378,11 +389,11 @@ def account(
                                      f"{_pct(db.copy_hidden_frac)}"))
         lines.append(AccountLine(f"GPU {dev}", "idle", da.idle_ns, db.idle_ns,
                                  f"idle between work on GPU {dev} {_signed_ms(db.idle_ns - da.idle_ns)}: "
-                                 f"{_ms(da.idle_ns)} → {_ms(db.idle_ns)} ms"))
+                                 f"{ms_text(da.idle_ns)} → {ms_text(db.idle_ns)} ms"))
     ha, hb = _host_ops_ns(a), _host_ops_ns(b)
     lines.append(AccountLine("host", "framework ops", ha, hb,
                              f"framework ops on the host (union over threads) {_signed_ms(hb - ha)}: "
-                             f"{_ms(ha)} → {_ms(hb)} ms"))
+                             f"{ms_text(ha)} → {ms_text(hb)} ms"))
     tol = threshold.tolerance_ns(max(span_ns(a), span_ns(b)))
     kept = [line for line in lines if abs(line.delta_ns) > tol]
     kept.sort(key=lambda line: (-abs(line.delta_ns), line.where, line.what))

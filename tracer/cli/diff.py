@@ -20,20 +20,8 @@ CSV_COLUMNS = ("change", "kind", "name", "count_a", "count_b", "count_diff", "ti
                "ratio")
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.3f}"
-
-
-def _signed_ms(ns: int) -> str:
-    return f"{ns / 1e6:+,.3f}"
-
-
 def _pct(frac: float | None) -> str:
     return "–" if frac is None else f"{100 * frac:.1f}%"
-
-
-def _ratio(r: float | None) -> str:
-    return "–" if r is None else f"×{r:,.2f}"
 
 
 _CHANGE_STYLE = {"added": "green", "removed": "red", "increased": "yellow", "decreased": "cyan", "unchanged": "dim"}
@@ -44,6 +32,10 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     from rich import box
     from rich.table import Table
     from rich.text import Text
+
+    from tracer.analysis.diff import ms_text as _ms
+    from tracer.analysis.diff import ratio_text as _ratio
+    from tracer.analysis.diff import signed_ms_text as _signed_ms
 
     out: list[Any] = [
         Text.assemble(("A ", "bold"), d.source_a),
