@@ -366,15 +366,20 @@ _TOO_FAR = "ts beyond int64 ns"
 
 
 def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(start_ns, end_ns, usable) of complete events, from the decimal text of ts and dur.
+    """(start_ns, end_ns, usable) of complete events: :func:`_times` of their ts and dur."""
+    return _times([e.ts for e in xs], [e.dur for e in xs], skipped)
+
+
+def _times(ts_raw: list[Any], dur_raw: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(start_ns, end_ns, usable) from the decimal text of each ts and dur.
 
     Both ends are rounded as points in time (end = ts + dur), so that the union of back-to-back intervals has
     no 1-ns seams; this is also how the reference figures in tests/data/FIXTURES.md were computed. A missing
     dur is 0. An event whose ts or dur is missing, not a number, negative (dur) or beyond what int64 ns can
     hold is not usable, and counted in ``skipped``.
     """
-    n = len(xs)
-    ns, sub, ok = _fixed_point([_PAD_RAW, *[e.ts for e in xs], *[e.dur for e in xs], _PAD_RAW])
+    n = len(ts_raw)
+    ns, sub, ok = _fixed_point([_PAD_RAW, *ts_raw, *dur_raw, _PAD_RAW])
     t_ns, t_sub, t_ok = ns[:n], sub[:n], ok[:n]
     d_ns, d_sub, d_ok = ns[n:], sub[n:], ok[n:]
     fast = t_ok & d_ok
@@ -391,8 +396,7 @@ def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.n
     end = _round_half_even(t_ns + d_ns + carry, sub - carry * _SUB_ONE)
     usable = fast & ~negative & ~too_far
     for i in np.flatnonzero(~fast).tolist():
-        e = xs[i]
-        ts, dur = _decimal(e.ts), _decimal(e.dur)
+        ts, dur = _decimal(ts_raw[i]), _decimal(dur_raw[i])
         if ts is None or ts is _NOT_A_NUMBER:
             skipped["ts missing" if ts is None else "ts not a number"] += 1
             continue
@@ -859,23 +863,8 @@ _IS_CALL = np.array([k in ("runtime", "driver") for k in KINDS], dtype=bool)
 
 
 def _point_times(evs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(ts in ns, usable) of B/E events, rounded half to even like every other point in time."""
-    ns, sub, ok = _fixed_point([_PAD_RAW, *[e.ts for e in evs], _PAD_RAW])
-    too_far = ok & ((ns >= _MAX_NS) | (ns <= -_MAX_NS))
-    if too_far.any():
-        skipped[_TOO_FAR] += int(too_far.sum())
-        ns = np.where(too_far, 0, ns)
-    t = _round_half_even(ns, sub)
-    usable = ok & ~too_far
-    for i in np.flatnonzero(~ok).tolist():
-        ts = _decimal(evs[i].ts)
-        if ts is None or ts is _NOT_A_NUMBER:
-            skipped["ts missing" if ts is None else "ts not a number"] += 1
-            continue
-        if abs(ts) >= _MAX_WHOLE_US:
-            skipped[_TOO_FAR] += 1
-            continue
-        t[i], usable[i] = _ns(ts), True
+    """(ts in ns, usable) of B/E events: points in time, read as :func:`_times` reads a start (dur 0)."""
+    t, _, usable = _times([e.ts for e in evs], [_ZERO_RAW] * len(evs), skipped)
     return t, usable
 
 
