@@ -122,9 +122,10 @@ class _Source:
         return self.timeline
 
 
-def _parquet_in_place(p: Path) -> Path | None:
+def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
     """The tracer Parquet timeline to scan in place for target ``p`` (a run directory holding one, or the file),
-    or None where the target must be parsed (another format, or a file load_trace should judge)."""
+    with tracer's metadata from its footer; None where the target must be parsed (another format, or a file
+    load_trace should judge)."""
     from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE
     from tracer.timeline import COLUMNS, SCHEMA_VERSION
 
@@ -142,13 +143,11 @@ def _parquet_in_place(p: Path) -> Path | None:
         return None
     if any(c not in schema.names for c in COLUMNS) or int(meta.get("schema_version", 0) or 0) > SCHEMA_VERSION:
         return None
-    return f
+    return f, meta
 
 
-def _gpu_names_of(parquet: Path) -> dict[int, str]:
-    from tracer.storage import read_parquet_meta
-
-    names = read_parquet_meta(parquet).get("gpu_names") or {}
+def _gpu_names_of(meta: dict[str, Any]) -> dict[int, str]:
+    names = meta.get("gpu_names") or {}
     return {int(k): str(v) for k, v in names.items()}
 
 
@@ -191,21 +190,20 @@ class Session:
                 self._sources.append(_Source(label, timeline=t, gpu_names=dict(t.meta.gpu_names)))
                 continue
             for p in _expand(t):
-                parquet = _parquet_in_place(p)
-                if parquet is not None:
-                    names = _gpu_names_of(parquet)
-                    self._sources.append(_Source(str(p), p, parquet, gpu_names=names, cache=cache))
+                found = _parquet_in_place(p)
+                if found is not None:
+                    parquet, meta = found
+                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(meta), cache=cache))
                 else:
                     from tracer.parsers import load_trace
 
                     tl = load_trace(p, cache=cache, on_cache_write=on_cache_write)
                     self._sources.append(_Source(str(p), p, timeline=tl, gpu_names=dict(tl.meta.gpu_names)))
         self._con = duckdb.connect(":memory:")
-        self._derived: set[str] = set()
+        self._frames: dict[str, Any] = {}  # lanes / range_gpu once computed (kept alive while registered)
         try:
             self._create_views()
-            # After the views: from here on DuckDB reads only what is registered, and nothing
-            # can turn it back.
+            # After the views: from here on DuckDB reads only what is registered, and nothing can turn it back.
             self._con.execute("SET python_enable_replacements = false")
             self._con.execute("SET enable_external_access = false")
             self._con.execute("SET lock_configuration = true")
@@ -266,9 +264,8 @@ class Session:
         ).astype({"source": str, "device": "int64", "gpu_name": str})
         con.register("_tracer_gpus", gpus)
         con.execute("CREATE VIEW gpus AS SELECT * FROM _tracer_gpus")
-        # lanes and range_gpu need the pandas timeline and tracer's analysis: computed on a query's
-        # first mention,
-        # empty (with their columns) until then so that DESCRIBE and .schema work.
+        # lanes and range_gpu need the pandas timeline and tracer's analysis: computed on a query's first
+        # mention, empty (with their columns) until then so that DESCRIBE and .schema work.
         con.register("_tracer_lanes", _lanes_frame([]))
         con.execute("CREATE VIEW lanes AS SELECT * FROM _tracer_lanes")
         con.register("_tracer_range_gpu", _range_gpu_frame([]))
@@ -277,14 +274,12 @@ class Session:
     def _derive(self, sql: str) -> None:
         """Fill lanes / range_gpu if ``sql`` names them (a word match: a false hit only costs the computation)."""
         for view, build in (("lanes", _lanes_frame), ("range_gpu", _range_gpu_frame)):
-            if view in self._derived or not re.search(rf"\b{view}\b", sql, re.IGNORECASE):
+            if view in self._frames or not re.search(rf"\b{view}\b", sql, re.IGNORECASE):
                 continue
             frame = build(self._sources)
             self._con.unregister(f"_tracer_{view}")
             self._con.register(f"_tracer_{view}", frame)
-            self._frames = getattr(self, "_frames", {})
-            self._frames[view] = frame  # keep it alive while registered
-            self._derived.add(view)
+            self._frames[view] = frame
 
     # -- querying --------------------------------------------------------------------------------------------
 
