@@ -34,7 +34,7 @@ RUN_SUMMARY = "summary.json"
 #: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
 LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
 #: Uploads above this are refused (open big traces with ``tracer dashboard PATH`` instead).
-DEFAULT_MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+DEFAULT_MAX_UPLOAD_BYTES = 200 * 1000 * 1000  # decimal MB, as --max-upload-mb and every message say
 #: Uploads kept at once; beyond it (or beyond :data:`KEPT_UPLOAD_FACTOR` largest uploads' worth of bytes) the
 #: oldest are removed, from disk and from the runs list: without a bound a long-lived server fills /tmp.
 DEFAULT_MAX_UPLOADS = 20

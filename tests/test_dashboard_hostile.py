@@ -514,3 +514,11 @@ def test_an_upload_parsed_again_after_eviction_writes_no_cache_beside_it(tmp_pat
     store.view(info.key)  # parsed again
     assert not parsers.cache_path(info.path).exists()
     assert [p.name for p in info.path.parent.iterdir()] == [info.path.name]
+
+
+def test_the_upload_limit_is_shown_as_the_megabytes_the_flag_gave():
+    # --max-upload-mb 200 was 200 MiB, shown everywhere as "210 MB"
+    from dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, _fmt_size
+
+    assert _fmt_size(DEFAULT_MAX_UPLOAD_BYTES) == "200 MB"
+    assert f"{DEFAULT_MAX_UPLOAD_BYTES / 1e6:.0f}" == "200"  # the browser-side message's figure

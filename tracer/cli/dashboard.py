@@ -64,7 +64,7 @@ def dashboard(
 
     from dashboard.data import RunStore
 
-    store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1024 * 1024)
+    store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000)
     atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
     with stop_on_sigterm():
         try:
