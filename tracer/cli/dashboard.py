@@ -129,7 +129,7 @@ def make_server(
     port: int,
     *,
     verbose: bool = False,
-    max_upload_bytes: int = 200 * 1024 * 1024,
+    max_upload_bytes: int = 200 * 1000 * 1000,  # dashboard.data.DEFAULT_MAX_UPLOAD_BYTES (not imported: Dash)
     log_to: IO[str] | None = None,
 ) -> Any:
     """A waitress server for ``wsgi_app`` bound to ``host:port`` (0: any free port), not yet serving.
