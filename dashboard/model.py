@@ -237,9 +237,11 @@ def prepare(timeline: Timeline) -> TimelineView:
     is_api = host & np.isin(kind, ("runtime", "driver"))
     is_sync = host & (kind == "sync")
     active = is_range | is_op | is_api
-    threads = sorted({(int(p), int(t)) for p, t in zip(pid[active], tid[active])})
-    if threads:
-        thread_key = pid.astype(np.int64) * (1 << 32) + (tid.astype(np.int64) & 0xFFFFFFFF)
+    thread_key = pid.astype(np.int64) * (1 << 32) + (tid.astype(np.int64) & 0xFFFFFFFF)
+    # one row per distinct thread key, then the few pairs sorted: a Python set over a million rows cost 0.2 s
+    # of a 1.1 s layout
+    _, first = np.unique(thread_key[active], return_index=True)
+    threads = sorted((int(p), int(t)) for p, t in zip(pid[active][first], tid[active][first]))
     for p, t in threads:
         mine = thread_key == (p * (1 << 32) + (t & 0xFFFFFFFF))
         tlabel = _thread_label(timeline, p, t)
