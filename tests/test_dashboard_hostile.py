@@ -507,7 +507,10 @@ def test_an_upload_parsed_again_after_eviction_writes_no_cache_beside_it(tmp_pat
     from tracer import parsers
 
     monkeypatch.setattr(parsers, "CACHE_MIN_BYTES", 0)  # every trace would be cached
-    store = _store(SAME, cache_size=1, upload_dir=tmp_path)
+    other_trace = tmp_path / "runs" / SAME.name  # (a copy: its own cache must not land in tests/data)
+    other_trace.parent.mkdir()
+    other_trace.write_bytes(SAME.read_bytes())
+    store = _store(other_trace, cache_size=1, upload_dir=tmp_path / "uploads")
     info = store.add_upload(SIDE.name, _data_url(SIDE.read_bytes())).info
     other = next(r.key for r in store.runs() if r.key != info.key)
     store.view(other)  # evicts the upload's view
