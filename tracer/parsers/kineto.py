@@ -20,6 +20,7 @@ import pandas as pd
 
 from tracer.errors import TraceFormatError
 from tracer.timeline import (
+    CLOCK_UNIX,
     COLUMNS,
     HUGE_BYTES,
     MAX_EVENT_BYTES,
@@ -1039,6 +1040,10 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
         }.items()
         if v is not None
     }
+    # Kineto's times are Unix ns once its base time is added; without one, stamps past 2001 are epoch stamps
+    # (HTA's and older traces), smaller ones count from an unknown point (the host's monotonic clock)
+    if base_ns or (len(ev) and int(ev["start_ns"].iat[0]) > 10**18):
+        meta.clock, meta.clock_offset_ns = CLOCK_UNIX, 0
     info = trace.distributedInfo
     if type(info) is dict and isinstance(info.get("rank"), int):
         ev["rank"] = np.int16(info["rank"])

@@ -16,6 +16,7 @@ import pandas as pd
 
 from tracer.errors import TraceFormatError
 from tracer.timeline import (
+    CLOCK_NSYS_SESSION,
     COPY_KINDS,
     HOST_DEVICE,
     HOST_STREAM,
@@ -409,6 +410,8 @@ def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str
     for (utc,) in rows("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")[:1]:
         if _int(utc) is not None:
             meta.extra["session_start_utc_ns"] = utc
+            # the export's times count from the session's start, whose Unix time this is (align() adds it)
+            meta.clock, meta.clock_offset_ns = CLOCK_NSYS_SESSION, int(utc)
     for (version,) in rows("META_DATA_EXPORT", "value", where="name = 'EXPORT_PRODUCT_VERSION'")[:1]:
         if version is not None:
             meta.extra["nsys_version"] = _text(version)

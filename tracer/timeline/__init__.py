@@ -38,6 +38,12 @@ GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
 #: Direction of a copy; "" for rows that are not copies. PtoP is peer-to-peer between two GPUs.
 COPY_KINDS: tuple[str, ...] = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Other")
 
+#: What a timeline's times count from (``TraceMeta.clock``). "unix": ns since 1970-01-01 UTC (Kineto with
+#: ``baseTimeNanoseconds`` or epoch stamps). "nsys-session": ns since the nsys session began, whose Unix time is
+#: ``clock_offset_ns``. "": unknown (a Kineto trace of relative stamps and no base time).
+CLOCK_UNIX = "unix"
+CLOCK_NSYS_SESSION = "nsys-session"
+
 HOST_DEVICE = -1
 HOST_STREAM = -1
 
@@ -71,6 +77,10 @@ class TraceMeta:
     thread_names: dict[str, str] = field(default_factory=dict)
     #: anything else worth keeping (CUDA versions, capture settings ...)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: what the times count from (CLOCK_UNIX, CLOCK_NSYS_SESSION, "" unknown), and the ns to add to them to get
+    #: Unix time where that is known (0 on the Unix clock, None where unknown); ``combine.align`` applies it
+    clock: str = ""
+    clock_offset_ns: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +90,8 @@ class TraceMeta:
             "process_names": {str(k): v for k, v in self.process_names.items()},
             "thread_names": dict(self.thread_names),
             "extra": self.extra,
+            "clock": self.clock,
+            "clock_offset_ns": self.clock_offset_ns,
             "schema_version": SCHEMA_VERSION,
         }
 
@@ -93,7 +105,13 @@ class TraceMeta:
             process_names={int(k): str(v) for k, v in d.get("process_names", {}).items()},
             thread_names={str(k): str(v) for k, v in d.get("thread_names", {}).items()},
             extra=dict(d.get("extra", {})),
+            clock=str(d.get("clock") or ""),
+            clock_offset_ns=_int_or_none(d.get("clock_offset_ns")),
         )
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if type(value) is int else None
 
 
 @dataclass
@@ -109,6 +127,15 @@ class Timeline:
         ev = self.events
         seen = set(ev.loc[ev["device"] >= 0, "device"].unique().tolist())
         return sorted(seen | set(self.meta.gpu_names))
+
+    @property
+    def multi_rank(self) -> bool:
+        """Whether the timeline holds more than one rank (a job's traces read as one)."""
+        return is_multi_rank(self.events)
+
+    def links(self) -> pd.DataFrame:
+        """GPU work → the runtime/driver call that launched it (:func:`tracer.timeline.links.launch_links`)."""
+        return launch_links(self.events)
 
     def sql(self, query: str) -> pd.DataFrame:
         """A read-only DuckDB query over this timeline's views (events, kernels, copies, ranges, lanes ...;
@@ -244,3 +271,26 @@ def drop_impossible(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]
     if not counts:
         return events, {}
     return events[~dropped].reset_index(drop=True), counts
+
+
+# The rest of the timeline package, importable from here (they import this module's names above).
+from tracer.timeline.keys import (  # noqa: E402
+    DEVICE_COLUMNS,
+    LANE_COLUMNS,
+    THREAD_COLUMNS,
+    DeviceKey,
+    LaneKey,
+    device_label,
+    device_title,
+    is_multi_rank,
+    lane_title,
+)
+from tracer.timeline.links import launch_links  # noqa: E402
+from tracer.timeline.combine import align, concat  # noqa: E402
+
+__all__ = [
+    "CLOCK_NSYS_SESSION", "CLOCK_UNIX", "COLUMNS", "COPY_KINDS", "DEVICE_COLUMNS", "GPU_WORK_KINDS", "HOST_DEVICE",
+    "HOST_STREAM", "KINDS", "LANE_COLUMNS", "MAX_EVENT_BYTES", "SCHEMA_VERSION", "THREAD_COLUMNS", "TIME_LIMIT_NS",
+    "DeviceKey", "LaneKey", "Timeline", "TraceMeta", "align", "build_events", "concat", "device_label", "device_title",
+    "drop_impossible", "empty_events", "is_multi_rank", "lane_title", "launch_links", "validate",
+]
