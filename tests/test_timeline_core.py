@@ -134,3 +134,25 @@ def test_meta_round_trips_its_clock() -> None:
     assert (back.clock, back.clock_offset_ns) == (CLOCK_NSYS_SESSION, 123)
     old = TraceMeta.from_dict({"format": "kineto"})  # written before clocks were stored
     assert (old.clock, old.clock_offset_ns) == ("", None)
+
+
+#: Unix times printed by tests/data/record_clock.py just before each "clock/mark" range (H200, 2026-12-03).
+CLOCK_MARKS = [1796308992085221877, 1796308992136396981, 1796308992187276180]
+
+
+def test_one_process_under_nsys_and_kineto_lines_up_after_align() -> None:
+    """One process recorded by nsys and torch.profiler at once (NVIDIA H200): after align(), the same range
+    starts within a millisecond in both, NVTX's first (it is opened first), both just after the Unix time the
+    process printed."""
+    k = align(load_trace(DATA / "clock_kineto.json.gz", cache=False))
+    n = align(load_trace(DATA / "clock.sqlite.gz", cache=False))
+    starts = []
+    for t in (k, n):
+        ev = t.events
+        marks = ev[(ev["kind"] == "range") & (ev["name"].astype(str) == "clock/mark")]
+        starts.append(marks["start_ns"].to_numpy())
+    kineto, nsys = starts
+    assert len(kineto) == len(nsys) == 3
+    assert ((nsys <= kineto) & (kineto - nsys < 1_000_000)).all()
+    for s in starts:
+        assert ((s >= CLOCK_MARKS) & (s - CLOCK_MARKS < 1_000_000)).all()
