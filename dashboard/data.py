@@ -25,12 +25,13 @@ from typing import Any, NamedTuple
 import orjson
 
 from dashboard.model import TimelineView, prepare
+from tracer import rundir
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
-from tracer.parsers import GZIP_MAGIC, GZIP_RATIO_FLOOR, RUN_META, iter_inflated, load_trace
+from tracer.formats import GZIP_MAGIC, stem
+from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
 from tracer.timeline import Timeline
 
-RUN_SUMMARY = "summary.json"
 #: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
 LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
 #: Uploads above this are refused (open big traces with ``tracer dashboard PATH`` instead).
@@ -76,10 +77,8 @@ class RunInfo:
 
 
 def _stem(p: Path) -> str:
-    name = p.name
-    for suffix in (".gz", ".json", ".sqlite", ".nsys-rep", ".parquet", ".pt.trace"):
-        name = name.removesuffix(suffix)
-    return name.removesuffix(".pt.trace") or p.name
+    # the format's suffixes (tracer.formats), then the one tensorboard_trace_handler adds: host_pid.pt.trace.json
+    return stem(p.name).removesuffix(".pt.trace").removesuffix(".pt.trace") or p.name
 
 
 def _slug(text: str) -> str:
@@ -181,8 +180,8 @@ class RunStore:
             key, n = base, 2
             while key in self._runs:
                 key, n = f"{base}-{n}", n + 1
-            meta = _read_json(p / RUN_META) if p.is_dir() else {}
-            summary = _read_json(p / RUN_SUMMARY) if p.is_dir() else {}
+            meta = _read_json(p / rundir.META) if p.is_dir() else {}
+            summary = _read_json(p / rundir.SUMMARY) if p.is_dir() else {}
             info = RunInfo(key, p, _stem(p), origin, meta, summary or None)
             self._runs[key] = info
             self._by_path[resolved] = key
