@@ -248,12 +248,15 @@ class RunStore:
     def timeline(self, key: str) -> Timeline:
         return self.view(key).timeline
 
-    def summary(self, key: str, *, parse_max_bytes: int = LIST_PARSE_MAX_BYTES) -> dict[str, Any] | None:
-        """The run's summary: stored, cached, or computed now if the trace is small enough to parse quickly."""
+    def summary(
+        self, key: str, *, parse_max_bytes: int = LIST_PARSE_MAX_BYTES, parse: bool = True
+    ) -> dict[str, Any] | None:
+        """The run's summary: stored, cached, or (with ``parse``) computed now if the trace is small enough to
+        parse quickly."""
         info = self.get(key)
         if info.summary is not None or info.error is not None:
             return info.summary
-        if _size(info.path) > parse_max_bytes:
+        if not parse or _size(info.path) > parse_max_bytes:
             return None
         try:
             self.view(key)

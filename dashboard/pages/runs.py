@@ -97,8 +97,13 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     return row
 
 
-def table_rows(store: RunStore) -> list[dict[str, Any]]:
-    return [run_row(info, store.summary(info.key)) for info in store.refresh()]
+def table_rows(store: RunStore, *, rescan: bool = True) -> list[dict[str, Any]]:
+    """A row per run. With ``rescan`` (a page load) the folders are looked through again and runs without a
+    summary small enough to parse are parsed; without (filtering, sorting) the runs and summaries known are
+    used as they are: a keystroke in the filter must not walk the disk or parse a 32 MB trace."""
+    if rescan:
+        return [run_row(info, store.summary(info.key)) for info in store.refresh()]
+    return [run_row(info, store.summary(info.key, parse=False)) for info in store.runs()]
 
 
 def filter_sort(
@@ -268,7 +273,8 @@ def register(app: Dash, store: RunStore) -> None:
         on_error=on_error(alert),
     )
     def _table(text, sort, picked):
-        return render_table(filter_sort(table_rows(store), text, sort), sort, picked or [])
+        # Runs as the page load found them (the filter fires on every keystroke: debounce=False)
+        return render_table(filter_sort(table_rows(store, rescan=False), text, sort), sort, picked or [])
 
     @app.callback(
         Output(ids.RUNS_PICKED, "data"),
