@@ -145,3 +145,29 @@ def test_record_writes_the_record_then_derives_once_and_checks_the_scenario_once
     assert list(meta) == RECORDER_KEYS and meta == run.meta
     assert set(meta["stages_s"]) == {"profiled", "workload", "export", "parse", "write"}
     assert meta["files"] == rundir.file_sizes(run.path)
+
+
+# ----- the dashboard reads RunMeta's fields, and guesses no more
+
+
+def test_the_dashboard_reads_created_and_no_other_date_key(tmp_path: Path) -> None:
+    import os
+
+    from dashboard.data import RunInfo, run_date
+
+    run = tmp_path / "r"
+    run.mkdir()
+    os.utime(run, (1_800_000_000, 1_800_000_000))
+    info = RunInfo("r", run, "r", "path", {"created": "2026-12-02T16:13:50Z", "timestamp": 1.7e9})
+    assert run_date(info) == "2026-12-02 16:13"
+    # a foreign key is not a date the dashboard guesses at: the directory's own time is shown instead
+    assert run_date(RunInfo("r", run, "r", "path", {"timestamp": 1.7e9})) == "2027-01-15 08:00"
+
+
+def test_the_dashboard_takes_speedups_from_speedup_or_derived_not_from_nested_dicts() -> None:
+    from dashboard.data import speedups
+
+    meta = {"result": {"speedup": 9.0}, "derived": {"speedup (a / b)": 2.0, "ratio": 0.5}}
+    assert speedups(meta) == speedups(RunMeta.from_dict(meta)) == [(2.0, "a / b")]
+    assert speedups({**meta, "speedup": 1.5}) == [(1.5, "")]
+    assert speedups({"speedup": float("nan"), "derived": {"speedup": True}}) == []
