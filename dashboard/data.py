@@ -25,12 +25,14 @@ from typing import Any, NamedTuple
 import orjson
 
 from dashboard.model import TimelineView, prepare
+from tracer import rundir
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
-from tracer.parsers import GZIP_MAGIC, GZIP_RATIO_FLOOR, RUN_META, iter_inflated, load_trace
+from tracer.formats import GZIP_MAGIC, stem
+from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
+from tracer.rundir import RunMeta, as_run_meta
 from tracer.timeline import Timeline
 
-RUN_SUMMARY = "summary.json"
 #: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
 LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
 #: Uploads above this are refused (open big traces with ``tracer dashboard PATH`` instead).
@@ -66,9 +68,14 @@ class RunInfo:
     path: Path
     name: str
     origin: str  # "example", "runs", "path" or "upload"
-    meta: dict[str, Any] = field(default_factory=dict)  # meta.json of a run directory
+    meta: dict[str, Any] = field(default_factory=dict)  # meta.json of a run directory, as read
     summary: dict[str, Any] | None = None  # summary.json, or computed once parsed
     error: str | None = None  # why it could not be summarised, if it could not
+    #: meta.json typed (read once, here): what the pages show of it
+    run_meta: RunMeta = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.run_meta = RunMeta.from_dict(self.meta)
 
     @property
     def is_run_dir(self) -> bool:
@@ -76,10 +83,8 @@ class RunInfo:
 
 
 def _stem(p: Path) -> str:
-    name = p.name
-    for suffix in (".gz", ".json", ".sqlite", ".nsys-rep", ".parquet", ".pt.trace"):
-        name = name.removesuffix(suffix)
-    return name.removesuffix(".pt.trace") or p.name
+    # the format's suffixes (tracer.formats), then the one tensorboard_trace_handler adds: host_pid.pt.trace.json
+    return stem(p.name).removesuffix(".pt.trace").removesuffix(".pt.trace") or p.name
 
 
 def _slug(text: str) -> str:
@@ -181,8 +186,8 @@ class RunStore:
             key, n = base, 2
             while key in self._runs:
                 key, n = f"{base}-{n}", n + 1
-            meta = _read_json(p / RUN_META) if p.is_dir() else {}
-            summary = _read_json(p / RUN_SUMMARY) if p.is_dir() else {}
+            meta = _read_json(p / rundir.META) if p.is_dir() else {}
+            summary = _read_json(p / rundir.SUMMARY) if p.is_dir() else {}
             info = RunInfo(key, p, _stem(p), origin, meta, summary or None)
             self._runs[key] = info
             self._by_path[resolved] = key
@@ -243,12 +248,15 @@ class RunStore:
     def timeline(self, key: str) -> Timeline:
         return self.view(key).timeline
 
-    def summary(self, key: str, *, parse_max_bytes: int = LIST_PARSE_MAX_BYTES) -> dict[str, Any] | None:
-        """The run's summary: stored, cached, or computed now if the trace is small enough to parse quickly."""
+    def summary(
+        self, key: str, *, parse_max_bytes: int = LIST_PARSE_MAX_BYTES, parse: bool = True
+    ) -> dict[str, Any] | None:
+        """The run's summary: stored, cached, or (with ``parse``) computed now if the trace is small enough to
+        parse quickly."""
         info = self.get(key)
         if info.summary is not None or info.error is not None:
             return info.summary
-        if _size(info.path) > parse_max_bytes:
+        if not parse or _size(info.path) > parse_max_bytes:
             return None
         try:
             self.view(key)
@@ -415,37 +423,29 @@ def _summarize(timeline: Timeline) -> dict[str, Any]:
 
 
 def run_date(info: RunInfo) -> str:
-    """When the run was recorded (meta.json), else when its file was last written: "2026-12-02 15:47"."""
-    for k in ("created", "recorded_at", "date", "started_at", "start_time", "timestamp"):
-        v = info.meta.get(k)
-        if isinstance(v, (int, float)) and v > 1e9:
-            return datetime.fromtimestamp(v if v < 1e12 else v / 1e9, tz=timezone.utc).strftime(
-                "%Y-%m-%d %H:%M"
-            )
-        if isinstance(v, str) and v:
-            return v.replace("T", " ")[:16]
+    """When the run was recorded (meta.json's ``created``), else when its file was last written:
+    "2026-12-02 15:47"."""
+    created = info.run_meta.created
+    if created:
+        return created.replace("T", " ")[:16]
     try:
         return datetime.fromtimestamp(info.path.stat().st_mtime, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     except OSError:
         return ""
 
 
-def speedups(meta: dict[str, Any]) -> list[tuple[float, str]]:
-    """The run's speedups as (value, what it compares): ``meta["speedup"]`` (label ""), else every ``derived``
-    figure whose name says speedup, its label taken from the name: ``"speedup (single / parallel)"`` ->
-    ``"single / parallel"``, ``"speedup size 64 (one stream / streams)"`` -> ``"size 64: one stream / streams"``.
+def speedups(meta: RunMeta | dict[str, Any]) -> list[tuple[float, str]]:
+    """The run's speedups as (value, what it compares): meta.json's ``speedup`` (label "", what other tools
+    write), else every ``derived`` figure whose name says speedup, its label taken from the name:
+    ``"speedup (single / parallel)"`` -> ``"single / parallel"``, ``"speedup size 64 (one stream / streams)"``
+    -> ``"size 64: one stream / streams"``.
     """
-    v = find_key(meta, "speedup")
-    if _is_number(v):
-        return [(float(v), "")]
-    derived = meta.get("derived")
-    out: list[tuple[float, str]] = []
-    if isinstance(derived, dict):
-        for k, v in derived.items():
-            name = str(k)
-            if "speedup" in name.lower() and _is_number(v):
-                out.append((float(v), _speedup_label(name)))
-    return out
+    m = as_run_meta(meta)
+    if _is_number(m.speedup):
+        return [(float(m.speedup), "")]
+    return [
+        (float(v), _speedup_label(k)) for k, v in m.derived.items() if "speedup" in k.lower() and _is_number(v)
+    ]
 
 
 def _speedup_label(name: str) -> str:
@@ -457,7 +457,7 @@ def _speedup_label(name: str) -> str:
     return rest.strip(" :")
 
 
-def speedup_of(meta: dict[str, Any]) -> float | None:
+def speedup_of(meta: RunMeta | dict[str, Any]) -> float | None:
     """The run's (first) speedup: ``meta["speedup"]``, else the first ``derived`` figure named speedup."""
     found = speedups(meta)
     return found[0][0] if found else None
@@ -491,95 +491,69 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
-def params_text(meta: dict[str, Any]) -> str:
+def params_text(meta: RunMeta | dict[str, Any]) -> str:
     """The scenario's parameters from meta.json, its own first: ``"n=200 · size=1000 · lanes=2 · seed=0"``
     (``variant`` has its own column and line)."""
-    params = meta.get("params")
-    if not isinstance(params, dict):
-        return ""
-    items = [(str(k), v) for k, v in params.items() if k != "variant"]
+    items = [(str(k), v) for k, v in as_run_meta(meta).params.items() if k != "variant"]
     items.sort(key=lambda kv: kv[0] in COMMON_PARAMS)  # stable: the scenario's own order is kept
     return " · ".join(f"{k}={_fmt_value(v)}" for k, v in items)
 
 
-def variant_text(meta: dict[str, Any]) -> str:
+def variant_text(meta: RunMeta | dict[str, Any]) -> str:
     """``"side-stream"``, or for a run of every variant ``"all (single, parallel)"``."""
-    variant = meta.get("variant")
-    if not variant:
+    m = as_run_meta(meta)
+    if not m.variant:
         return ""
-    variants = meta.get("variants")
-    if variant == "all" and isinstance(variants, list) and variants:
-        return f"all ({', '.join(map(str, variants))})"
-    return str(variant)
+    if m.variant == "all" and m.variants:
+        return f"all ({', '.join(map(str, m.variants))})"
+    return m.variant
 
 
-def _lane_count(meta: dict[str, Any]) -> int | None:
-    lanes = meta.get("lanes")
-    if isinstance(lanes, list) and lanes:
-        return len(lanes)
-    n = (meta.get("params") or {}).get("lanes") if isinstance(meta.get("params"), dict) else None
-    return n if isinstance(n, int) and not isinstance(n, bool) else None
-
-
-def device_text(meta: dict[str, Any], summary: dict[str, Any] | None = None) -> tuple[str, str]:
+def device_text(meta: RunMeta | dict[str, Any], summary: dict[str, Any] | None = None) -> tuple[str, str]:
     """(device, how it was used): ``("NVIDIA H200", "mode streams: CUDA streams of one GPU stand in for
     devices, 2 lanes")``, ``("CPU", "mode cpu-threads: CPU threads stand in for devices, 4 lanes")``. From
     meta.json, else from the summary (GPU names; no GPU work: CPU); ("", "") when neither says."""
-    names = meta.get("gpu_names") or (summary or {}).get("gpu_names") or {}
+    m = as_run_meta(meta)
+    names = m.gpu_names or (summary or {}).get("gpu_names") or {}
     gpus = (
         [str(v) for _, v in sorted(names.items(), key=lambda kv: str(kv[0]))]
         if isinstance(names, dict)
         else []
     )
-    mode = str(meta.get("mode") or "")
-    devices = meta.get("devices")
     if gpus:
         distinct = sorted(set(gpus))
         device = (
             f"{len(gpus)} × {distinct[0]}" if len(gpus) > 1 and len(distinct) == 1 else ", ".join(distinct)
         )
-    elif mode == "cpu-threads" or devices == ["cpu"]:
+    elif m.mode == "cpu-threads" or m.devices == ["cpu"]:
         device = "CPU"
     elif summary is not None and not summary.get("devices"):
         device = "CPU (no GPU activity in the trace)"
     else:
         device = ""
     how = ""
-    if mode:
-        n = _lane_count(meta)
-        how = f"mode {mode}"
-        if mode in MODE_MEANING:
-            how += f": {MODE_MEANING[mode]}"
+    if m.mode:
+        n = m.lane_count
+        how = f"mode {m.mode}"
+        if m.mode in MODE_MEANING:
+            how += f": {MODE_MEANING[m.mode]}"
         if n is not None:
             how += f", {n} lane{'s' if n != 1 else ''}"
     return device, how
 
 
-def mode_short(meta: dict[str, Any]) -> str:
+def mode_short(meta: RunMeta | dict[str, Any]) -> str:
     """``"streams · 2 lanes"``: the mode in a few words, for a table cell (its meaning goes in a tooltip)."""
-    mode = str(meta.get("mode") or "")
-    n = _lane_count(meta)
-    if not mode:
+    m = as_run_meta(meta)
+    n = m.lane_count
+    if not m.mode:
         return ""
-    return mode + (f" · {n} lane{'s' if n != 1 else ''}" if n is not None else "")
+    return m.mode + (f" · {n} lane{'s' if n != 1 else ''}" if n is not None else "")
 
 
-def backend_text(meta: dict[str, Any], fmt: str | None = None) -> str:
+def backend_text(meta: RunMeta | dict[str, Any], fmt: str | None = None) -> str:
     """The profiler that recorded the run (meta.json's backend), else what wrote the trace (its format)."""
-    backend = meta.get("backend")
+    backend = as_run_meta(meta).backend
     if backend:
-        return BACKEND_NAMES.get(str(backend), str(backend))
+        return BACKEND_NAMES.get(backend, backend)
     return FORMAT_NAMES.get(str(fmt), str(fmt or ""))
-
-
-def find_key(d: Any, key: str, depth: int = 3) -> Any:
-    """The first value stored under ``key`` in a nested dict (meta.json layouts vary by scenario)."""
-    if not isinstance(d, dict) or depth < 0:
-        return None
-    if key in d:
-        return d[key]
-    for v in d.values():
-        found = find_key(v, key, depth - 1)
-        if found is not None:
-            return found
-    return None

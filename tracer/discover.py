@@ -1,30 +1,30 @@
 """Finding runs and traces in a folder: what ``tracer summary FOLDER`` and the dashboard list.
 
-A *run directory* (what ``tracer record`` writes) counts as one run and is not looked into; elsewhere, files
-whose names look like traces are taken (the content decides the format once they are opened).
+A *run directory* (what ``tracer record`` writes: :mod:`tracer.rundir`) counts as one run and is not looked
+into; elsewhere, files whose names look like traces are taken (:data:`tracer.formats.FORMATS`' suffixes; the
+content decides the format once they are opened).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tracer.parsers import RUN_META, RUN_TIMELINE, RUN_TRACE_CANDIDATES
+from tracer.formats import suffix_patterns, trace_suffixes
+from tracer.rundir import is_run_dir
 
-#: Files that look like traces when a folder is scanned.
-TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".sqlite.gz", ".nsys-rep", ".parquet")
+__all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file"]
+
+#: Files that look like traces when a folder is scanned: every format's suffixes (the scan reads the table,
+#: tracer.formats.FORMATS, each time; this is the table's as imported).
+TRACE_SUFFIXES = trace_suffixes()
 #: How deep a folder is scanned (runs/<experiment>/<run>/ is three levels).
 SCAN_DEPTH = 4
-
-
-def is_run_dir(p: Path) -> bool:
-    """A directory holding a run's metadata, timeline or trace under their standard names."""
-    return p.is_dir() and any((p / n).exists() for n in (RUN_META, RUN_TIMELINE, *RUN_TRACE_CANDIDATES))
 
 
 def is_trace_file(p: Path) -> bool:
     """A visible file whose name ends like a trace tracer reads."""
     n = p.name.lower()
-    return p.is_file() and not n.startswith(".") and n.endswith(TRACE_SUFFIXES)
+    return p.is_file() and not n.startswith(".") and n.endswith(trace_suffixes())
 
 
 def discover(path: Path, depth: int = SCAN_DEPTH) -> list[Path]:
@@ -59,8 +59,7 @@ def expand(paths: list[Path]) -> list[Path]:
             inside = discover(p)
             if not inside:
                 raise InputNotFoundError(
-                    p, "not a tracer run, and a folder with no run directories or traces (*.json[.gz], "
-                    "*.sqlite[.gz], *.nsys-rep, *.parquet) under it"
+                    p, f"not a tracer run, and a folder with no run directories or traces ({suffix_patterns()}) under it"
                 )
             out += inside
         else:

@@ -1,16 +1,20 @@
 """Run a scenario under a profiler and write a run directory: trace, timeline, metadata, summary.
 
-A run directory (``runs/<scenario>[-<variant>]-<mode>-<YYYYmmdd-HHMMSS>/``) holds:
+A run directory (``runs/<scenario>[-<variant>]-<mode>-<YYYYmmdd-HHMMSS>/``, laid out in :mod:`tracer.rundir`)
+holds:
 
 * ``trace.json.gz``    — torch.profiler's Chrome trace (``--backend torch``), or
   ``report.nsys-rep`` + ``report.sqlite[.gz]`` — Nsight Systems' report and its SQLite export (``--backend nsys``);
+* ``meta.json``        — what ran (:class:`tracer.rundir.RunMeta`): scenario, variant, parameters, device mode
+  and devices, GPU names, torch and CUDA versions, wall times per variant, the correctness checks, the backend,
+  when (no host name);
 * ``timeline.parquet`` — the parsed timeline (what ``tracer summary``/the dashboard read first);
-* ``meta.json``        — what ran: scenario, variant, parameters, device mode and devices, GPU names, torch and
-  CUDA versions, wall times per variant, the correctness checks, the backend, when (no host name);
 * ``summary.json``     — ``tracer summary --json`` of the timeline.
 
-It is written under a temporary name beside its final one and renamed at the end, so Ctrl-C, a crashing or a
-failing scenario (a correctness check that does not hold) leaves nothing half-written.
+The recorder writes the first two (the record) and then calls :func:`tracer.rundir.derive`, which makes the
+other two from them, as it does again for an old run (:func:`refresh_run`). The directory is written under a
+temporary name beside its final one and renamed at the end, so Ctrl-C, a crashing or a failing scenario (a
+correctness check that does not hold) leaves nothing half-written.
 
 Data flows one way: this module runs ``scenarios`` and reads what they report; scenarios know nothing of it.
 """
@@ -36,20 +40,10 @@ from typing import Any
 
 import orjson
 
+from tracer import rundir
 from tracer.errors import ToolMissingError, TracerError, UsageError
 from tracer.io import publish_dir, temp_dir_beside, writing
-
-#: Version of meta.json's layout; readers take missing keys with a default.
-RUN_SCHEMA_VERSION = 1
-
-TRACE_FILE = "trace.json.gz"
-TIMELINE_FILE = "timeline.parquet"
-META_FILE = "meta.json"
-SUMMARY_FILE = "summary.json"
-NSYS_REPORT = "report.nsys-rep"
-NSYS_SQLITE = "report.sqlite"
-#: An SQLite export larger than this is stored gzipped (``report.sqlite.gz``); tracer reads both.
-SQLITE_GZIP_BYTES = 8 * 1024 * 1024
+from tracer.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQLITE_GZIP_BYTES, RunMeta
 
 BACKENDS = ("torch", "nsys")
 #: nsys captures between cudaProfilerStart/Stop, which only a GPU run calls (tests turn this off with a fake nsys)
@@ -85,10 +79,15 @@ class RecordedRun:
     """A finished run directory and what was written into it."""
 
     path: Path
-    meta: dict[str, Any]
+    run_meta: RunMeta
     summary: dict[str, Any]
     #: seconds spent in each stage: workload (the scenario, profiled), export, parse, write
     stages_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """meta.json as written."""
+        return self.run_meta.to_dict()
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -227,7 +226,8 @@ def record(
         # A failed write anywhere below (a full disk) is one line naming the run; the scenario itself writes
         # nothing, and nsys failing to start is reported by _stream as a missing tool.
         with writing(wanted):
-            meta, summary = _record_into(tmp, spec.name, device, params, backend, nsys, created, say, stages)
+            meta, summary = _record_into(tmp, spec.name, device, params, plan.on_gpu, backend, nsys, created, say,
+                                         stages)
             # The name is decided only now, atomically: a run started in the same second by another process
             # gets "-2" instead of failing with ENOTEMPTY after all its work (issue 14).
             final = publish_dir(tmp, wanted)
@@ -237,94 +237,82 @@ def record(
     return RecordedRun(final, meta, summary, stages)
 
 
-def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], backend: str, nsys: str | None,
-                 created: _dt.datetime, say: Callable[[str], None],
-                 stages: dict[str, float]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run the scenario and write the whole run into the directory ``tmp``; return its meta and summary."""
+def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_gpu: bool, backend: str,
+                 nsys: str | None, created: _dt.datetime, say: Callable[[str], None],
+                 stages: dict[str, float]) -> tuple[RunMeta, dict[str, Any]]:
+    """Run the scenario and write the whole run into the directory ``tmp``: the trace and meta.json (the
+    record), then what :func:`tracer.rundir.derive` makes of them; return the meta and the summary."""
     if backend == "torch":
-        result, backend_meta = _run_torch(name, device, params, tmp, say, stages)
-        trace_path = tmp / TRACE_FILE
+        result, backend_meta = _run_torch(name, device, params, on_gpu, tmp, say, stages)
     else:
         assert nsys is not None
         result, backend_meta = _run_nsys(nsys, name, device, params, tmp, say, stages)
-        trace_path = tmp / NSYS_SQLITE
     if not result.ok:
         raise ScenarioFailedError(f"scenario {name}", "correctness check failed: " + "; ".join(result.failed_checks()))
+    sqlite = tmp / NSYS_SQLITE
+    if backend == "nsys" and sqlite.stat().st_size > SQLITE_GZIP_BYTES:
+        t0 = time.perf_counter()
+        _gzip_file(sqlite)  # stored as it will be read, by derive now and by any later refresh alike
+        stages["export"] = stages.get("export", 0.0) + time.perf_counter() - t0
+    meta = _meta(result, backend, backend_meta, created)
+    meta.files = rundir.file_sizes(tmp)
+    meta.stages_s = dict(stages)
+    rundir.write_meta(tmp, meta)
     say("parsing the trace")
-    t0 = time.perf_counter()
-    from tracer.analysis.summary import summarize
-    from tracer.parsers import load_trace
-    from tracer.storage import write_timeline_parquet
-
-    timeline = load_trace(trace_path, cache=False)
-    timeline.meta.source = trace_path.name
-    summary = summarize(timeline)
-    stages["parse"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    if backend == "nsys" and trace_path.stat().st_size > SQLITE_GZIP_BYTES:
-        _gzip_file(trace_path)
-    write_timeline_parquet(timeline, tmp / TIMELINE_FILE)
-    (tmp / SUMMARY_FILE).write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    meta = _meta(result, backend, backend_meta, created, stages)
-    meta["files"] = _file_sizes(tmp)
-    stages["write"] = time.perf_counter() - t0
-    meta["stages_s"] = dict(stages)
-    (tmp / META_FILE).write_bytes(orjson.dumps(meta, option=orjson.OPT_INDENT_2))
+    derived = rundir.derive(tmp, stages=stages)
     _open_permissions(tmp)
-    return meta, summary
+    return derived.meta, derived.summary
 
 
-def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime,
-          stages: dict[str, float]) -> dict[str, Any]:
+def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime) -> RunMeta:
     from scenarios.runtime import sanitize_derived
 
     env = _environment()
     notes = list(result.notes)
-    return {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "kind": "tracer-run",
-        "scenario": result.scenario,
-        "variant": result.variant,
-        "variants": result.variants,
-        "params": result.params,
-        "mode": result.mode,
-        "devices": result.devices,
-        "lanes": result.lanes,
-        "gpu_names": result.gpu_names,
+    return RunMeta(
+        schema_version=RUN_SCHEMA_VERSION,
+        kind=rundir.RUN_KIND,
+        scenario=result.scenario,
+        variant=result.variant,
+        variants=result.variants,
+        params=result.params,
+        mode=result.mode,
+        devices=result.devices,
+        lanes=result.lanes,
+        gpu_names=result.gpu_names,
         # the child's torch when nsys ran the scenario in another process
-        "torch_version": result.torch_version or env["torch_version"],
-        "cuda_version": result.cuda_version,
-        "wall_times_s": result.times_s,
-        "unprofiled_times": result.unprofiled,
+        torch_version=result.torch_version or env["torch_version"],
+        cuda_version=result.cuda_version,
+        wall_times_s=result.times_s,
+        unprofiled_times=result.unprofiled,
         # every sample of a time taken more than once (wall_times_s holds their median)
-        "wall_time_samples_s": result.samples_s,
-        "profiled_window_s": result.profiled_window_s,
-        "intra_op_threads": result.intra_op_threads,
-        "checks": result.checks,
+        wall_time_samples_s=result.samples_s,
+        profiled_window_s=result.profiled_window_s,
+        intra_op_threads=result.intra_op_threads,
+        checks=result.checks,
         # the scenario guarded them already; again here for a result read back from the nsys child's JSON
-        "derived": sanitize_derived(result.derived, notes),
-        "notes": notes,
-        "phases": result.phases,
-        "backend": backend,
-        "backend_details": backend_meta,
-        "created": created.isoformat().replace("+00:00", "Z"),
-        "environment": env,
-    }
+        derived=sanitize_derived(result.derived, notes),
+        notes=notes,
+        phases=result.phases,
+        backend=backend,
+        backend_details=backend_meta,
+        created=created.isoformat().replace("+00:00", "Z"),
+        environment=env,
+    )
 
 
 # --------------------------------------------------------------------------------------------------------------
 # torch.profiler, in this process
 
 
-def _run_torch(name: str, device: str, params: dict[str, str], tmp: Path, say: Callable[[str], None],
+def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp: Path, say: Callable[[str], None],
                stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
     from torch.profiler import profile
 
     from scenarios import run_scenario
 
-    from scenarios import prepare
-
-    settings = torch_profiler_settings(all_threads=not prepare(name, device, params)[1].on_gpu)
+    # (on_gpu from record()'s own check of the scenario: preparing it again here resolved the devices twice)
+    settings = torch_profiler_settings(all_threads=not on_gpu)
     holder: dict[str, Any] = {}
 
     @contextlib.contextmanager
@@ -347,7 +335,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], tmp: Path, say: C
     stages["workload"] = time.perf_counter() - t0
     say("exporting the trace")
     t0 = time.perf_counter()
-    holder["prof"].export_chrome_trace(str(tmp / TRACE_FILE))
+    holder["prof"].export_chrome_trace(str(tmp / rundir.TRACE))
     stages["export"] = time.perf_counter() - t0
     details = {
         "profiler": "torch.profiler",
@@ -449,22 +437,12 @@ def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> 
     return " | ".join(line for line in lines[-4:] if line.strip())
 
 
-def _file_sizes(run_dir: Path) -> dict[str, int]:
-    """The run's files and their sizes in bytes (meta.json itself left out)."""
-    return {p.name: p.stat().st_size for p in sorted(run_dir.iterdir()) if p.is_file() and p.name != META_FILE}
-
-
 def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 * 1024) -> dict[str, int]:
     """Shrink a finished run for shipping (the bundled examples): gzip ``report.sqlite``, and drop the
     ``.nsys-rep`` when it is larger than ``max_report_bytes`` (the SQLite export holds the same events).
     Updates meta.json's file list; returns it. Each file is replaced atomically."""
-    from tracer.io import write_bytes_atomic
-
     path = Path(run_dir)
-    meta_path = path / META_FILE
-    if not meta_path.is_file():
-        raise UsageError(path, "not a run directory written by tracer record (no meta.json)")
-    meta = orjson.loads(meta_path.read_bytes())
+    meta = rundir.read_meta(path)
     sqlite = path / NSYS_SQLITE
     if sqlite.exists():
         _gzip_file(sqlite)
@@ -473,40 +451,21 @@ def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 
     if rep.exists() and rep.stat().st_size > max_report_bytes:
         rep.unlink()
         dropped.append(NSYS_REPORT)
-    meta["files"] = _file_sizes(path)
+    meta.files = rundir.file_sizes(path)
     if dropped:
-        meta["dropped_files"] = sorted(set(meta.get("dropped_files", [])) | set(dropped))
-    write_bytes_atomic(meta_path, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-    return meta["files"]
+        meta.dropped_files = sorted(set(meta.dropped_files) | set(dropped))
+    rundir.write_meta(path, meta)
+    return meta.files
 
 
 def refresh_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Re-derive ``timeline.parquet`` and ``summary.json`` from the run's own trace with today's parsers.
+    """Re-derive ``timeline.parquet`` and ``summary.json`` from the run's own trace with today's parsers
+    (:func:`tracer.rundir.derive`); return the new summary.
 
     The trace (or nsys export) is the record; the timeline and summary are derived data, and a parser fix
-    should reach old runs too (the bundled examples are refreshed this way). Returns the new summary.
+    should reach old runs too (the bundled examples are refreshed this way).
     """
-    from tracer.analysis.summary import summarize
-    from tracer.io import write_bytes_atomic
-    from tracer.parsers import load_trace
-    from tracer.storage import write_timeline_parquet
-
-    path = Path(run_dir)
-    meta_path = path / META_FILE
-    if not meta_path.is_file():
-        raise UsageError(path, "not a run directory written by tracer record (no meta.json)")
-    sources = [path / n for n in (TRACE_FILE, NSYS_SQLITE, NSYS_SQLITE + ".gz") if (path / n).exists()]
-    if not sources:
-        raise UsageError(path, f"holds no trace to re-parse ({TRACE_FILE} or {NSYS_SQLITE}[.gz])")
-    timeline = load_trace(sources[0], cache=False)
-    timeline.meta.source = sources[0].name
-    summary = summarize(timeline)
-    write_timeline_parquet(timeline, path / TIMELINE_FILE)
-    write_bytes_atomic(path / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2))
-    meta = orjson.loads(meta_path.read_bytes())
-    meta["files"] = _file_sizes(path)
-    write_bytes_atomic(meta_path, orjson.dumps(meta, option=orjson.OPT_INDENT_2))
-    return summary
+    return rundir.derive(run_dir).summary
 
 
 def _open_permissions(run_dir: Path) -> None:

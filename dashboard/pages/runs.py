@@ -52,18 +52,19 @@ HEADER_TITLES = {
 
 def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     """One table row: display text per column plus a sort value for the numeric ones."""
-    device, how = device_text(info.meta, summary)
+    meta = info.run_meta
+    device, how = device_text(meta, summary)
     row: dict[str, Any] = {
         "key": info.key,
         "name": info.name,
         "origin": info.origin,
-        "scenario": str(info.meta.get("scenario") or ""),
-        "variant": variant_text(info.meta),
-        "params": params_text(info.meta),
-        "variant_detail": params_text(info.meta),  # under the variant: runs that differ only here stay apart
-        "trace": backend_text(info.meta, (summary or {}).get("format")),
+        "scenario": meta.scenario,
+        "variant": variant_text(meta),
+        "params": params_text(meta),
+        "variant_detail": params_text(meta),  # under the variant: runs that differ only here stay apart
+        "trace": backend_text(meta, (summary or {}).get("format")),
         "devices": device,
-        "devices_detail": mode_short(info.meta),
+        "devices_detail": mode_short(meta),
         "devices_title": how,
         "date": run_date(info),
         "error": info.error,
@@ -86,7 +87,7 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     overlap = sum(d.get("overlap_ns", 0) for d in devs.values())
     row["hidden_pct"] = 100.0 * overlap / copy if copy else None
     row["hidden_pct_text"] = f"{row['hidden_pct']:.0f}%" if copy else ("–" if summary is not None else "")
-    found = speedups(info.meta)
+    found = speedups(meta)
     row["speedup"] = found[0][0] if found else None
     row["speedup_text"] = f"×{found[0][0]:.2f}" if found else ""
     # what each speedup compares, under the value: "single / parallel", "size 64: one stream / streams"
@@ -96,8 +97,13 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     return row
 
 
-def table_rows(store: RunStore) -> list[dict[str, Any]]:
-    return [run_row(info, store.summary(info.key)) for info in store.refresh()]
+def table_rows(store: RunStore, *, rescan: bool = True) -> list[dict[str, Any]]:
+    """A row per run. With ``rescan`` (a page load) the folders are looked through again and runs without a
+    summary small enough to parse are parsed; without (filtering, sorting) the runs and summaries known are
+    used as they are: a keystroke in the filter must not walk the disk or parse a 32 MB trace."""
+    if rescan:
+        return [run_row(info, store.summary(info.key)) for info in store.refresh()]
+    return [run_row(info, store.summary(info.key, parse=False)) for info in store.runs()]
 
 
 def filter_sort(
@@ -267,7 +273,8 @@ def register(app: Dash, store: RunStore) -> None:
         on_error=on_error(alert),
     )
     def _table(text, sort, picked):
-        return render_table(filter_sort(table_rows(store), text, sort), sort, picked or [])
+        # Runs as the page load found them (the filter fires on every keystroke: debounce=False)
+        return render_table(filter_sort(table_rows(store, rescan=False), text, sort), sort, picked or [])
 
     @app.callback(
         Output(ids.RUNS_PICKED, "data"),

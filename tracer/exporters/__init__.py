@@ -1,7 +1,8 @@
 """Write a :class:`~tracer.timeline.Timeline` in another tool's format: Nsight Systems, Perfetto, Parquet.
 
 One module per format; this registry, keyed by format name and by file suffix, is how the CLI and library
-callers find them. Every exporter has the same shape, ``write(timeline, dest, *, final, progress) ->
+callers find them. The input formats' table (:data:`tracer.formats.FORMATS`) names, for each format tracer
+reads, the exporter here that writes it (:attr:`Exporter.reads_back_as` is the other way round). Every exporter has the same shape, ``write(timeline, dest, *, final, progress) ->
 ExportResult``: it writes ``dest`` (a temporary file beside the final one; :func:`export_timeline` renames it
 into place only when the whole file is written), and says what it wrote and what it could not represent.
 
@@ -57,6 +58,15 @@ class Exporter:
     def writer(self) -> _Writer:
         mod = importlib.import_module(f"tracer.exporters.{self.module}")
         return getattr(mod, self.function)
+
+    @property
+    def reads_back_as(self) -> str | None:
+        """The input format (:data:`tracer.formats.FORMATS`) whose row names this exporter: what tracer reads
+        its output as; None where tracer does not read it (NVTXT)."""
+        from tracer.formats import format_of_exporter
+
+        found = format_of_exporter(self.name)
+        return found.name if found else None
 
 
 EXPORTERS: dict[str, Exporter] = {

@@ -3,7 +3,9 @@
 The format is told from the content, not the suffix: gzip is looked through, then the first bytes say
 SQLite (an Nsight Systems export), Parquet (a stored timeline) or JSON (Kineto / Chrome). ``.nsys-rep``
 reports are converted with ``nsys export`` when nsys is installed. Run directories written by
-``tracer record`` are opened through their stored timeline.
+``tracer record`` are opened through their stored timeline. The formats, their magics and their readers (the
+``read_*`` functions here) are one table, :data:`tracer.formats.FORMATS`; the run directory's layout is
+:mod:`tracer.rundir`.
 
 Importing this package imports neither Dash nor Plotly.
 """
@@ -21,18 +23,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tracer import formats, rundir
 from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
+from tracer.formats import FORMATS, GZIP_MAGIC
 from tracer.timeline import SCHEMA_VERSION, Timeline, drop_impossible
 
-GZIP_MAGIC = b"\x1f\x8b"
-SQLITE_MAGIC = b"SQLite format 3\x00"
-PARQUET_MAGIC = b"PAR1"
-NSYS_REP_SUFFIXES = (".nsys-rep", ".qdrep")
-
-#: Files a run directory may hold, in the order they are preferred as the run's timeline.
-RUN_TIMELINE = "timeline.parquet"
-RUN_TRACE_CANDIDATES = ("trace.json.gz", "trace.json", "report.sqlite.gz", "report.sqlite", "report.nsys-rep")
-RUN_META = "meta.json"
+# (kept for callers of the names this module used to define: the format table and the run-directory module
+# are where they live now)
+PARQUET_MAGIC = FORMATS["parquet"].magic[0]
+RUN_TIMELINE = rundir.TIMELINE
 
 #: Parsed Kineto traces at least this large get a Parquet cache beside them (see :func:`cache_path`).
 CACHE_MIN_BYTES = 4 * 1024 * 1024
@@ -45,7 +44,9 @@ KINETO_PARSER_VERSION = 4
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """Return "kineto", "nsys-sqlite", "nsys-rep", "parquet" or "run-dir" for ``path``, from its content."""
+    """The name of ``path``'s format in :data:`tracer.formats.FORMATS` ("kineto", "nsys-sqlite", "nsys-rep",
+    "parquet"), told from its content (gzip looked through; a format without a magic by its suffix), or
+    "run-dir" for a directory."""
     p = Path(path)
     if p.is_dir():
         return "run-dir"
@@ -58,23 +59,19 @@ def detect_format(path: str | os.PathLike[str]) -> str:
             raise TraceFormatError(p, f"damaged gzip file: {exc}") from None
         if not head:
             raise TraceFormatError(p, "gzip file holds nothing (empty trace)")
-    if head.startswith(SQLITE_MAGIC):
-        return "nsys-sqlite"
-    if head.startswith(PARQUET_MAGIC):
-        return "parquet"
-    stripped = head.lstrip(_BOM_AND_SPACE)
-    if not stripped:
-        stripped = _first_content(p)
-    if stripped[:1] in (b"{", b"["):
-        return "kineto"
-    if p.name.endswith(NSYS_REP_SUFFIXES):
-        return "nsys-rep"
-    raise TraceFormatError(
-        p, "unrecognised content: expected a Kineto/Chrome JSON trace, an nsys SQLite export, a .nsys-rep or Parquet"
-    )
+    found = formats.by_content(head)
+    if found is None and not head.lstrip(_BOM_AND_SPACE):
+        # nothing but white space so far: read on, for the formats that may start with any amount of it (JSON)
+        rest = _first_content(p)
+        found = next((f for f in FORMATS.values() if f.skip and f.matches(rest)), None)
+    if found is None:
+        found = formats.by_name(p.name)
+    if found is None:
+        raise TraceFormatError(p, f"unrecognised content: expected {formats.nouns()}")
+    return found.name
 
 
-_BOM_AND_SPACE = b"\xef\xbb\xbf \t\r\n"
+_BOM_AND_SPACE = formats.JSON_SKIP
 
 
 def _first_content(p: Path) -> bytes:
@@ -186,21 +183,7 @@ def load_trace(
     try:
         if fmt == "run-dir":
             return _load_run_dir(p, cache=cache, on_cache_write=on_cache_write)
-        if fmt == "parquet":
-            from tracer.storage import read_timeline_parquet
-
-            timeline = read_timeline_parquet(p)
-            # The stored source is the trace the timeline was first parsed from (on whatever machine); the
-            # summary and every export name the file actually read, and keep the first one beside it.
-            if timeline.meta.source and timeline.meta.source != str(p):
-                timeline.meta.extra.setdefault("parsed_from", timeline.meta.source)
-            timeline.meta.source = str(p)
-        elif fmt == "nsys-sqlite":
-            timeline = _load_sqlite(p)
-        elif fmt == "nsys-rep":
-            timeline = _load_nsys_rep(p)
-        else:
-            timeline = _load_kineto(p, cache=cache, on_cache_write=on_cache_write)
+        timeline = FORMATS[fmt].read(p, cache=cache, on_cache_write=on_cache_write)
         return _without_impossible_rows(timeline)
     except TracerError as exc:
         if exc.subject:
@@ -265,7 +248,21 @@ def _file_digest(p: Path) -> str:
         raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
-def _load_kineto(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None) -> Timeline:
+def read_parquet(p: Path, **_: Any) -> Timeline:
+    """A stored timeline (``tracer export -o x.parquet``, a run's timeline.parquet)."""
+    from tracer.storage import read_timeline_parquet
+
+    timeline = read_timeline_parquet(p)
+    # The stored source is the trace the timeline was first parsed from (on whatever machine); the summary and
+    # every export name the file actually read, and keep the first one beside it.
+    if timeline.meta.source and timeline.meta.source != str(p):
+        timeline.meta.extra.setdefault("parsed_from", timeline.meta.source)
+    timeline.meta.source = str(p)
+    return timeline
+
+
+def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
+    """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large (:func:`cache_path`)."""
     try:
         size = p.stat().st_size
     except OSError as exc:
@@ -337,19 +334,23 @@ def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timelin
 
 
 def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
-    """Store the cache beside ``p``; False (and nothing written) where that directory cannot be written."""
+    """Store the cache beside ``p``; False (and nothing written) where it cannot be written, for any reason."""
     from tracer.storage import write_timeline_parquet
 
     if not os.access(p.parent, os.W_OK):
         return False  # a read-only directory (a shared data set) just means no cache
     try:
         write_timeline_parquet(timeline, cache_path(p), extra_meta={"cache_key": key})
-    except (OSError, TracerError):  # (the atomic writer words an unwritable place as a TracerError)
+    except Exception:  # noqa: BLE001 - a cache is never worth failing the load of a trace that was read
+        # Not only OSError and the atomic writer's UsageError for an unwritable place: metadata the trace holds
+        # that the writer cannot store (orjson refuses an integer beyond 64 bits, say) once failed the whole
+        # load with "unexpected content". (The atomic writer removes its temporary file on any error.)
         return False
     return True
 
 
-def _load_sqlite(p: Path) -> Timeline:
+def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
+    """An Nsight Systems SQLite export (gzipped or not)."""
     from tracer.parsers.nsys import parse_nsys_sqlite
 
     with open(p, "rb") as f:
@@ -370,7 +371,8 @@ def _load_sqlite(p: Path) -> Timeline:
         return parse_nsys_sqlite(out, source=str(p))
 
 
-def _load_nsys_rep(p: Path) -> Timeline:
+def read_nsys_rep(p: Path, **_: Any) -> Timeline:
+    """An Nsight Systems report, through ``nsys export --type sqlite`` (nsys must be on PATH)."""
     nsys = shutil.which("nsys")
     if nsys is None:
         raise ToolMissingError(
@@ -394,25 +396,16 @@ def _load_nsys_rep(p: Path) -> Timeline:
 
 
 def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
-    import orjson
-
-    run_meta: dict[str, object] = {}
-    if (p / RUN_META).exists():
-        try:
-            run_meta = orjson.loads((p / RUN_META).read_bytes())
-        except orjson.JSONDecodeError as exc:
-            raise TraceFormatError(p / RUN_META, f"invalid JSON: {exc}") from None
-    candidates = [p / RUN_TIMELINE, *(p / c for c in RUN_TRACE_CANDIDATES)]
-    for c in candidates:
-        if c.exists():
-            timeline = load_trace(c, cache=cache, on_cache_write=on_cache_write)
-            break
-    else:
-        raise TraceFormatError(
-            p, f"directory is not a tracer run: none of {', '.join(c.name for c in candidates)} is in it"
-        )
+    """A run directory (:mod:`tracer.rundir`): its stored timeline, else its trace, with its meta.json as read
+    (``meta.extra["run"]``)."""
+    run_meta = rundir.load_meta_json(p)
+    source = rundir.timeline_source(p)
+    if source is None:
+        names = (rundir.TIMELINE, *rundir.TRACE_CANDIDATES)
+        raise TraceFormatError(p, f"directory is not a tracer run: none of {', '.join(names)} is in it")
+    timeline = load_trace(source, cache=cache, on_cache_write=on_cache_write)
     timeline.meta.extra["run"] = run_meta
     timeline.meta.extra["run_dir"] = str(p)
-    timeline.meta.extra["run_file"] = c.name
+    timeline.meta.extra["run_file"] = source.name
     timeline.meta.source = str(p)
     return timeline
