@@ -491,6 +491,23 @@ def _fmt_value(v: Any) -> str:
     return str(v)
 
 
+def command_text(meta: RunMeta | dict[str, Any], limit: int = 80) -> str:
+    """A recorded command as a reader would type it (``tracer record -- COMMAND`` runs): programs by their
+    base name, cut at ``limit`` characters; "" for a scenario's run."""
+    command = as_run_meta(meta).command
+    if not command:
+        return ""
+    words = [Path(command[0]).name, *command[1:]]
+    text = " ".join(words)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def what_ran(meta: RunMeta | dict[str, Any]) -> str:
+    """The scenario's name, else the recorded command."""
+    m = as_run_meta(meta)
+    return m.scenario or command_text(m)
+
+
 def params_text(meta: RunMeta | dict[str, Any]) -> str:
     """The scenario's parameters from meta.json, its own first: ``"n=200 · size=1000 · lanes=2 · seed=0"``
     (``variant`` has its own column and line)."""

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from tracer.cli import main
 from tracer.job import load_job
-from tracer.record_command import CommandNotFoundError, resolve, run_command
+from tracer.record_command import CommandNotFoundError, command_stem, record_command, resolve, run_command
+from tracer.rundir import read_meta
+from tracer.storage import read_timeline_parquet
 
 SCRIPT = textwrap.dedent(
     """
@@ -67,13 +70,67 @@ def test_a_two_rank_torchrun_job_on_gloo(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # these machines' gloo needs the loopback named
     (tmp_path / "ddp.py").write_text(DDP)
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    result = run_command([torchrun, "--standalone", "--nproc-per-node", "2", str(tmp_path / "ddp.py")],
-                         tmp_path / "cap")
-    assert result.exit_code == 0
-    # the launcher is not recorded; each worker is, named by its rank
-    assert sorted(p["rank"] for p in result.processes) == [0, 1]
-    assert all(p["world_size"] == 2 for p in result.processes)
-    assert [t.name.split("-")[0] for t in result.traces] == ["rank0", "rank1"]
-    job = load_job(result.traces)
-    assert sorted(job.events["rank"].unique().tolist()) == [0, 1]
-    assert job.meta.extra["ranks"]["1"]["rank_from"] == "file name"
+    run = record_command([torchrun, "--standalone", "--nproc-per-node", "2", str(tmp_path / "ddp.py")],
+                         out=tmp_path / "runs")
+    assert run.exit_code == 0 and run.path.name.startswith("ddp-")
+    meta = read_meta(run.path)
+    # the launcher is not recorded; each worker is, named by its rank, into traces/
+    assert sorted(p["rank"] for p in meta.processes) == [0, 1]
+    assert all(p["world_size"] == 2 for p in meta.processes) and meta.missing_ranks == []
+    traces = sorted(p.name.split("-")[0] for p in (run.path / "traces").iterdir())
+    assert traces == ["rank0", "rank1"] and not (run.path / "trace.json.gz").exists()
+    stored = read_timeline_parquet(run.path / "timeline.parquet")
+    assert sorted(stored.events["rank"].unique().tolist()) == [0, 1]
+    again = load_job(sorted((run.path / "traces").iterdir()))
+    assert len(again.events) == len(stored.events)
+    assert stored.meta.extra["ranks"]["1"]["source"].startswith("traces/rank1-")
+
+
+def test_the_cli_records_a_command_and_exits_with_its_code(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "s.py").write_text(SCRIPT)
+    rc = main(["record", "--out", str(tmp_path / "runs"), "--", sys.executable, str(tmp_path / "s.py"), "3"])
+    assert rc == 3
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("s-")
+    assert sorted(p.name for p in run.iterdir()) == ["meta.json", "summary.json", "timeline.parquet", "trace.json.gz"]
+    meta = read_meta(run)
+    assert meta.command[1:] == [str(tmp_path / "s.py"), "3"] and meta.exit_code == 3 and meta.mode == "command"
+    assert "exit 3" in capsys.readouterr().out
+    # a scenario run's meta.json does not get the command's keys
+    assert "command" not in meta.to_dict() or meta.command
+
+
+def test_the_cli_refuses_a_missing_command_with_127(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = main(["record", "--out", str(tmp_path / "runs"), "--", "no-such-program-tracer-test", "x"])
+    assert rc == 127
+    assert capsys.readouterr().err.strip() == "tracer: error: no-such-program-tracer-test: command not found"
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_command_that_records_nothing_writes_no_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = main(["record", "--out", str(tmp_path / "runs"), "--", sys.executable, "-c", "raise SystemExit(5)"])
+    assert rc == 5
+    assert "recorded nothing" in capsys.readouterr().err
+    assert not any((tmp_path / "runs").iterdir())
+
+
+def test_scenario_and_command_options_do_not_mix(capsys: pytest.CaptureFixture) -> None:
+    assert main(["record", "independent-ops", "--steps", "1,1,1"]) == 2
+    assert main(["record"]) == 2
+    assert "command after '--'" in capsys.readouterr().err
+
+
+def test_run_names_come_from_the_script() -> None:
+    assert command_stem(["python", "train.py", "--lr", "1"]) == "train"
+    assert command_stem(["torchrun", "--nproc-per-node", "2", "/a/b/ddp.py"]) == "ddp"
+    assert command_stem(["python", "-m", "pkg.mod"]) == "pkg.mod"
+    assert command_stem(["./run me"]) == "run-me"
+
+
+def test_the_runs_page_names_a_command_where_a_scenario_stands() -> None:
+    from dashboard.data import command_text, what_ran
+
+    meta = {"scenario": "", "command": ["/usr/bin/python3", "train.py", "--lr", "0.1"]}
+    assert what_ran(meta) == command_text(meta) == "python3 train.py --lr 0.1"
+    assert what_ran({"scenario": "multi-device"}) == "multi-device"
+    assert command_text({"command": ["python", "x" * 200]}, limit=20).endswith("…")

@@ -119,3 +119,115 @@ def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = N
             interrupted = True
     traces = sorted(capture_dir.glob("*.json.gz"))
     return CommandResult(list(argv), os.getcwd(), exit_code, wall, interrupted, traces, processes)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the run
+
+
+def command_stem(argv: Sequence[str]) -> str:
+    """A run name's stem for a command: the script (``train`` for ``python train.py``, ``torchrun ... train.py``),
+    the module (``python -m pkg.mod`` -> ``pkg.mod``), else the program's name."""
+    args = list(argv)
+    for i, a in enumerate(args):
+        if a == "-m" and i + 1 < len(args):
+            return _clean(args[i + 1])
+        if a.endswith(".py"):
+            return _clean(Path(a).stem)
+    return _clean(Path(args[0]).name) if args else "command"
+
+
+def _clean(text: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:60] or "command"
+
+
+@dataclass
+class RecordedCommand:
+    """A finished ``tracer record -- COMMAND``: where its run is and what the command returned."""
+
+    path: Path
+    meta: Any  # tracer.rundir.RunMeta
+    summary: dict[str, Any]
+    exit_code: int
+
+
+def record_command(
+    argv: Sequence[str],
+    *,
+    out: str | os.PathLike[str] = "runs",
+    name: str | None = None,
+    steps: str | None = None,
+    delay_s: float | None = None,
+    duration_s: float | None = None,
+) -> RecordedCommand:
+    """Run ``argv`` with every Python process it starts recorded by torch.profiler, and write one run directory
+    under ``out`` (``<script>-<YYYYmmdd-HHMMSS>``, or ``name``): ``trace.json.gz`` for one process, ``traces/``
+    with one trace per rank for a job. The run is written whatever the command's exit code (it is in meta.json
+    and returned); a command that recorded nothing writes nothing and is an error carrying its exit code."""
+    import datetime as _dt
+
+    from tracer import rundir
+    from tracer.io import publish_dir, temp_dir_beside, writing
+    from tracer.record import _environment
+
+    resolve(argv)  # a missing command: exit 127 before anything is written
+    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    wanted = Path(out) / (name or f"{command_stem(argv)}-{created.astimezone():%Y%m%d-%H%M%S}")
+    tmp = temp_dir_beside(wanted)
+    try:
+        with writing(wanted):
+            result = run_command(argv, tmp / ".capture", steps=steps, delay_s=delay_s, duration_s=duration_s)
+            if not result.traces:
+                code = result.exit_code or 1
+                raise _NothingRecorded(" ".join(argv), f"exited with {result.exit_code} and recorded nothing (no "
+                                       "Python process of it imported torch, or it ended before)", code)
+            ranked = [p for p in result.processes if p.get("rank") is not None]
+            if len(result.traces) == 1 and not ranked:
+                os.replace(result.traces[0], tmp / rundir.TRACE)
+            else:
+                (tmp / rundir.TRACES_DIR).mkdir()
+                for t in result.traces:
+                    os.replace(t, tmp / rundir.TRACES_DIR / t.name)
+            world = max((p.get("world_size") or 0 for p in result.processes), default=0)
+            seen = {p["rank"] for p in ranked}
+            env = _environment()
+            meta = rundir.RunMeta(
+                scenario="",
+                variant="",
+                mode="command",
+                torch_version=env["torch_version"],
+                cuda_version=env["cuda_version"],
+                wall_times_s={"command": round(result.wall_s, 6)},
+                backend="torch",
+                backend_details={"profiler": "torch.profiler", "bootstrap": "sitecustomize (tracer/_bootstrap)"},
+                created=created.isoformat(),
+                environment=env,
+                command=list(argv),
+                cwd=result.cwd,
+                exit_code=result.exit_code,
+                interrupted=result.interrupted,
+                processes=result.processes,
+                profiler={"steps": steps, "delay_s": delay_s, "duration_s": duration_s},
+                missing_ranks=sorted(set(range(world)) - seen) if ranked else [],
+                notes=[n for p in result.processes for n in p.get("notes", [])],
+            )
+            import shutil as _shutil
+
+            _shutil.rmtree(tmp / ".capture", ignore_errors=True)
+            rundir.write_meta(tmp, meta)
+            derived = rundir.derive(tmp)
+            final = publish_dir(tmp, wanted)
+    except BaseException:
+        import shutil as _shutil
+
+        _shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return RecordedCommand(final, derived.meta, derived.summary, result.exit_code)
+
+
+class _NothingRecorded(TracerError):
+    def __init__(self, subject: str, problem: str, code: int) -> None:
+        super().__init__(subject, problem)
+        self.exit_code = code

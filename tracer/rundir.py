@@ -57,6 +57,11 @@ RUN_KIND = "tracer-run"
 assert NSYS_SQLITE in FORMATS["nsys-sqlite"].run_files
 
 
+#: A job's run (``tracer record -- torchrun ...``) holds one trace per rank here, ``rank<R>-pid<P>.json.gz``, in
+#: place of ``trace.json.gz``; the timeline derived from them is the job's (tracer/job.py).
+TRACES_DIR = "traces"
+
+
 def is_run_dir(p: Path) -> bool:
     """A directory holding a run's metadata, timeline or trace under their standard names."""
     return p.is_dir() and any((p / n).exists() for n in (META, TIMELINE, *TRACE_CANDIDATES))
@@ -68,6 +73,12 @@ def find_trace(run_dir: str | os.PathLike[str]) -> Path | None:
     return next((path / n for n in TRACE_CANDIDATES if (path / n).exists()), None)
 
 
+def find_rank_traces(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """A job's rank traces (:data:`TRACES_DIR`), sorted by name; empty for a one-trace run."""
+    folder = Path(run_dir) / TRACES_DIR
+    return sorted(folder.glob("*.json.gz")) if folder.is_dir() else []
+
+
 def timeline_source(run_dir: str | os.PathLike[str]) -> Path | None:
     """The file a run is read from: its stored timeline, else its trace; None when it holds neither."""
     path = Path(run_dir)
@@ -76,7 +87,10 @@ def timeline_source(run_dir: str | os.PathLike[str]) -> Path | None:
 
 def file_sizes(run_dir: str | os.PathLike[str]) -> dict[str, int]:
     """The run's files and their sizes in bytes (meta.json itself left out): meta.json's ``files``."""
-    return {p.name: p.stat().st_size for p in sorted(Path(run_dir).iterdir()) if p.is_file() and p.name != META}
+    path = Path(run_dir)
+    sizes = {p.name: p.stat().st_size for p in sorted(path.iterdir()) if p.is_file() and p.name != META}
+    sizes.update({f"{TRACES_DIR}/{p.name}": p.stat().st_size for p in find_rank_traces(path)})
+    return sizes
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -153,6 +167,17 @@ class RunMeta:
     #: one speedup, for a meta.json written by another tool (the recorder's speedups are in ``derived``);
     #: written only when set
     speedup: float | None = field(default=None, metadata=_optional())
+    #: ``tracer record -- COMMAND``: the command (argv), where it ran, its exit code (128 + N for signal N),
+    #: whether it was interrupted (Ctrl-C, SIGTERM), each recorded process's status (pid, rank, how it ended,
+    #: its trace files: tracer/capture.py) and the profiler settings; written only for such runs
+    command: list[str] = field(default_factory=list, metadata=_optional())
+    cwd: str = field(default="", metadata=_optional())
+    exit_code: int | None = field(default=None, metadata=_optional())
+    interrupted: bool = field(default=False, metadata=_optional())
+    processes: list[dict[str, Any]] = field(default_factory=list, metadata=_optional())
+    profiler: dict[str, Any] = field(default_factory=dict, metadata=_optional())
+    #: ranks a job's launcher started that left no trace (a rank that died); written only when there are some
+    missing_ranks: list[int] = field(default_factory=list, metadata=_optional())
     #: keys no field holds, and values of the wrong type for their field, as read
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     #: keys in the order read; fields that were missing or of the wrong type (written back only once set)
@@ -311,11 +336,22 @@ def derive(run_dir: str | os.PathLike[str], *, stages: dict[str, float] | None =
     path = Path(run_dir)
     meta = read_meta(path)
     trace = find_trace(path)
-    if trace is None:
-        raise UsageError(path, f"holds no trace to derive the timeline from (none of {', '.join(TRACE_CANDIDATES)})")
+    ranks = find_rank_traces(path) if trace is None else []
+    if trace is None and not ranks:
+        raise UsageError(path, f"holds no trace to derive the timeline from (none of {', '.join(TRACE_CANDIDATES)}, "
+                               f"nor {TRACES_DIR}/)")
     t0 = time.perf_counter()
-    timeline = load_trace(trace, cache=False)
-    timeline.meta.source = trace.name  # the run is moved and shared: the name inside it, not a path here
+    if trace is not None:
+        timeline = load_trace(trace, cache=False)
+        timeline.meta.source = trace.name  # the run is moved and shared: the name inside it, not a path here
+    else:
+        from tracer.job import load_job
+
+        timeline = load_job(ranks, load=lambda p: load_trace(p, cache=False))
+        timeline.meta.source = TRACES_DIR
+        for part in timeline.meta.extra.get("ranks", {}).values():
+            part["source"] = f"{TRACES_DIR}/{Path(part['source']).name}"
+        trace = path / TRACES_DIR
     summary = summarize(timeline)
     t1 = time.perf_counter()
     write_timeline_parquet(timeline, path / TIMELINE)
@@ -338,11 +374,13 @@ __all__ = [
     "TIMELINE",
     "TRACE",
     "TRACE_CANDIDATES",
+    "TRACES_DIR",
     "Derived",
     "RunMeta",
     "as_run_meta",
     "derive",
     "file_sizes",
+    "find_rank_traces",
     "find_trace",
     "is_run_dir",
     "read_meta",

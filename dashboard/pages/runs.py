@@ -18,6 +18,7 @@ from dashboard.data import (
     run_date,
     speedups,
     variant_text,
+    what_ran,
 )
 from dashboard.pages.common import SPEEDUP_SOURCE, alert, on_error, speedup_text
 
@@ -58,7 +59,7 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
         "key": info.key,
         "name": info.name,
         "origin": info.origin,
-        "scenario": meta.scenario,
+        "scenario": what_ran(meta),
         "variant": variant_text(meta),
         "params": params_text(meta),
         "variant_detail": params_text(meta),  # under the variant: runs that differ only here stay apart

@@ -103,8 +103,16 @@ for _optional in ("record", "export", "dashboard", "diff", "sql"):
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 1 failure — the output could not be written, say — 2 bad
     input or usage, 130 interrupted)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    obj: dict[str, Any] = {}
+    if args[:1] == ["record"] and "--" in args:
+        # `tracer record [OPTIONS] -- COMMAND ...`: everything after the first "--" is the user's command,
+        # options and all, and never tracer's (click would hand it over as positional arguments, mixed with
+        # SCENARIO, and could not tell "tracer record -- foo" from "tracer record foo")
+        cut = args.index("--")
+        args, obj["command"] = args[:cut], args[cut + 1:]
     try:
-        rc = app(args=argv, prog_name="tracer", standalone_mode=False)
+        rc = app(args=args, prog_name="tracer", standalone_mode=False, obj=obj)
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)

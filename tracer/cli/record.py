@@ -77,7 +77,10 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
 
 @app.command(cls=TracerCommand)
 def record(
-    scenario: Annotated[str, typer.Argument(help="Scenario name; `tracer scenarios` lists them.")],
+    ctx: typer.Context,
+    scenario: Annotated[
+        str | None, typer.Argument(help="Scenario name; `tracer scenarios` lists them. Or, after `--`, a command.")
+    ] = None,
     device: Annotated[
         str, typer.Option("--device", "-d", help="auto | cpu | cuda | cuda:0,cuda:1,... (one GPU: streams stand in "
                                                  "for devices; CPU: threads do)")
@@ -90,11 +93,45 @@ def record(
         typer.Option("--param", "-p", help="NAME=VALUE, repeatable: e.g. -p n=10 -p size=1000 -p variant=side-stream."),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the run directory's path.")] = False,
+    steps: Annotated[
+        str | None,
+        typer.Option("--steps", help="With a command: WAIT,WARMUP,ACTIVE[,REPEAT] optimizer steps "
+                                     "(torch.profiler.schedule); default: every step."),
+    ] = None,
+    delay: Annotated[float | None, typer.Option("--delay", help="With a command: start recording at the first "
+                                                                "optimizer step after this many seconds.")] = None,
+    duration: Annotated[float | None, typer.Option("--duration", help="With a command: stop at the first optimizer "
+                                                                      "step this many seconds after the start.")] = None,
+    name: Annotated[str | None, typer.Option("--name", help="With a command: the run directory's name "
+                                                            "(default: SCRIPT-YYYYmmdd-HHMMSS).")] = None,
 ) -> None:
-    """Run SCENARIO under a profiler and write a run directory: trace, Parquet timeline, meta.json, summary.json.
+    """Run SCENARIO, or your own command, under a profiler and write a run directory: trace, Parquet timeline,
+    meta.json, summary.json.
+
+    `tracer record -- python train.py --lr 0.1` records every Python process the command starts that imports
+    torch (torch.profiler from the import until the process exits, a ProfilerStep#N range per optimizer step);
+    `tracer record -- torchrun --nproc-per-node 2 train.py` writes one trace per rank into one run. tracer exits
+    with the command's exit code. docs/recording.md says how it works.
 
     The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
     """
+    command = (ctx.obj or {}).get("command")
+    if command is not None:
+        if scenario is not None:
+            from tracer.errors import UsageError
+
+            raise UsageError("", f"give a scenario ({scenario}) or a command after '--', not both")
+        _record_command(command, out=out, name=name, steps=steps, delay=delay, duration=duration, quiet=quiet)
+        return
+    if scenario is None:
+        from tracer.errors import UsageError
+
+        raise UsageError("", "name a scenario (`tracer scenarios` lists them) or a command after '--' "
+                             "(tracer record -- python train.py)")
+    if steps is not None or delay is not None or duration is not None or name is not None:
+        from tracer.errors import UsageError
+
+        raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
     from rich.console import Console
 
     from scenarios import parse_param_args, ScenarioError
@@ -125,6 +162,34 @@ def record(
         return
     for r in render_run(run.meta, run.summary, run.path):
         console.print(r)
+
+
+def _record_command(command: list[str], *, out: Path, name: str | None, steps: str | None, delay: float | None,
+                    duration: float | None, quiet: bool) -> None:
+    from tracer.record_command import record_command
+
+    run = record_command(command, out=out, name=name, steps=steps, delay_s=delay, duration_s=duration)
+    meta = run.meta
+    if quiet:
+        print(run.path)
+    else:
+        import sys
+
+        steps_done = sum(int(p.get("optimizer_steps") or 0) for p in meta.processes)
+        ranks = sorted(p["rank"] for p in meta.processes if p.get("rank") is not None)
+        who = f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(meta.processes)} process(es)"
+        print(f"recorded: {' '.join(command)}  (exit {run.exit_code}"
+              f"{', interrupted' if meta.interrupted else ''}; {who}; {steps_done} optimizer steps; "
+              f"{meta.wall_times_s.get('command', 0):.1f} s)")
+        for note in meta.notes:
+            print(f"tracer: note: {note}", file=sys.stderr)
+        if meta.missing_ranks:
+            print(f"tracer: warning: rank(s) {', '.join(map(str, meta.missing_ranks))} left no trace",
+                  file=sys.stderr)
+        print(f"run: {run.path}")
+        print(f"next: tracer summary {run.path}   ·   tracer dashboard {run.path.parent}")
+    if run.exit_code:
+        raise typer.Exit(run.exit_code)
 
 
 @app.command(cls=TracerCommand)
