@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tracer.analysis.diff import diff_timelines
 from tracer.analysis.lanes import host_thread_stats, lane_stats
 from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, device_sets
 from tracer.analysis.ranges import range_launches
@@ -134,6 +135,28 @@ def test_the_job_summary_round_trips_and_renders(pair):
         console.print(r)
     text = console.export_text()
     assert " 0/0 " in text and " 1/0 " in text
+
+
+def test_diff_of_two_jobs_pairs_gpus_by_rank_and_device(pair):
+    one, job = pair
+    d = diff_timelines(job, job)
+    assert d.multi_rank and [(x.rank, x.device) for x in d.devices] == [(0, 0), (1, 0)]
+    assert all(x.a == x.b for x in d.devices)
+    doc = d.as_dict()
+    assert [(x["rank"], x["device"]) for x in doc["devices"]] == [(0, 0), (1, 0)]
+    # one rank against the job: rank 1's GPU is in B only
+    half = diff_timelines(one, job)
+    assert [(x.rank, x.device, x.a.kernels, x.b.kernels) for x in half.devices] == [
+        (0, 0, x.b.kernels, x.b.kernels) for x in half.devices[:1]] + [(1, 0, 0, half.devices[1].b.kernels)]
+    assert any(line.where.startswith("rank 1 · GPU 0") for line in half.account)
+
+
+def test_diff_of_two_one_rank_traces_pairs_by_index_whatever_their_ranks():
+    one = load_trace(DATA / "pair_kineto.json.gz", cache=False)
+    d = diff_timelines(one, concat([one], ranks=[1]))
+    assert not d.multi_rank and not d.notes
+    assert [x.device for x in d.devices] == [0] and d.devices[0].a == d.devices[0].b
+    assert "rank" not in d.as_dict()["devices"][0]
 
 
 def test_tracer_summary_of_a_job_timeline(tmp_path: Path):
