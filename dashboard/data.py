@@ -416,10 +416,13 @@ def _size(p: Path) -> int:
         return 0
 
 
-def _summarize(timeline: Timeline) -> dict[str, Any]:
-    from tracer.analysis.summary import summarize
+def _summarize(timeline: Timeline) -> Any:
+    """The run's summary, the same object `tracer summary` prints (a read-only mapping of its JSON, as
+    summary.json reads). Its ranges are computed only if asked for, while the timeline is loaded: the runs table
+    does not show them, and the summary must not keep a timeline the view cache let go."""
+    from tracer.analysis.summary import analyze
 
-    return summarize(timeline, ranges=False)
+    return analyze(timeline, keep_timeline=False)
 
 
 def run_date(info: RunInfo) -> str:

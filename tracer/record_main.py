@@ -10,12 +10,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from tracer.errors import TracerError
 
 
-def plain_report(meta: dict[str, Any], summary: dict[str, Any], path: Any) -> str:
+def plain_report(meta: dict[str, Any], summary: Mapping[str, Any], path: Any) -> str:
+    """The run's report as plain text; ``summary`` a :class:`~tracer.analysis.summary.Summary` or its JSON."""
+    from tracer.analysis.summary import Summary
+    from tracer.timeline import device_label
+
     lines = [
         f"{meta['scenario']}  variant {meta['variant']}  {meta['mode']} ({', '.join(meta['devices'])})  "
         f"backend {meta['backend']}"
@@ -32,11 +37,13 @@ def plain_report(meta: dict[str, Any], summary: dict[str, Any], path: Any) -> st
         lines.append(f"  {name:32} {secs * 1e3:12.2f}{'   (' + '; '.join(how) + ')' if how else ''}")
     for k, v in meta.get("derived", {}).items():
         lines.append(f"  {k:48} {v:10.3f}")
-    for dev, d in (summary.get("devices") or {}).items():
-        hidden = f"{100 * d['overlap_ns'] / d['copy_ns']:.1f}%" if d["copy_ns"] else "-"
+    typed = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
+    for d in typed.devices:
+        hidden = "-" if d.copy_hidden_pct is None else f"{d.copy_hidden_pct:.1f}%"
         lines.append(
-            f"GPU {dev}: {d['kernels']} kernels, {d['memcpys']} copies; compute {d['compute_ns'] / 1e6:.2f} ms, "
-            f"copy {d['copy_ns'] / 1e6:.2f} ms, overlap {d['overlap_ns'] / 1e6:.2f} ms ({hidden} of copy hidden)"
+            f"GPU {device_label(d.key, typed.multi_rank)}: {d.kernels} kernels, {d.memcpys} copies; "
+            f"compute {d.compute_ns / 1e6:.2f} ms, copy {d.copy_ns / 1e6:.2f} ms, overlap {d.overlap_ns / 1e6:.2f} ms "
+            f"({hidden} of copy hidden)"
         )
     checks = meta.get("checks", {})
     lines.append(("checks passed: " if all(c["ok"] for c in checks.values()) else "CHECKS FAILED: ")

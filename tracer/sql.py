@@ -388,7 +388,7 @@ def _check_reads(con: Any, st: Any) -> None:
 
 
 def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
-    """lanes: lane_stats per source and rank."""
+    """lanes: lane_stats (one row per rank, device and stream) per source."""
     import pandas as pd
 
     from tracer.analysis.lanes import lane_stats
@@ -397,9 +397,9 @@ def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
             "memcpys": "int64", "memsets": "int64", "busy_ns": "int64"}
     parts = []
     for s in sources:
-        events = s.load().events
-        for rank, ev in events.groupby("rank", sort=True):
-            parts.append(lane_stats(ev).assign(source=s.label, rank=rank))
+        lanes = lane_stats(s.load().events)
+        if len(lanes):
+            parts.append(lanes.assign(source=s.label))
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
     return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)

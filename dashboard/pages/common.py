@@ -21,9 +21,10 @@ from dashboard.data import (
 )
 from dashboard.figures import Window
 from dashboard.model import TimelineView
-from tracer.analysis.lanes import host_thread_stats
 from tracer.analysis.overlap import DeviceOverlap
+from tracer.analysis.summary import Summary
 from tracer.errors import TracerError, UsageError
+from tracer.timeline import device_title
 
 #: Where the speedups on the pages come from, said once for every label and tooltip.
 SPEEDUP_SOURCE = (
@@ -82,16 +83,19 @@ def device_cards(view: TimelineView) -> list[Any]:
     if not view.devices:
         return host_cards(view)
     names = view.timeline.meta.gpu_names
-    return [device_card(d, names.get(d.device, "")) for d in view.devices]
+    multi_rank = view.timeline.multi_rank
+    return [device_card(d, names.get(d.device, ""), multi_rank=multi_rank) for d in view.devices]
 
 
-def device_card(d: DeviceOverlap, gpu_name: str = "") -> html.Div:
-    hidden = f"{100 * d.copy_hidden_frac:.0f}%" if d.copy_ns else "–"
+def device_card(d: DeviceOverlap, gpu_name: str = "", *, multi_rank: bool = False) -> html.Div:
+    """One GPU's card: the summary's figures of it (``tracer summary``'s per-GPU row)."""
+    frac = d.copy_hidden_frac
+    hidden = "–" if frac is None else f"{100 * frac:.0f}%"
     unit, dec = card_format([d.compute_ns, d.copy_ns, d.overlap_ns, d.busy_ns])
     return html.Div(
         [
             html.Div(
-                [html.B(f"GPU {d.device}"), html.Span(f" {gpu_name}", className="muted")],
+                [html.B(device_title(d.key, multi_rank)), html.Span(f" {gpu_name}", className="muted")],
                 className="card-title",
             ),
             html.Div(
@@ -136,22 +140,24 @@ def host_cards(view: TimelineView) -> list[Any]:
         )
     else:
         why = "This trace has no GPU activity: no kernels, copies or memsets."
-    stats = host_thread_stats(view.timeline.events)
+    # the summary's own host-thread figures (computed alone: nothing else of the summary is shown here)
+    summary = Summary.of(view.timeline)
+    stats = summary.threads
     shown = "Shown instead: each host thread's framework ops — busy is their union, nested ops counted once."
-    if stats.empty:
+    if not stats:
         shown = "It has no framework ops either: the chart shows what host activity it has."
     out: list[Any] = [html.Div([why, " ", shown], className="muted no-gpu", style={"flexBasis": "100%"})]
     span = max(view.span_ns, 1)
-    names = view.timeline.meta.thread_names
-    for row in stats.head(MAX_HOST_CARDS).to_dict("records"):
-        busy = int(row["busy_ns"])
+    for row in stats[:MAX_HOST_CARDS]:
+        busy = row.busy_ns
         unit, dec = card_format([busy, span])
-        name = names.get(f"{row['pid']}:{row['tid']}", "").strip() or f"thread {row['tid']}"
+        name = row.name.strip() or f"thread {row.tid}"
+        rank = f"rank {row.rank} · " if summary.multi_rank else ""
         out.append(
             html.Div(
                 [
                     html.Div(
-                        [html.B(f"CPU · {name}"), html.Span(f" pid {row['pid']}", className="muted")],
+                        [html.B(f"{rank}CPU · {name}"), html.Span(f" pid {row.pid}", className="muted")],
                         className="card-title",
                     ),
                     html.Div(
@@ -162,10 +168,8 @@ def host_cards(view: TimelineView) -> list[Any]:
                                 f"{100 * busy / span:.0f}%",
                                 title=f"span {fmt_in(span, unit, dec)}",
                             ),
-                            _stat("framework ops", f"{int(row['ops']):,}"),
-                            _stat(
-                                "CUDA calls", f"{int(row['launches']):,}", title="CUDA runtime / driver calls"
-                            ),
+                            _stat("framework ops", f"{row.ops:,}"),
+                            _stat("CUDA calls", f"{row.launches:,}", title="CUDA runtime / driver calls"),
                         ],
                         className="stats",
                     ),

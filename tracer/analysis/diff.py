@@ -18,10 +18,12 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.analysis.overlap import device_overlap, gpu_span_ns, gpu_work, span_ns
+from tracer.analysis.overlap import device_keys, device_overlap, gpu_span_ns, gpu_work, hidden_frac, span_ns
 from tracer.analysis.work import idle_gaps
 from tracer.errors import UsageError
-from tracer.timeline import Timeline
+from tracer.timeline import LANE_COLUMNS, DeviceKey, LaneKey, Timeline, device_label, device_title, is_multi_rank
+from tracer.timeline.keys import pack
+from tracer.timeline.links import CALL_KINDS, launch_links
 
 #: Kinds that become items. gpu_range rows are the profiler's copy of a host range drawn over a stream (counting
 #: them would count each range twice); "other" is what tracer does not model (Kineto's process-wide "PyTorch
@@ -142,8 +144,9 @@ class DeviceFigures:
 
     @property
     def copy_hidden_frac(self) -> float | None:
-        """Share of copy time hidden behind compute (None without copies)."""
-        return self.overlap_ns / self.copy_ns if self.copy_ns else None
+        """Share of copy time hidden behind compute (None without copies): the one definition,
+        :func:`tracer.analysis.overlap.hidden_frac`."""
+        return hidden_frac(self.overlap_ns, self.copy_ns)
 
     @property
     def exposed_copy_ns(self) -> int:
@@ -158,9 +161,16 @@ class DeviceDiff:
     device: int
     a: DeviceFigures
     b: DeviceFigures
+    rank: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "a": self.a.as_dict(), "b": self.b.as_dict()}
+    @property
+    def key(self) -> DeviceKey:
+        return DeviceKey(self.rank, self.device)
+
+    def as_dict(self, multi_rank: bool = False) -> dict[str, Any]:
+        """The GPU's figures in A and B; ``rank`` named only where a trace holds several ranks."""
+        d = {"device": self.device, "a": self.a.as_dict(), "b": self.b.as_dict()}
+        return {"rank": self.rank, **d} if multi_rank else d
 
 
 @dataclass(frozen=True)
@@ -201,6 +211,8 @@ class TraceDiff:
     step: int | None = None
     #: what the comparison did that a reader should know (GPUs of different index paired)
     notes: list[str] = field(default_factory=list)
+    #: whether A or B holds several ranks: GPUs are then paired by (rank, device) and named with their rank
+    multi_rank: bool = False
 
     @property
     def span_diff_ns(self) -> int:
@@ -233,7 +245,7 @@ class TraceDiff:
             "span_diff_ns": self.span_diff_ns,
             "gpu_span_a_ns": self.gpu_span_a_ns,
             "gpu_span_b_ns": self.gpu_span_b_ns,
-            "devices": [d.as_dict() for d in self.devices],
+            "devices": [d.as_dict(self.multi_rank) for d in self.devices],
             "account": [line.as_dict() for line in self.account],
             "counts": self.counts(),
             "items": [item.as_dict() for item in self.items],
@@ -304,11 +316,11 @@ def diff_items(a: pd.DataFrame, b: pd.DataFrame, *, threshold: Threshold, exact_
 # ---------------------------------------------------------------------------------------------------- figures
 
 
-def device_figures(events: pd.DataFrame) -> dict[int, DeviceFigures]:
+def device_figures(events: pd.DataFrame) -> dict[DeviceKey, DeviceFigures]:
     out = {}
     for d in device_overlap(events):
-        gaps = idle_gaps(events, d.device)
-        out[d.device] = DeviceFigures(
+        gaps = idle_gaps(events, d.key)
+        out[d.key] = DeviceFigures(
             compute_ns=d.compute_ns, copy_ns=d.copy_ns, overlap_ns=d.overlap_ns, busy_ns=d.busy_ns,
             idle_ns=int(gaps["gap_ns"].sum()) if len(gaps) else 0, kernels=d.kernels, memcpys=d.memcpys,
         )
@@ -318,21 +330,22 @@ def device_figures(events: pd.DataFrame) -> dict[int, DeviceFigures]:
 _GROUPS = {"kernel": "kernels", "memcpy": "copies", "memset": "memsets"}
 
 
-def _lane_totals(events: pd.DataFrame) -> dict[tuple[int, int, str], int]:
-    """(device, stream, kernels | copies | memsets) -> the union of that work on the lane, ns."""
+def _lane_totals(events: pd.DataFrame) -> dict[tuple[LaneKey, str], int]:
+    """(lane, kernels | copies | memsets) -> the union of that work on the lane, ns."""
     work = gpu_work(events)
-    if work.empty:
-        return {}
-    kind_code = work["kind"].astype(str).map({"kernel": 0, "memcpy": 1, "memset": 2}).to_numpy(dtype=np.int64)
-    # one int64 key: device (int16, ≥ 0) | stream (int32, shifted to ≥ 0) | kind (2 bits)
-    stream = work["stream"].to_numpy(dtype=np.int64) + (1 << 31)
-    key = (work["device"].to_numpy(dtype=np.int64) << 34) + (stream << 2) + kind_code
-    totals = iv.grouped_union_total(key, work["start_ns"].to_numpy(), work["end_ns"].to_numpy())
-    names = ("kernels", "copies", "memsets")
-    return {
-        (int(k >> 34), int(((k >> 2) & ((1 << 32) - 1)) - (1 << 31)), names[int(k & 3)]): int(v)
-        for k, v in totals.items()
-    }
+    out: dict[tuple[LaneKey, str], int] = {}
+    kinds = work["kind"].to_numpy()
+    for kind, what in _GROUPS.items():
+        rows = work[kinds == kind]
+        if rows.empty:
+            continue
+        code = pack(*(rows[c].to_numpy() for c in LANE_COLUMNS))
+        totals = iv.grouped_union_total(code, rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
+        lanes = rows[list(LANE_COLUMNS)].drop_duplicates()
+        key_of = dict(zip(pack(*(lanes[c].to_numpy() for c in LANE_COLUMNS)).tolist(),
+                          (LaneKey(int(r), int(d), int(s)) for r, d, s in lanes.itertuples(index=False))))
+        out.update({(key_of[int(k)], what): int(v) for k, v in totals.items()})
+    return out
 
 
 def _host_ops_ns(events: pd.DataFrame) -> int:
@@ -364,7 +377,13 @@ def _pct(frac: float | None) -> str:
 
 
 def account(
-    a: pd.DataFrame, b: pd.DataFrame, fa: dict[int, DeviceFigures], fb: dict[int, DeviceFigures], threshold: Threshold
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    fa: dict[DeviceKey, DeviceFigures],
+    fb: dict[DeviceKey, DeviceFigures],
+    threshold: Threshold,
+    *,
+    multi_rank: bool = False,
 ) -> list[AccountLine]:
     """Where the time went: lanes (per kind of work), exposed copy and idle time per GPU, host operators.
 
@@ -374,21 +393,22 @@ def account(
     lines: list[AccountLine] = []
     la, lb = _lane_totals(a), _lane_totals(b)
     for key in sorted(set(la) | set(lb)):
-        dev, stream, what = key
+        lane, what = key
         va, vb = la.get(key, 0), lb.get(key, 0)
         note = " (not in A)" if key not in la else " (not in B)" if key not in lb else ""
-        lines.append(AccountLine(f"GPU {dev} stream {stream}", what, va, vb,
-                                 f"{what} on GPU {dev} stream {stream} {_signed_ms(vb - va)}: "
-                                 f"{ms_text(va)} → {ms_text(vb)} ms{note}"))
+        where = f"{device_title(lane.device_key, multi_rank)} stream {lane.stream}"
+        lines.append(AccountLine(where, what, va, vb,
+                                 f"{what} on {where} {_signed_ms(vb - va)}: {ms_text(va)} → {ms_text(vb)} ms{note}"))
     for dev in sorted(set(fa) | set(fb)):
         da, db = fa.get(dev, DeviceFigures()), fb.get(dev, DeviceFigures())
+        gpu = device_title(dev, multi_rank)
         if da.copy_ns or db.copy_ns:
-            lines.append(AccountLine(f"GPU {dev}", "exposed copy", da.exposed_copy_ns, db.exposed_copy_ns,
-                                     f"copy not hidden on GPU {dev} {_signed_ms(db.exposed_copy_ns - da.exposed_copy_ns)}"
+            lines.append(AccountLine(gpu, "exposed copy", da.exposed_copy_ns, db.exposed_copy_ns,
+                                     f"copy not hidden on {gpu} {_signed_ms(db.exposed_copy_ns - da.exposed_copy_ns)}"
                                      f"; hidden behind compute {_pct(da.copy_hidden_frac)} → "
                                      f"{_pct(db.copy_hidden_frac)}"))
-        lines.append(AccountLine(f"GPU {dev}", "idle", da.idle_ns, db.idle_ns,
-                                 f"idle between work on GPU {dev} {_signed_ms(db.idle_ns - da.idle_ns)}: "
+        lines.append(AccountLine(gpu, "idle", da.idle_ns, db.idle_ns,
+                                 f"idle between work on {gpu} {_signed_ms(db.idle_ns - da.idle_ns)}: "
                                  f"{ms_text(da.idle_ns)} → {ms_text(db.idle_ns)} ms"))
     ha, hb = _host_ops_ns(a), _host_ops_ns(b)
     lines.append(AccountLine("host", "framework ops", ha, hb,
@@ -405,7 +425,8 @@ def account(
 
 def select_step(events: pd.DataFrame, step: int, source: str = "") -> pd.DataFrame:
     """The rows of one profiler step (``ProfilerStep#<step>``), as HTA assigns iterations: host rows that start
-    inside the step's range, and GPU rows launched by a runtime or driver call among them (by correlation id)."""
+    inside the step's range, and GPU rows launched by a runtime or driver call among them (the timeline's launch
+    join: by rank, process and correlation id)."""
     name = f"ProfilerStep#{step}"
     names = events["name"].astype(str)
     marks = events[(events["kind"] == "range") & (names == name)]
@@ -418,9 +439,10 @@ def select_step(events: pd.DataFrame, step: int, source: str = "") -> pd.DataFra
     lo, hi = int(marks["start_ns"].min()), int(marks["end_ns"].max())
     host = events["device"] < 0
     inside = host & (events["start_ns"] >= lo) & (events["start_ns"] < hi)
-    calls = events[inside & events["kind"].isin(("runtime", "driver"))]["correlation"].dropna()
-    launched = ~host & events["correlation"].isin(calls.to_numpy()).fillna(False).astype(bool)
-    return events[inside | launched]
+    calls = events.index[(inside & events["kind"].isin(CALL_KINDS)).to_numpy()]
+    links = launch_links(events)
+    launched = events.index.isin(links.loc[links["call_row"].isin(calls), "work_row"].to_numpy())
+    return events[inside.to_numpy() | launched]
 
 
 # ---------------------------------------------------------------------------------------------------- facade
@@ -441,14 +463,25 @@ def diff_timelines(
         ea = select_step(ea, step, a.meta.source)
         eb = select_step(eb, step, b.meta.source)
     notes = []
+    multi_rank = is_multi_rank(ea) or is_multi_rank(eb)
+    if not multi_rank:
+        # Two traces of one rank each: their GPUs pair by index, whatever rank each trace names (comparing rank
+        # 0's trace with rank 1's is comparing two runs of one program). Several ranks pair by (rank, device).
+        ra, rb = (int(e["rank"].iloc[0]) if len(e) else 0 for e in (ea, eb))
+        if ra != rb:
+            eb = eb.assign(rank=np.full(len(eb), ra, dtype=eb["rank"].dtype))
     # Two ranks of one job, or one job run on another GPU: each trace has a single GPU, but not the same index.
     # Matched by index they would share nothing; compare them as one GPU (under A's index) and say so.
-    da, db = (sorted(gpu_work(e)["device"].unique().tolist()) for e in (ea, eb))
+    da, db = device_keys(ea), device_keys(eb)
     if len(da) == 1 and len(db) == 1 and da != db:
-        eb = eb.assign(device=eb["device"].where(eb["device"] < 0, da[0]).astype(eb["device"].dtype))
-        notes.append(f"B's only GPU ({db[0]}) is compared with A's only GPU ({da[0]}), under A's index")
+        gpu = (eb["device"] >= 0).to_numpy()
+        eb = eb.assign(device=np.where(gpu, da[0].device, eb["device"]).astype(eb["device"].dtype),
+                       rank=np.where(gpu, da[0].rank, eb["rank"]).astype(eb["rank"].dtype))
+        notes.append(f"B's only GPU ({device_label(db[0], multi_rank)}) is compared with A's only GPU "
+                     f"({device_label(da[0], multi_rank)}), under A's index")
     fa, fb = device_figures(ea), device_figures(eb)
-    devices = [DeviceDiff(d, fa.get(d, DeviceFigures()), fb.get(d, DeviceFigures())) for d in sorted(set(fa) | set(fb))]
+    devices = [DeviceDiff(d.device, fa.get(d, DeviceFigures()), fb.get(d, DeviceFigures()), rank=d.rank)
+               for d in sorted(set(fa) | set(fb))]
     return TraceDiff(
         source_a=a.meta.source,
         source_b=b.meta.source,
@@ -458,9 +491,10 @@ def diff_timelines(
         gpu_span_b_ns=gpu_span_ns(eb),
         devices=devices,
         items=diff_items(ea, eb, threshold=threshold, exact_names=exact_names),
-        account=account(ea, eb, fa, fb, threshold),
+        account=account(ea, eb, fa, fb, threshold, multi_rank=multi_rank),
         threshold=threshold,
         exact_names=exact_names,
         step=step,
         notes=notes,
+        multi_rank=multi_rank,
     )

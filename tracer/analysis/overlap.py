@@ -2,23 +2,41 @@
 
 compute = union of the device's kernel intervals; copy = union of its memcpy intervals; overlap = their
 intersection; busy = union of all its GPU work (kernels, memcpys, memsets). The same definitions are used by
-the CLI, the dashboard, the exporters and the docs.
+the CLI, the dashboard, the exporters and the docs. A device is a :class:`~tracer.timeline.DeviceKey` (rank,
+device): two ranks' "GPU 0" are two GPUs.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.timeline import GPU_WORK_KINDS
+from tracer.timeline import DEVICE_COLUMNS, GPU_WORK_KINDS, DeviceKey
+from tracer.timeline.keys import pack
+
+
+def hidden_frac(overlap_ns: int, copy_ns: int) -> float | None:
+    """Share of copy time hidden behind compute (overlap / copy); None where there is no copy time.
+
+    The one definition of "copy hidden": the summary, the diff, the dashboard and the recorder's report read it
+    from here (through :attr:`DeviceOverlap.copy_hidden_frac`)."""
+    return overlap_ns / copy_ns if copy_ns else None
+
+
+def hidden_pct(overlap_ns: int, copy_ns: int) -> float | None:
+    """:func:`hidden_frac` in percent, as ``100 * overlap / copy`` (one rounding, not two: 23 of 40 ns is exactly
+    57.5%, where ``100 * (23 / 40)`` is 57.49999…); None where there is no copy time."""
+    return 100.0 * overlap_ns / copy_ns if copy_ns else None
 
 
 @dataclass(frozen=True)
 class DeviceOverlap:
-    """Compute/copy figures of one GPU, ns and counts."""
+    """Compute/copy figures of one GPU, ns and counts. ``rank`` is last so that positional construction of
+    one-rank figures reads as before."""
 
     device: int
     compute_ns: int
@@ -28,16 +46,39 @@ class DeviceOverlap:
     kernels: int
     memcpys: int
     memsets: int
+    rank: int = 0
 
     @property
-    def copy_hidden_frac(self) -> float:
-        """Share of copy time that ran while a kernel ran too (0 when there is no copy)."""
-        return self.overlap_ns / self.copy_ns if self.copy_ns else 0.0
+    def key(self) -> DeviceKey:
+        return DeviceKey(self.rank, self.device)
+
+    @property
+    def copy_hidden_frac(self) -> float | None:
+        """Share of copy time that ran while a kernel ran too (None when there is no copy)."""
+        return hidden_frac(self.overlap_ns, self.copy_ns)
+
+    @property
+    def copy_hidden_pct(self) -> float | None:
+        """:attr:`copy_hidden_frac` in percent (:func:`hidden_pct`), for text."""
+        return hidden_pct(self.overlap_ns, self.copy_ns)
+
+    @property
+    def exposed_copy_ns(self) -> int:
+        """Copy time not hidden behind compute."""
+        return self.copy_ns - self.overlap_ns
 
     def as_dict(self) -> dict[str, int]:
-        d = asdict(self)
-        d.pop("device")
-        return d
+        """The figures as ``tracer summary --json`` writes them under the device's label (no rank, no device:
+        the label names both)."""
+        return {
+            "compute_ns": self.compute_ns,
+            "copy_ns": self.copy_ns,
+            "overlap_ns": self.overlap_ns,
+            "busy_ns": self.busy_ns,
+            "kernels": self.kernels,
+            "memcpys": self.memcpys,
+            "memsets": self.memsets,
+        }
 
 
 def gpu_work(events: pd.DataFrame) -> pd.DataFrame:
@@ -45,31 +86,55 @@ def gpu_work(events: pd.DataFrame) -> pd.DataFrame:
     return events[events["kind"].isin(GPU_WORK_KINDS) & (events["device"] >= 0)]
 
 
+def device_keys(events: pd.DataFrame) -> list[DeviceKey]:
+    """The GPUs that hold GPU work, (rank, device) ascending."""
+    work = gpu_work(events)
+    if work.empty:
+        return []
+    pairs = work[list(DEVICE_COLUMNS)].drop_duplicates()
+    return sorted(DeviceKey(int(r), int(d)) for r, d in zip(pairs["rank"], pairs["device"]))
+
+
+def on_device(events: pd.DataFrame, device: int | DeviceKey) -> pd.DataFrame:
+    """The rows of one GPU. A :class:`DeviceKey` names its rank; a bare index means that GPU of every rank, so
+    it is refused for a timeline of several ranks (where it would mix two GPUs)."""
+    if isinstance(device, DeviceKey):
+        return events[(events["device"] == device.device) & (events["rank"] == device.rank)]
+    rank = events["rank"].to_numpy()
+    if rank.size and bool((rank != rank[0]).any()):
+        raise ValueError(f"device {device} of which rank? this timeline holds several: pass a DeviceKey")
+    return events[events["device"] == device]
+
+
 def _set(rows: pd.DataFrame) -> iv.Intervals:
     return iv.union(rows["start_ns"].to_numpy(), rows["end_ns"].to_numpy())
 
 
-def device_sets(events: pd.DataFrame, device: int) -> dict[str, iv.Intervals]:
+def device_sets(events: pd.DataFrame, device: int | DeviceKey) -> dict[str, iv.Intervals]:
     """The normalised interval sets of one device: compute, copy, overlap, busy."""
-    work = gpu_work(events)
-    work = work[work["device"] == device]
+    work = on_device(gpu_work(events), device)
     compute = _set(work[work["kind"] == "kernel"])
     copy = _set(work[work["kind"] == "memcpy"])
     return {"compute": compute, "copy": copy, "overlap": iv.intersect(compute, copy), "busy": _set(work)}
 
 
-def device_overlap(events: pd.DataFrame, devices: list[int] | None = None) -> list[DeviceOverlap]:
-    """Figures for each GPU device (those with GPU work, plus any listed in ``devices``), by index."""
+def _keys(devices: Iterable[int | DeviceKey] | None, rank: int) -> set[DeviceKey]:
+    return {d if isinstance(d, DeviceKey) else DeviceKey(rank, int(d)) for d in devices or ()}
+
+
+def device_overlap(events: pd.DataFrame, devices: Iterable[int | DeviceKey] | None = None) -> list[DeviceOverlap]:
+    """Figures for each GPU (those with GPU work, plus any listed in ``devices``; a bare index there is a GPU of
+    the timeline's first rank), by (rank, device)."""
     work = gpu_work(events)
-    found = set(work["device"].unique().tolist()) | set(devices or [])
+    first_rank = int(events["rank"].iloc[0]) if len(events) else 0
     out = []
-    for dev in sorted(int(d) for d in found):
-        rows = work[work["device"] == dev]
-        sets = device_sets(rows, dev)
+    for key in sorted(set(device_keys(work)) | _keys(devices, first_rank)):
+        rows = on_device(work, key)
+        sets = device_sets(rows, key)
         kinds = rows["kind"].value_counts()
         out.append(
             DeviceOverlap(
-                device=dev,
+                device=key.device,
                 compute_ns=iv.total(sets["compute"]),
                 copy_ns=iv.total(sets["copy"]),
                 overlap_ns=iv.total(sets["overlap"]),
@@ -77,6 +142,7 @@ def device_overlap(events: pd.DataFrame, devices: list[int] | None = None) -> li
                 kernels=int(kinds.get("kernel", 0)),
                 memcpys=int(kinds.get("memcpy", 0)),
                 memsets=int(kinds.get("memset", 0)),
+                rank=key.rank,
             )
         )
     return out
@@ -95,14 +161,14 @@ def gpu_span_ns(events: pd.DataFrame) -> int:
 
 
 def concurrent_devices_ns(events: pd.DataFrame) -> dict[int, int]:
-    """How long exactly k GPUs were busy at once, for each k ≥ 1 ("did my two GPUs really run at once?")."""
+    """How long exactly k GPUs were busy at once, for each k ≥ 1 ("did my two GPUs really run at once?"). A GPU
+    is a (rank, device): two ranks' GPU 0 busy together count 2."""
     work = gpu_work(events)
-    parts = []
-    for dev in work["device"].unique():
-        s, e = _set(work[work["device"] == dev])
-        parts.append((s, e))
-    if not parts:
+    if work.empty:
         return {}
+    key = pack(work["rank"].to_numpy(), work["device"].to_numpy())
+    s_all, e_all = work["start_ns"].to_numpy(), work["end_ns"].to_numpy()
+    parts = [iv.union(s_all[key == k], e_all[key == k]) for k in np.unique(key)]
     pos = np.concatenate([p[0] for p in parts] + [p[1] for p in parts])
     delta = np.concatenate([np.ones(p[0].size, np.int64) for p in parts] + [-np.ones(p[1].size, np.int64) for p in parts])
     order = np.lexsort((delta, pos))

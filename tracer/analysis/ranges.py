@@ -1,8 +1,8 @@
 """NVTX / record_function ranges projected onto the GPU work they launched.
 
-A host range on thread T covers the runtime/driver calls that T made inside it; those calls' correlation ids
-name the kernels, copies and memsets they launched. So "how long did range X keep the GPU busy" is the union
-of that GPU work, per range instance, summed per range name.
+A host range on thread T covers the runtime/driver calls that T made inside it; the timeline's launch join
+(correlation ids, per rank and process) names the kernels, copies and memsets they launched. So "how long did
+range X keep the GPU busy" is the union of that GPU work, per range instance, summed per range name.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.analysis.overlap import gpu_work
+from tracer.timeline import GPU_WORK_KINDS, THREAD_COLUMNS, launch_links
 
 RANGE_COLUMNS = ["name", "count", "host_ns", "gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
 
@@ -29,17 +29,17 @@ RULE_TEXT = {
 }
 
 
-def _calls_inside(ranges: pd.DataFrame, call_starts: np.ndarray, call_corr: np.ndarray) -> pd.DataFrame:
-    """(range_row, corr) for every call (sorted by start) that starts inside a range of ``ranges``."""
+def _calls_inside(ranges: pd.DataFrame, call_starts: np.ndarray, call_rows: np.ndarray) -> pd.DataFrame:
+    """(range_row, call_row) for every call (sorted by start) that starts inside a range of ``ranges``."""
     lo = np.searchsorted(call_starts, ranges["start_ns"].to_numpy(), side="left")
     hi = np.searchsorted(call_starts, ranges["end_ns"].to_numpy(), side="right")
     n = hi - lo
     if n.sum() == 0:
-        return pd.DataFrame({"range_row": np.zeros(0, np.int64), "corr": np.zeros(0, np.int64)})
+        return pd.DataFrame({"range_row": np.zeros(0, np.int64), "call_row": np.zeros(0, np.int64)})
     # positions lo..hi-1 for every range, without a Python loop
     offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
     call_pos = np.repeat(lo, n) + offsets
-    return pd.DataFrame({"range_row": np.repeat(ranges.index.to_numpy(), n), "corr": call_corr[call_pos]})
+    return pd.DataFrame({"range_row": np.repeat(ranges.index.to_numpy(), n), "call_row": call_rows[call_pos]})
 
 
 def _covered(starts: np.ndarray, r_starts: np.ndarray, r_ends: np.ndarray) -> np.ndarray:
@@ -62,43 +62,46 @@ def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
 
 def launch_pairs(events: pd.DataFrame) -> pd.DataFrame:
     """The pairs of the "process" rule, each marked ``own_thread`` where the "thread" rule credits it too (a
-    launch by the range's own thread): both rules' figures from one matching."""
-    ranges = events[events["kind"] == "range"]
-    calls = events[events["kind"].isin(("runtime", "driver")) & events["correlation"].notna()]
-    work = gpu_work(events)
-    work = work[work["correlation"].notna()]
+    launch by the range's own thread): both rules' figures from one matching.
+
+    Which call launched which GPU work is the timeline's one launch join (:func:`tracer.timeline.launch_links`,
+    keyed on rank, process and correlation id), so a range on rank r is credited only with rank r's work; a
+    range's calls are those of its own (rank, pid, tid) and, by the "process" rule, of the other threads of its
+    (rank, pid)."""
     empty = pd.DataFrame({"range_row": pd.Series([], dtype="int64"), "work_row": pd.Series([], dtype="int64"),
                           "own_thread": pd.Series([], dtype=bool)})
-    if ranges.empty or calls.empty or work.empty:
+    ranges = events[events["kind"] == "range"]
+    if ranges.empty:
+        return empty
+    links = launch_links(events)
+    if links.empty:
+        return empty
+    # only GPU work counts (gpu_range rows are the profiler's drawing of a range, not work), and only calls that
+    # launched some
+    links = links[events.loc[links["work_row"], "kind"].isin(GPU_WORK_KINDS).to_numpy()]
+    calls = events.loc[np.unique(links["call_row"].to_numpy())]
+    if calls.empty:
         return empty
     pairs = []
-    ranges_by_thread = dict(tuple(ranges.groupby(["pid", "tid"], sort=False)))
-    for (pid, tid), c in calls.groupby(["pid", "tid"], sort=False):
+    ranges_by_thread = dict(tuple(ranges.groupby(list(THREAD_COLUMNS), sort=False)))
+    for (rank, pid, tid), c in calls.groupby(list(THREAD_COLUMNS), sort=False):
         c = c.sort_values("start_ns", kind="stable")
-        cs, corr = c["start_ns"].to_numpy(), c["correlation"].to_numpy(dtype=np.int64)
-        own = ranges_by_thread.get((pid, tid))
+        cs, rows = c["start_ns"].to_numpy(), c.index.to_numpy(np.int64)
+        own = ranges_by_thread.get((rank, pid, tid))
         if own is not None:
-            pairs.append(_calls_inside(own, cs, corr).assign(pid=pid, own_thread=True))
+            pairs.append(_calls_inside(own, cs, rows).assign(own_thread=True))
             orphan = ~_covered(cs, own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
-            cs, corr = cs[orphan], corr[orphan]
+            cs, rows = cs[orphan], rows[orphan]
         if len(cs):
-            others = ranges[(ranges["pid"] == pid) & (ranges["tid"] != tid)]
+            others = ranges[(ranges["rank"] == rank) & (ranges["pid"] == pid) & (ranges["tid"] != tid)]
             if not others.empty:
-                pairs.append(_calls_inside(others, cs, corr).assign(pid=pid, own_thread=False))
+                pairs.append(_calls_inside(others, cs, rows).assign(own_thread=False))
     pairs = [p for p in pairs if len(p)]
     if not pairs:
         return empty
-    rc = pd.concat(pairs, ignore_index=True)
-    # Correlation ids are unique only within a process (CUPTI numbers each process from 1), so GPU work is
-    # joined on (launching pid, correlation): a trace of several processes must not credit one process's range
-    # with another's kernels. A GPU row's pid is the launching process in every parser (docs/design.md).
-    w = pd.DataFrame(
-        {"work_row": work.index.to_numpy(), "pid": work["pid"].to_numpy(), "corr": work["correlation"].to_numpy()}
-    )
     # (a range row belongs to one thread, so a (range, call) pair is either its own thread's or another's)
-    rc = rc.astype({"pid": "int64", "corr": "int64"}).drop_duplicates(["range_row", "corr"])
-    w = w.astype({"pid": "int64", "corr": "int64"})
-    return rc.merge(w, on=["pid", "corr"])[["range_row", "work_row", "own_thread"]]
+    rc = pd.concat(pairs, ignore_index=True).astype({"range_row": "int64", "call_row": "int64"})
+    return rc.merge(links, on="call_row")[["range_row", "work_row", "own_thread"]]
 
 
 INSTANCE_COLUMNS = ["gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]

@@ -1,4 +1,4 @@
-"""What ran on the GPUs: kernels by name, copies by direction with bandwidth, idle gaps per device."""
+"""What ran on the GPUs: kernels by name, copies by (rank, device, direction) with bandwidth, idle gaps per GPU."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.analysis.overlap import gpu_work
+from tracer.analysis.overlap import gpu_work, on_device
+from tracer.timeline import DEVICE_COLUMNS, DeviceKey
 
 
 def kernel_summary(events: pd.DataFrame, top: int | None = None) -> pd.DataFrame:
@@ -26,13 +27,15 @@ def kernel_summary(events: pd.DataFrame, top: int | None = None) -> pd.DataFrame
 
 
 def copy_summary(events: pd.DataFrame) -> pd.DataFrame:
-    """Per (device, copy direction): count, bytes, total duration and bandwidth in GB/s (bytes / busy time)."""
+    """Per (rank, device, copy direction): count, bytes, total duration and bandwidth in GB/s (bytes / busy
+    time)."""
     c = events[(events["kind"] == "memcpy") & (events["device"] >= 0)]
-    cols = ["device", "copy_kind", "count", "bytes", "total_ns", "gb_per_s"]
+    cols = [*DEVICE_COLUMNS, "copy_kind", "count", "bytes", "total_ns", "gb_per_s"]
     if c.empty:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(
         {
+            "rank": c["rank"].astype("int64"),
             "device": c["device"].astype("int64"),
             "copy_kind": c["copy_kind"].astype(str),
             "bytes": c["bytes"].fillna(0).astype("int64"),
@@ -41,15 +44,16 @@ def copy_summary(events: pd.DataFrame) -> pd.DataFrame:
     )
     iv.checked_sum(df["bytes"], "of bytes copied")  # bounds every per-direction total below
     iv.checked_sum(df["dur"], "copy time (ns)")
-    g = df.groupby(["device", "copy_kind"]).agg(count=("dur", "size"), bytes=("bytes", "sum"), total_ns=("dur", "sum"))
+    g = df.groupby([*DEVICE_COLUMNS, "copy_kind"]).agg(count=("dur", "size"), bytes=("bytes", "sum"), total_ns=("dur", "sum"))
     g["gb_per_s"] = np.where(g["total_ns"] > 0, g["bytes"] / g["total_ns"].clip(lower=1), 0.0)  # B/ns == GB/s
     return g.reset_index()[cols]
 
 
-def idle_gaps(events: pd.DataFrame, device: int, min_ns: int = 0) -> pd.DataFrame:
-    """Stretches between a device's first and last GPU work where it did nothing, longest first."""
-    work = gpu_work(events)
-    s, e = iv.union(*(work.loc[work["device"] == device, c].to_numpy() for c in ("start_ns", "end_ns")))
+def idle_gaps(events: pd.DataFrame, device: int | DeviceKey, min_ns: int = 0) -> pd.DataFrame:
+    """Stretches between a GPU's first and last work where it did nothing, longest first. ``device``: a
+    :class:`DeviceKey`, or a bare index in a timeline of one rank (:func:`tracer.analysis.overlap.on_device`)."""
+    work = on_device(gpu_work(events), device)
+    s, e = iv.union(work["start_ns"].to_numpy(), work["end_ns"].to_numpy())
     if s.size < 2:
         return pd.DataFrame({"start_ns": [], "end_ns": [], "gap_ns": []}, dtype="int64")
     gaps = pd.DataFrame({"start_ns": e[:-1], "end_ns": s[1:]})

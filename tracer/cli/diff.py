@@ -36,6 +36,7 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     from tracer.analysis.diff import ms_text as _ms
     from tracer.analysis.diff import ratio_text as _ratio
     from tracer.analysis.diff import signed_ms_text as _signed_ms
+    from tracer.timeline import device_title
 
     out: list[Any] = [
         Text.assemble(("A ", "bold"), d.source_a),
@@ -53,13 +54,14 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
                  _signed_ms(d.gpu_span_b_ns - d.gpu_span_a_ns))
     for dev in d.devices:
         a, b = dev.a, dev.b
+        gpu = device_title(dev.key, d.multi_rank)
         for label, va, vb in (("compute", a.compute_ns, b.compute_ns), ("copy", a.copy_ns, b.copy_ns),
                               ("overlap", a.overlap_ns, b.overlap_ns), ("busy", a.busy_ns, b.busy_ns),
                               ("idle", a.idle_ns, b.idle_ns)):
-            head.add_row(f"GPU {dev.device} {label}", _ms(va), _ms(vb), _signed_ms(vb - va))
+            head.add_row(f"{gpu} {label}", _ms(va), _ms(vb), _signed_ms(vb - va))
         ha, hb = a.copy_hidden_frac, b.copy_hidden_frac
         delta = "–" if ha is None or hb is None else f"{100 * (hb - ha):+.1f} pt"
-        head.add_row(f"GPU {dev.device} copy hidden", _pct(ha), _pct(hb), delta)
+        head.add_row(f"{gpu} copy hidden", _pct(ha), _pct(hb), delta)
     out.append(head)
 
     span_delta = d.span_b_ns - d.span_a_ns

@@ -13,14 +13,6 @@ from tracer.cli import TracerCommand, app
 from tracer.errors import TracerError
 
 
-def _ms(ns: int) -> str:
-    return f"{ns / 1e6:,.3f}"
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100.0 * part / whole:.1f}%" if whole else "–"
-
-
 def wrap_name(name: str, width: int) -> str:
     """``name`` in lines of at most ``width`` characters, broken after ``/ - _ . + :`` where it can be."""
     lines: list[str] = []
@@ -47,108 +39,44 @@ def _table_width(table: Any, rows: list[list[str]]) -> int:
     return console.measure(probe).maximum
 
 
-def render_summary(summary: dict[str, Any], *, max_ranges: int = 12, width: int = 100) -> list[Any]:
-    """Rich renderables for a summary dict (see :func:`tracer.analysis.summary.summarize`), for a terminal
+def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
+    """Rich renderables for text blocks (:class:`tracer.analysis.registry.Table` / ``Line``), for a terminal
     ``width`` characters wide."""
     from rich import box
     from rich.table import Table
     from rich.text import Text
 
+    from tracer.analysis.registry import Line
+
     out: list[Any] = []
-    gpu_span = summary.get("gpu_span_ns", 0)
-    head = Text.assemble(
-        (summary.get("source", ""), "bold"),
-        f"  [{summary['format']}]  span {_ms(summary['span_ns'])} ms",
-        f", GPU work over {_ms(gpu_span)} ms" if gpu_span else "",
-        f", {summary.get('events', 0):,} intervals",
-    )
-    out.append(head)
-    run = summary.get("run")
-    if run:
-        out.append(Text(f"run: {run.get('scenario', '?')} · variant {run.get('variant', 'all')} · "
-                        f"{run.get('mode', '?')} · backend {run.get('backend', '?')}", style="dim"))
-    names = summary.get("gpu_names", {})
-    threads = summary.get("threads") or []
-    if not summary["devices"]:
-        where = " (CPU-only run?): per host thread below." if threads else "."
-        out.append(Text(f"No GPU work in this trace{where}", style="yellow"))
-    else:
-        gpus = ", ".join(f"GPU {k} = {v}" for k, v in names.items())
-        t = Table(
-            box=box.SIMPLE_HEAD,
-            title="Per GPU (ms): compute = kernels, copy = memcpys, overlap = copy hidden behind compute",
-            caption=gpus or None,
-        )
-        for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden", "busy"):
-            t.add_column(col, justify="right", no_wrap=True)
-        for dev, d in summary["devices"].items():
-            t.add_row(dev, f"{d['kernels']:,}", f"{d['memcpys']:,}", _ms(d["compute_ns"]), _ms(d["copy_ns"]),
-                      _ms(d["overlap_ns"]), _pct(d["overlap_ns"], d["copy_ns"]),
-                      _ms(d['busy_ns']))
+    for block in blocks:
+        if isinstance(block, Line):
+            out.append(Text.assemble(*block.parts) if len(block.parts) > 1 else Text(*block.parts[0]))
+            continue
+        t = Table(box=box.SIMPLE_HEAD, title=block.title, caption=block.caption)
+        for col in block.columns:
+            t.add_column(col.header, justify=col.justify, no_wrap=col.no_wrap)
+        fit = next((i for i, c in enumerate(block.columns) if c.fit), None)
+        room = 0
+        if fit is not None:
+            room = max(12, width - _table_width(t, [[*row[:fit], "", *row[fit + 1:]] for row in block.rows]))
+        for row in block.rows:
+            t.add_row(*(wrap_name(cell, room) if i == fit else cell for i, cell in enumerate(row)))
         out.append(t)
-        lanes = Table(box=box.SIMPLE_HEAD, title="Per stream")
-        for col in ("GPU", "stream", "kernels", "memcpys", "memsets", "busy ms"):
-            lanes.add_column(col, justify="right")
-        for lane in summary["lanes"]:
-            lanes.add_row(str(lane["device"]), str(lane["stream"]), f"{lane['kernels']:,}", f"{lane['memcpys']:,}",
-                          f"{lane['memsets']:,}", _ms(lane["busy_ns"]))
-        out.append(lanes)
-        copies = summary.get("copies") or []
-        if copies:
-            ct = Table(box=box.SIMPLE_HEAD, title="Copies by direction")
-            for col in ("GPU", "direction", "count", "MB", "copy ms", "GB/s"):
-                ct.add_column(col, justify="right")
-            for c in copies:
-                ct.add_row(str(c["device"]), c["copy_kind"], f"{c['count']:,}", f"{c['bytes'] / 1e6:,.1f}",
-                           _ms(c["total_ns"]), f"{c['gb_per_s']:.1f}")
-            out.append(ct)
-        kernels = summary.get("top_kernels") or []
-        if kernels:
-            kt = Table(box=box.SIMPLE_HEAD, title="Top kernels by total time")
-            for col in ("kernel", "count", "total ms", "mean µs"):
-                kt.add_column(col, justify="left" if col == "kernel" else "right")
-            for k in kernels[:5]:
-                name = k["name"] if len(k["name"]) <= 50 else k["name"][:49] + "…"
-                kt.add_row(name, f"{k['count']:,}", _ms(k["total_ns"]), f"{k['mean_ns'] / 1e3:,.1f}")
-            out.append(kt)
-        conc = summary.get("concurrent_gpus_ns", {})
-        if len(summary["devices"]) > 1 and conc:
-            together = sum(v for k, v in conc.items() if int(k) >= 2)
-            out.append(Text(f"Two or more GPUs busy at once for {_ms(together)} ms "
-                            f"({_pct(together, sum(conc.values()))} of the time any GPU was busy)."))
-    if threads and (not summary["devices"] or len(threads) > 1):
-        span = summary["span_ns"]
-        th = Table(box=box.SIMPLE_HEAD, title="Host threads: framework ops (nested ops counted once)")
-        for col in ("pid", "tid", "thread", "ops", "busy ms", "of span", "CUDA calls"):
-            th.add_column(col, justify="left" if col == "thread" else "right")
-        for t in threads[:8]:
-            th.add_row(str(t["pid"]), str(t["tid"]), t.get("name", "")[:20], f"{t['ops']:,}", _ms(t["busy_ns"]),
-                       _pct(t["busy_ns"], span), f"{t['launches']:,}")
-        if len(threads) > 8:
-            th.caption = f"{len(threads) - 8} more threads in --json"
-        out.append(th)
-    ranges = summary.get("ranges") or []
-    if ranges:
-        cols = ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys")
-        rows = [
-            [row["name"], f"{row['count']:,}", _ms(row["host_ns"]), _ms(row["gpu_busy_ns"]),
-             f"{row['kernels']:,}", f"{row['memcpys']:,}"]
-            for row in ranges[:max_ranges]
-        ]
-        r = Table(box=box.SIMPLE_HEAD, title="NVTX / record_function ranges → the GPU work they launched")
-        for col in cols:
-            r.add_column(col, justify="left" if col == "range" else "right", no_wrap=True)
-        # Range names share long prefixes without spaces ("mlp-data-parallel/forward-backward"): break them
-        # after a separator to fit what the numbers leave, instead of letting the table cut them mid-word.
-        room = max(12, width - _table_width(r, [["", *row[1:]] for row in rows]))
-        for row in rows:
-            r.add_row(wrap_name(row[0], room), *row[1:])
-        caption = [summary["range_rule"] + "; own-thread figures in --json"] if summary.get("range_rule") else []
-        if len(ranges) > max_ranges:
-            caption.append(f"{len(ranges) - max_ranges} more ranges in --json")
-        r.caption = "\n".join(caption) or None
-        out.append(r)
     return out
+
+
+def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100) -> list[Any]:
+    """Rich renderables for a summary (a :class:`tracer.analysis.summary.Summary`, or its JSON as a dict), for a
+    terminal ``width`` characters wide: each registered analysis's text blocks, in text order."""
+    from tracer.analysis.registry import TextOptions, text_analyses
+    from tracer.analysis.summary import Summary
+
+    if not isinstance(summary, Summary):
+        summary = Summary.from_dict(summary)
+    options = TextOptions(max_ranges=max_ranges)
+    blocks = [b for a in text_analyses() for b in a.blocks(summary.part(a.name), summary, options)]
+    return render_blocks(blocks, width=width)
 
 
 def _progress(console: Any, path: Path) -> Any:
@@ -194,7 +122,7 @@ def summary(
     """
     from rich.console import Console
 
-    from tracer.analysis.summary import summarize
+    from tracer.analysis.summary import analyze
     from tracer.cli._report import left_out_text, say_cached
     from tracer.errors import TraceFormatError
     from tracer.parsers import load_trace
@@ -217,7 +145,8 @@ def summary(
             if strict and skipped:
                 raise TraceFormatError(path, f"{left_out} (--strict)")
             try:
-                result = summarize(timeline)
+                result = analyze(timeline)
+                result.to_dict()  # every figure now, so that one the analysis refuses is this file's error
             except TracerError as exc:  # a figure the analysis refused (a total beyond int64) names no file
                 if exc.subject:
                     raise
@@ -234,13 +163,14 @@ def summary(
         notes = timeline.meta.extra.get("notes") or []
         for note in notes:  # what the figures mean for this file (CUDA graphs traced whole ...)
             print(f"tracer: note: {path}: {note}", file=sys.stderr)
-        if not result["events"] and not skipped:
+        if not result.events and not skipped:
             print(f"tracer: note: {path}: the trace holds no events (a profiler that caught nothing writes this)",
                   file=sys.stderr)
-        if skipped or ignored or notes:
-            result["meta"] = {"skipped": skipped, "ignored": ignored, "notes": notes}
         if json:
-            sys.stdout.buffer.write(orjson.dumps(result) + b"\n")
+            doc = result.to_dict()
+            if skipped or ignored or notes:
+                doc["meta"] = {"skipped": skipped, "ignored": ignored, "notes": notes}
+            sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
             sys.stdout.flush()
         else:
             for renderable in render_summary(result, width=console.width):

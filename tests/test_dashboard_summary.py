@@ -1,0 +1,89 @@
+"""The dashboard reads the summary `tracer summary` prints (issue 12): one object, one shape, ranges lazy; and
+the recorder's plain report reads the same typed per-GPU figures."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from dataclasses import replace
+from pathlib import Path
+
+from dashboard.data import RunInfo, _summarize
+from dashboard.model import prepare
+from dashboard.pages import common, runs
+from tracer.analysis.summary import Summary, summarize
+from tracer.parsers import load_trace
+from tracer.record_main import plain_report
+from tracer.timeline import Timeline, concat
+
+DATA = Path(__file__).parent / "data"
+PAIR = DATA / "pair_kineto.json.gz"
+
+
+def _text(component) -> str:
+    def walk(c) -> str:
+        if c is None:
+            return ""
+        if isinstance(c, (str, int, float)):
+            return str(c)
+        if isinstance(c, (list, tuple)):
+            return " ".join(walk(x) for x in c)
+        return walk(getattr(c, "children", None))
+
+    return " ".join(walk(component).split())
+
+
+def test_the_dashboard_summary_is_the_cli_s_with_ranges_left_for_later():
+    t = load_trace(PAIR, cache=False)
+    s = _summarize(t)
+    assert isinstance(s, Summary) and not s.has("ranges")  # the runs table does not pay for ranges
+    full = summarize(t)
+    assert s["devices"] == full["devices"] and s.get("span_ns") == full["span_ns"]
+    assert s.ranges is not None and s.to_dict() == full  # one shape: asked for, the ranges are the CLI's
+    row = runs.run_row(RunInfo("k", PAIR, "pair", "file", {}, s), s)
+    assert row["hidden_pct"] == 100.0 * full["devices"]["0"]["overlap_ns"] / full["devices"]["0"]["copy_ns"]
+
+
+def test_the_dashboard_summary_does_not_keep_the_timeline_alive():
+    t = load_trace(PAIR, cache=False)
+    s = _summarize(t)
+    ref = weakref.ref(t)
+    del t
+    gc.collect()
+    assert ref() is None and s["devices"]
+
+
+def test_cards_of_a_job_name_the_rank():
+    view = prepare(load_trace(PAIR, cache=False))  # (a job's layout is the dashboard model's: another change)
+    (card,) = common.device_cards(view)
+    assert "GPU 0" in _text(card) and "rank" not in _text(card)
+    (d,) = view.devices
+    text = _text(common.device_card(replace(d, rank=1), multi_rank=True))
+    assert text.startswith("rank 1 · GPU 0")
+    assert f"{100 * d.copy_hidden_frac:.0f}% of copy time hidden" in text
+
+
+def test_host_cards_read_the_summary_s_threads():
+    t = load_trace(DATA / "mlp_train_200.json.gz", cache=False)
+    host = t.events[t.events["device"] < 0].reset_index(drop=True)
+    cpu = Timeline(host, t.meta)
+    view = prepare(cpu)
+    threads = summarize(cpu)["threads"]
+    text = _text(common.host_cards(view))
+    for th in threads:
+        assert f"pid {th['pid']}" in text and f"{th['ops']:,} framework ops" in text
+
+
+def test_plain_report_reads_the_typed_per_gpu_figures():
+    t = load_trace(PAIR, cache=False)
+    meta = {"scenario": "pair", "variant": "all", "mode": "streams", "devices": ["cuda:0"], "backend": "torch",
+            "wall_times_s": {"run": 0.001}, "checks": {}}
+    doc = summarize(t)
+    text = plain_report(meta, doc, "runs/x")
+    assert plain_report(meta, Summary.from_dict(doc), "runs/x") == text
+    d = doc["devices"]["0"]
+    hidden = f"{100 * d['overlap_ns'] / d['copy_ns']:.1f}%"
+    assert f"GPU 0: {d['kernels']} kernels, {d['memcpys']} copies; " in text and f"({hidden} of copy hidden)" in text
+    job = summarize(concat([t, t], ranks=[0, 1]))
+    report = plain_report(meta, job, "runs/x")
+    assert "GPU 0/0: " in report and "GPU 1/0: " in report

@@ -1,0 +1,386 @@
+"""The summary's own analyses, registered in the order of its JSON keys.
+
+Each is a compute function (timeline -> typed result, :mod:`tracer.analysis.results`), its JSON (what
+``tracer summary --json`` has always written: a one-rank summary is unchanged, a job's names the rank) and its
+text blocks. Imported by :mod:`tracer.analysis.summary`, which is what callers import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tracer.analysis.lanes import host_thread_stats, lane_stats
+from tracer.analysis.overlap import (
+    DeviceOverlap,
+    concurrent_devices_ns,
+    device_keys,
+    device_overlap,
+    gpu_span_ns,
+    span_ns,
+)
+from tracer.analysis.ranges import RULE_TEXT, launch_pairs, range_summary
+from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
+from tracer.analysis.results import (
+    Concurrency,
+    CopyStat,
+    DeviceIdle,
+    HostThread,
+    KernelStat,
+    LaneStat,
+    Ranges,
+    RangeStat,
+    Span,
+    TraceInfo,
+)
+from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
+from tracer.timeline import DeviceKey, device_label
+
+if TYPE_CHECKING:
+    from tracer.analysis.summary import Summary
+    from tracer.timeline import Timeline
+
+
+def ms(ns: int) -> str:
+    """ns as ms with three decimals and thousands separators: the summary's unit of time."""
+    return f"{ns / 1e6:,.3f}"
+
+
+def pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.1f}%" if whole else "–"
+
+
+def pct_text(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}%"
+
+
+def parse_device_label(label: str) -> DeviceKey:
+    """``"0"`` → (0, 0); ``"1/0"`` → rank 1, device 0 (the inverse of :func:`~tracer.timeline.device_label`; a
+    one-rank label does not say its rank, which then reads as 0)."""
+    rank, _, device = label.rpartition("/")
+    return DeviceKey(int(rank or 0), int(device))
+
+
+def _int_keys(d: Mapping[str, Any]) -> dict[int, Any]:
+    return {int(k): v for k, v in d.items()}
+
+
+def _gpu_label(key: DeviceKey, summary: Summary) -> str:
+    return device_label(key, summary.multi_rank)
+
+
+# ---------------------------------------------------------------------------------------------------- trace
+
+
+def _trace(t: Timeline) -> TraceInfo:
+    return TraceInfo(t.meta.format, t.meta.source)
+
+
+def _trace_blocks(r: TraceInfo, s: Summary, _o: TextOptions) -> list[Block]:
+    span = s.span
+    return [Line((
+        (r.source, "bold"),
+        (f"  [{r.format}]  span {ms(span.span_ns)} ms", ""),
+        (f", GPU work over {ms(span.gpu_span_ns)} ms" if span.gpu_span_ns else "", ""),
+        (f", {s.events:,} intervals", ""),
+    ))]
+
+
+TRACE = Analysis(
+    "trace", "What the trace is: its format and file", _trace,
+    to_json=lambda r, s: {"format": r.format, "source": r.source},
+    from_json=lambda d: TraceInfo(str(d.get("format", "")), str(d.get("source", ""))),
+    json_keys=("format", "source"), blocks=_trace_blocks, text_order=10,
+)
+
+
+# ---------------------------------------------------------------------------------------------------- per GPU
+
+
+def _devices_blocks(r: list[DeviceOverlap], s: Summary, _o: TextOptions) -> list[Block]:
+    if not r:
+        where = " (CPU-only run?): per host thread below." if s.threads else "."
+        return [Line.of(f"No GPU work in this trace{where}", "yellow")]
+    gpus = ", ".join(f"GPU {k} = {v}" for k, v in s.gpu_names.items())
+    cols = ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden", "busy")
+    rows = tuple(
+        (_gpu_label(d.key, s), f"{d.kernels:,}", f"{d.memcpys:,}", ms(d.compute_ns), ms(d.copy_ns), ms(d.overlap_ns),
+         pct_text(d.copy_hidden_pct), ms(d.busy_ns))
+        for d in r
+    )
+    return [Table("Per GPU (ms): compute = kernels, copy = memcpys, overlap = copy hidden behind compute",
+                  tuple(Column(c, no_wrap=True) for c in cols), rows, gpus or None)]
+
+
+def _devices_from_json(d: Mapping[str, Any]) -> list[DeviceOverlap]:
+    out = []
+    for label, v in (d.get("devices") or {}).items():
+        key = parse_device_label(label)
+        out.append(DeviceOverlap(device=key.device, rank=key.rank, **{k: int(v.get(k, 0)) for k in (
+            "compute_ns", "copy_ns", "overlap_ns", "busy_ns", "kernels", "memcpys", "memsets")}))
+    return out
+
+
+DEVICES = Analysis(
+    "devices", "Per GPU: compute, copy, their overlap (copy hidden), busy", lambda t: device_overlap(t.events),
+    to_json=lambda r, s: {"devices": {_gpu_label(d.key, s): d.as_dict() for d in r}},
+    from_json=_devices_from_json, json_keys=("devices",), blocks=_devices_blocks, text_order=30,
+)
+
+
+def _lanes(t: Timeline) -> list[LaneStat]:
+    return [LaneStat(*(int(v) for v in row)) for row in lane_stats(t.events).itertuples(index=False)]
+
+
+def _lanes_blocks(r: list[LaneStat], s: Summary, _o: TextOptions) -> list[Block]:
+    if not s.devices:
+        return []
+    cols = ("GPU", "stream", "kernels", "memcpys", "memsets", "busy ms")
+    rows = tuple((_gpu_label(lane.key.device_key, s), str(lane.stream), f"{lane.kernels:,}", f"{lane.memcpys:,}",
+                  f"{lane.memsets:,}", ms(lane.busy_ns)) for lane in r)
+    return [Table("Per stream", tuple(Column(c) for c in cols), rows)]
+
+
+LANES = Analysis(
+    "lanes", "Per stream of each GPU: work counts and busy time", _lanes,
+    to_json=lambda r, s: {"lanes": [lane.as_dict(s.multi_rank) for lane in r]},
+    from_json=lambda d: [LaneStat.from_dict(row) for row in d.get("lanes") or []],
+    json_keys=("lanes",), blocks=_lanes_blocks, text_order=40,
+)
+
+SPAN = Analysis(
+    "span", "How long the trace and its GPU work last", lambda t: Span(span_ns(t.events), gpu_span_ns(t.events)),
+    to_json=lambda r, s: {"span_ns": r.span_ns, "gpu_span_ns": r.gpu_span_ns},
+    from_json=lambda d: Span(int(d.get("span_ns", 0)), int(d.get("gpu_span_ns", 0))),
+    json_keys=("span_ns", "gpu_span_ns"),
+)
+
+GPU_NAMES = Analysis(
+    "gpu_names", "The GPUs' names, by index", lambda t: dict(sorted(t.meta.gpu_names.items())),
+    to_json=lambda r, s: {"gpu_names": {str(k): v for k, v in r.items()}},
+    from_json=lambda d: {k: str(v) for k, v in _int_keys(d.get("gpu_names") or {}).items()},
+    json_keys=("gpu_names",),
+)
+
+
+def _concurrency_blocks(r: Concurrency, s: Summary, _o: TextOptions) -> list[Block]:
+    if len(s.devices) > 1 and r.ns_by_gpus:
+        together = r.together_ns(2)
+        return [Line.of(f"Two or more GPUs busy at once for {ms(together)} ms "
+                        f"({pct(together, r.any_ns())} of the time any GPU was busy).")]
+    return []
+
+
+CONCURRENCY = Analysis(
+    "concurrency", "How long k GPUs were busy at once", lambda t: Concurrency(concurrent_devices_ns(t.events)),
+    to_json=lambda r, s: {"concurrent_gpus_ns": {str(k): v for k, v in r.ns_by_gpus.items()}},
+    from_json=lambda d: Concurrency({k: int(v) for k, v in _int_keys(d.get("concurrent_gpus_ns") or {}).items()}),
+    json_keys=("concurrent_gpus_ns",), blocks=_concurrency_blocks, text_order=70,
+)
+
+EVENTS = Analysis(
+    "events", "How many intervals the timeline holds", lambda t: int(len(t.events)),
+    to_json=lambda r, s: {"events": r}, from_json=lambda d: int(d.get("events", 0)), json_keys=("events",),
+)
+
+
+# ---------------------------------------------------------------------------------------------------- host threads
+
+#: Host threads listed in the text before "N more threads in --json".
+MAX_THREADS = 8
+
+
+def _threads(t: Timeline) -> list[HostThread]:
+    names = t.meta.thread_names
+    return [
+        HostThread(int(rank), int(pid), int(tid), int(ops), int(busy), int(launches), names.get(f"{pid}:{tid}", ""))
+        for rank, pid, tid, ops, busy, launches in host_thread_stats(t.events).itertuples(index=False)
+    ]
+
+
+def _threads_blocks(r: list[HostThread], s: Summary, _o: TextOptions) -> list[Block]:
+    if not r or (s.devices and len(r) <= 1):
+        return []
+    span = s.span.span_ns
+    cols = ("pid", "tid", "thread", "ops", "busy ms", "of span", "CUDA calls")
+    rows = [(str(t.pid), str(t.tid), t.name[:20], f"{t.ops:,}", ms(t.busy_ns), pct(t.busy_ns, span), f"{t.launches:,}")
+            for t in r[:MAX_THREADS]]
+    if s.multi_rank:
+        cols = ("rank", *cols)
+        rows = [(str(t.rank), *row) for t, row in zip(r, rows)]
+    caption = f"{len(r) - MAX_THREADS} more threads in --json" if len(r) > MAX_THREADS else None
+    return [Table("Host threads: framework ops (nested ops counted once)",
+                  tuple(Column(c, justify="left" if c == "thread" else "right") for c in cols), tuple(rows), caption)]
+
+
+THREADS = Analysis(
+    "threads", "Per host thread: framework ops, their busy time, CUDA calls", _threads,
+    to_json=lambda r, s: {"threads": [t.as_dict(s.multi_rank) for t in r]},
+    from_json=lambda d: [HostThread.from_dict(row) for row in d.get("threads") or []],
+    json_keys=("threads",), blocks=_threads_blocks, text_order=80,
+)
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+
+#: What of a run directory's meta.json the summary repeats.
+RUN_KEYS = ("scenario", "variant", "mode", "backend", "devices", "wall_times_s", "derived")
+
+
+def _run(t: Timeline) -> dict[str, Any] | None:
+    run = t.meta.extra.get("run")
+    if isinstance(run, dict) and run:
+        return {k: run[k] for k in RUN_KEYS if k in run}
+    return None
+
+
+def _run_blocks(r: dict[str, Any] | None, s: Summary, _o: TextOptions) -> list[Block]:
+    if not r:
+        return []
+    return [Line.of(f"run: {r.get('scenario', '?')} · variant {r.get('variant', 'all')} · {r.get('mode', '?')} · "
+                    f"backend {r.get('backend', '?')}", "dim")]
+
+
+RUN = Analysis(
+    "run", "The run directory's scenario, variant, mode, wall times", _run,
+    to_json=lambda r, s: {"run": r} if r is not None else {},
+    from_json=lambda d: d.get("run") if isinstance(d.get("run"), dict) else None,
+    json_keys=("run",), blocks=_run_blocks, text_order=20,
+)
+
+
+# ---------------------------------------------------------------------------------------------------- idle
+
+
+def _idle(t: Timeline) -> list[DeviceIdle]:
+    out = []
+    for key in device_keys(t.events):
+        gaps = idle_gaps(t.events, key)
+        out.append(DeviceIdle(
+            key.rank, key.device, int(len(gaps)), int(gaps["gap_ns"].sum()) if len(gaps) else 0,
+            int(gaps["gap_ns"].iloc[0]) if len(gaps) else 0,
+        ))
+    return out
+
+
+def _idle_from_json(d: Mapping[str, Any]) -> list[DeviceIdle]:
+    out = []
+    for label, v in (d.get("idle") or {}).items():
+        key = parse_device_label(label)
+        out.append(DeviceIdle(key.rank, key.device, int(v.get("idle_gaps", 0)), int(v.get("idle_ns", 0)),
+                              int(v.get("longest_gap_ns", 0))))
+    return out
+
+
+IDLE = Analysis(
+    "idle", "Per GPU: gaps between its first and last work where it did nothing", _idle,
+    to_json=lambda r, s: {"idle": {_gpu_label(i.key, s): i.as_dict() for i in r}} if r else {},
+    from_json=_idle_from_json, json_keys=("idle",),
+)
+
+
+# ---------------------------------------------------------------------------------------------------- kernels, copies
+
+#: Kernel names kept in the summary, and shown in the text.
+TOP_KERNELS, TOP_KERNELS_SHOWN = 10, 5
+
+
+def _top_kernels(t: Timeline) -> list[KernelStat]:
+    return [KernelStat(str(r["name"]), int(r["count"]), int(r["total_ns"]), int(r["mean_ns"]))
+            for r in kernel_summary(t.events, top=TOP_KERNELS).to_dict("records")]
+
+
+def _top_kernels_blocks(r: list[KernelStat], s: Summary, _o: TextOptions) -> list[Block]:
+    if not s.devices or not r:
+        return []
+    cols = ("kernel", "count", "total ms", "mean µs")
+    rows = tuple((k.name if len(k.name) <= 50 else k.name[:49] + "…", f"{k.count:,}", ms(k.total_ns),
+                  f"{k.mean_ns / 1e3:,.1f}") for k in r[:TOP_KERNELS_SHOWN])
+    return [Table("Top kernels by total time",
+                  tuple(Column(c, justify="left" if c == "kernel" else "right") for c in cols), rows)]
+
+
+TOP_KERNELS_ANALYSIS = Analysis(
+    "top_kernels", "The kernels that took longest in total", _top_kernels,
+    to_json=lambda r, s: {"top_kernels": [k.as_dict() for k in r]},
+    from_json=lambda d: [KernelStat.from_dict(row) for row in d.get("top_kernels") or []],
+    json_keys=("top_kernels",), blocks=_top_kernels_blocks, text_order=60,
+)
+
+
+def _copies(t: Timeline) -> list[CopyStat]:
+    return [
+        CopyStat(int(r["rank"]), int(r["device"]), str(r["copy_kind"]), int(r["count"]), int(r["bytes"]),
+                 int(r["total_ns"]), round(float(r["gb_per_s"]), 3))
+        for r in copy_summary(t.events).to_dict("records")
+    ]
+
+
+def _copies_blocks(r: list[CopyStat], s: Summary, _o: TextOptions) -> list[Block]:
+    if not s.devices or not r:
+        return []
+    cols = ("GPU", "direction", "count", "MB", "copy ms", "GB/s")
+    rows = tuple((_gpu_label(DeviceKey(c.rank, c.device), s), c.copy_kind, f"{c.count:,}", f"{c.bytes / 1e6:,.1f}",
+                  ms(c.total_ns), f"{c.gb_per_s:.1f}") for c in r)
+    return [Table("Copies by direction", tuple(Column(c) for c in cols), rows)]
+
+
+COPIES = Analysis(
+    "copies", "Per GPU and copy direction: count, bytes, time, bandwidth", _copies,
+    to_json=lambda r, s: {"copies": [c.as_dict(s.multi_rank) for c in r]},
+    from_json=lambda d: [CopyStat.from_dict(row) for row in d.get("copies") or []],
+    json_keys=("copies",), blocks=_copies_blocks, text_order=50,
+)
+
+
+# ---------------------------------------------------------------------------------------------------- ranges
+
+
+def _ranges(t: Timeline) -> Ranges:
+    ev = t.events
+    # Both rules from one matching: the strict figure (own thread only) rides along, so a user can see what the
+    # autograd rule added.
+    pairs = launch_pairs(ev)
+    rs = range_summary(ev, pairs=pairs)
+    strict = range_summary(ev, pairs=pairs[pairs["own_thread"]]).set_index("name")
+    rs["own_thread_gpu_busy_ns"] = rs["name"].map(strict["gpu_busy_ns"]).fillna(0).astype("int64")
+    rs["own_thread_kernels"] = rs["name"].map(strict["kernels"]).fillna(0).astype("int64")
+    rows = tuple(RangeStat(str(row[0]), *(int(v) for v in row[1:])) for row in rs.itertuples(index=False))
+    return Ranges(RULE_TEXT["process"], rows)
+
+
+def _ranges_from_json(d: Mapping[str, Any]) -> Ranges | None:
+    if "ranges" not in d and "range_rule" not in d:
+        return None
+    return Ranges(str(d.get("range_rule", "")), tuple(RangeStat.from_dict(row) for row in d.get("ranges") or []))
+
+
+def _ranges_blocks(r: Ranges | None, s: Summary, o: TextOptions) -> list[Block]:
+    if r is None or not r.rows:
+        return []
+    cols = ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys")
+    rows = tuple((x.name, f"{x.count:,}", ms(x.host_ns), ms(x.gpu_busy_ns), f"{x.kernels:,}", f"{x.memcpys:,}")
+                 for x in r.rows[:o.max_ranges])
+    caption = [r.rule + "; own-thread figures in --json"] if r.rule else []
+    if len(r.rows) > o.max_ranges:
+        caption.append(f"{len(r.rows) - o.max_ranges} more ranges in --json")
+    # Range names share long prefixes without spaces ("mlp-data-parallel/forward-backward"): the name column is
+    # broken after a separator to fit what the numbers leave, instead of letting the table cut names mid-word.
+    columns = tuple(Column(c, justify="left" if c == "range" else "right", no_wrap=True, fit=c == "range")
+                    for c in cols)
+    return [Table("NVTX / record_function ranges → the GPU work they launched", columns, rows,
+                  "\n".join(caption) or None)]
+
+
+RANGES = Analysis(
+    "ranges", "Per NVTX / record_function range: the GPU work it launched", _ranges,
+    to_json=lambda r, s: {"range_rule": r.rule, "ranges": [x.as_dict() for x in r.rows]} if r is not None else {},
+    from_json=_ranges_from_json, json_keys=("range_rule", "ranges"), blocks=_ranges_blocks, text_order=90,
+    lazy=True,
+)
+
+
+BUILTIN = (TRACE, DEVICES, LANES, SPAN, GPU_NAMES, CONCURRENCY, EVENTS, THREADS, RUN, IDLE, TOP_KERNELS_ANALYSIS,
+           COPIES, RANGES)
+for _analysis in BUILTIN:
+    register(_analysis)
