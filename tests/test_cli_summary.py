@@ -238,7 +238,7 @@ def test_help_shows_no_value_placeholder_for_flags(command):
     [
         (["summary"], "Missing argument"),
         (["summary", "--bogus", "x"], "No such option: --bogus"),
-        (["record"], "Missing argument 'scenario'"),
+        (["record"], "name a scenario"),
     ],
 )
 def test_usage_errors_are_one_line(args, phrase):

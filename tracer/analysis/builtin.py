@@ -224,7 +224,7 @@ THREADS = Analysis(
 # ---------------------------------------------------------------------------------------------------- the run
 
 #: What of a run directory's meta.json the summary repeats.
-RUN_KEYS = ("scenario", "variant", "mode", "backend", "devices", "wall_times_s", "derived")
+RUN_KEYS = ("scenario", "variant", "mode", "backend", "devices", "wall_times_s", "derived", "command", "exit_code")
 
 
 def _run(t: Timeline) -> dict[str, Any] | None:
@@ -237,6 +237,13 @@ def _run(t: Timeline) -> dict[str, Any] | None:
 def _run_blocks(r: dict[str, Any] | None, s: Summary, _o: TextOptions) -> list[Block]:
     if not r:
         return []
+    command = r.get("command")
+    if isinstance(command, list) and command and not r.get("scenario"):
+        from pathlib import PurePath
+
+        text = " ".join([PurePath(str(command[0])).name, *map(str, command[1:])])
+        return [Line.of(f"run: command {text} · exit {r.get('exit_code', '?')} · backend {r.get('backend', '?')}",
+                        "dim")]
     return [Line.of(f"run: {r.get('scenario', '?')} · variant {r.get('variant', 'all')} · {r.get('mode', '?')} · "
                     f"backend {r.get('backend', '?')}", "dim")]
 
