@@ -127,7 +127,7 @@ def record(
         from tracer.errors import UsageError
 
         raise UsageError("", "name a scenario (`tracer scenarios` lists them) or a command after '--' "
-                             "(tracer record -- python train.py)")
+                             "(tracer record -- python train.py; try 'tracer record --help')")
     if steps is not None or delay is not None or duration is not None or name is not None:
         from tracer.errors import UsageError
 
