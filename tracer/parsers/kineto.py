@@ -29,11 +29,13 @@ from tracer.timeline import (
     HOST_DEVICE,
     HOST_STREAM,
     KINDS,
+    MEM_KINDS,
     Timeline,
     TraceMeta,
     build_events,
     validate,
 )
+from tracer.nsys_enums import mem_kinds_from_name
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -840,6 +842,20 @@ class _Columns:
         for code in np.unique(col["name"][is_copy]).tolist():
             copy_of_name[code] = COPY_KINDS.index(copy_kind_from_name(names[code]))
         col["copy"] = np.where(is_copy, copy_of_name[col["name"]], 0).astype(np.int8)
+        # Memory kinds of copies and memsets, from their names too (Kineto writes no args for them).
+        col["src_mem"] = np.zeros(len(col["kind"]), dtype=np.int8)
+        col["dst_mem"] = np.zeros(len(col["kind"]), dtype=np.int8)
+        for kind in ("memcpy", "memset"):
+            rows = col["kind"] == KINDS.index(kind)
+            if not rows.any():
+                continue
+            src_of_name = np.zeros(len(names), dtype=np.int8)
+            dst_of_name = np.zeros(len(names), dtype=np.int8)
+            for code in np.unique(col["name"][rows]).tolist():
+                src, dst = mem_kinds_from_name(names[code], kind)
+                src_of_name[code], dst_of_name[code] = MEM_KINDS.index(src), MEM_KINDS.index(dst)
+            col["src_mem"][rows] = src_of_name[col["name"][rows]]
+            col["dst_mem"][rows] = dst_of_name[col["name"][rows]]
         # Rows in time order here, on plain arrays: build_events' own (stable) sort keeps them as they are.
         order = np.lexsort((col["end"], col["start"]))
         col = {k: v[order] for k, v in col.items()}
@@ -855,6 +871,8 @@ class _Columns:
             "tid": col["tid"],
             "bytes": pd.arrays.IntegerArray(col["bytes"], col["bytes_na"]),
             "correlation": pd.arrays.IntegerArray(col["correlation"], col["correlation_na"]),
+            "src_mem": pd.Categorical.from_codes(col["src_mem"], dtype=COLUMNS["src_mem"]),
+            "dst_mem": pd.Categorical.from_codes(col["dst_mem"], dtype=COLUMNS["dst_mem"]),
         }
 
 
