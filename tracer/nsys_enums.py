@@ -84,22 +84,38 @@ MEM_BY_LABEL: Final[dict[str, str]] = {
 
 
 def mem_of_id(value: object) -> str:
-    """An ENUM_CUDA_MEM_KIND id as read from an export (int, or None for NULL) → src_mem / dst_mem value."""
-    if value is None or value != value:  # NULL (None, or NaN/NA from pandas)
+    """An ENUM_CUDA_MEM_KIND id as read from an export → src_mem / dst_mem value; NULL (None, or pandas' NaN /
+    NA) is ""."""
+    try:
+        return MEM_BY_ID.get(int(value), "other")  # type: ignore[call-overload]
+    except (TypeError, ValueError):
         return ""
-    return MEM_BY_ID.get(int(value), "other")  # type: ignore[call-overload]
 
 
 def memcpy_oper(copy_kind: str, src_mem: str, dst_mem: str) -> int:
-    """The ENUM_CUDA_MEMCPY_OPER id of a copy: its direction, refined by which side is an array."""
-    src_a, dst_a = src_mem == "array", dst_mem == "array"
-    if copy_kind == "HtoD":
-        return 3 if dst_a else 1
-    if copy_kind == "DtoH":
-        return 4 if src_a else 2
-    if copy_kind == "DtoD":
-        return 5 if src_a and dst_a else 6 if src_a else 7 if dst_a else 8
-    return {"HtoH": 9, "PtoP": 10}.get(copy_kind, 0)
+    """The ENUM_CUDA_MEMCPY_OPER id of a copy: its direction, with a device side that is an array made "A"
+    (HtoD into an array is CUDA_MEMCPY_KIND_HTOA); Other and "" are CUDA_MEMCPY_KIND_UNKNOWN."""
+    if copy_kind not in _DIRECTIONS:
+        return _OPER_BY_TOKEN["UNKNOWN"]
+    src, dst = copy_kind[0], copy_kind[-1]
+    if src == "D" and src_mem == "array":
+        src = "A"
+    if dst == "D" and dst_mem == "array":
+        dst = "A"
+    return _OPER_BY_TOKEN[f"{src}TO{dst}"]
+
+
+#: "HTOA" -> 3 ...: the symbols' tails, which are CUPTI's (and Kineto's) direction words in upper case
+_OPER_BY_TOKEN: Final[dict[str, int]] = {
+    symbol.removeprefix("CUDA_MEMCPY_KIND_"): i for i, symbol, _l, _d in MEMCPY_OPER
+}
+_DIRECTIONS: Final = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
+#: a direction word of a Kineto name, upper case ("DTOA") -> copy direction ("DtoD")
+COPY_KIND_BY_WORD: Final[dict[str, str]] = {
+    symbol.removeprefix("CUDA_MEMCPY_KIND_"): direction
+    for _i, symbol, _l, direction in MEMCPY_OPER
+    if "TO" in symbol and "UVM" not in symbol
+}
 
 
 # --- the same kinds in Kineto's names ---

@@ -35,7 +35,7 @@ from tracer.timeline import (
     build_events,
     validate,
 )
-from tracer.nsys_enums import mem_kinds_from_name
+from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -214,7 +214,6 @@ def _kind_of_cat(cat: str) -> int:
 _COPY_KIND_RE = re.compile(
     r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b|(Host|Device|Peer)To(Host|Device|Peer)"
 )
-_COPY_KIND_MAP = {"DtoA": "DtoD", "AtoD": "DtoD", "AtoA": "DtoD", "AtoH": "DtoH", "HtoA": "HtoD"}
 _LONG_KIND = {"Host": "H", "Device": "D", "Peer": "P"}
 _LEADING_SPACE = re.compile(rb"[ \t\r\n\x0b\x0c]*")
 
@@ -225,8 +224,7 @@ def copy_kind_from_name(name: str) -> str:
     if not m:
         return "Other"
     if m.group(1):
-        kind = m.group(1)
-        return _COPY_KIND_MAP.get(kind, kind)
+        return COPY_KIND_BY_WORD[m.group(1).upper()]  # (arrays count as device memory: "DtoA" → "DtoD")
     src, dst = _LONG_KIND[m.group(2)], _LONG_KIND[m.group(3)]
     if "P" in (src, dst):
         return "PtoP" if src == dst else "Other"
