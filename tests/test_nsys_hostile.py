@@ -47,7 +47,7 @@ READ: dict[str, tuple[str, ...]] = {
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "globalTid", "correlationId", "nameId", "eventClass"),
     "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "globalTid", "correlationId", "nameId", "eventClass"),
     "TRACER_EVENTS": ("start", "end", "kind", "copyKind", "nameId", "deviceId", "streamId", "pid", "tid", "rank",
-                      "bytes", "correlationId"),
+                      "bytes", "correlationId", "srcMem", "dstMem"),
     "NVTX_EVENTS": ("start", "end", "eventType", "text", "textId", "globalTid"),
     "TARGET_INFO_GPU": ("id", "deviceId", "name"),
     "TARGET_INFO_CUDA_GPU": ("id", "deviceId", "name"),

@@ -5,7 +5,7 @@ keeps the views open for many queries (``tracer sql``'s prompt). The views (see 
 docs/sql.md):
 
 - ``events``: every interval of the timeline, plus ``source`` (the file or run it came from) and ``dur_ns``;
-- ``kernels``, ``copies`` (memcpys, with ``direction`` and ``gb_per_s``), ``memsets``, ``ranges`` (NVTX /
+- ``kernels``, ``copies`` (memcpys, with ``direction``, ``gb_per_s`` and ``src_mem`` / ``dst_mem``), ``memsets``, ``ranges`` (NVTX /
   record_function ranges on host threads), ``ops`` (framework operators), ``calls`` (CUDA runtime / driver
   calls);
 - ``lanes``: one row per (source, rank, device, stream) with its busy time
@@ -50,7 +50,7 @@ class SqlError(TracerError):
 VIEWS: dict[str, str] = {
     "events": "every interval of the timeline (all kinds, host and GPU)",
     "kernels": "GPU kernels",
-    "copies": "GPU memcpys, with direction, bytes and gb_per_s",
+    "copies": "GPU memcpys, with direction, bytes, gb_per_s and the memory kinds they read and write",
     "memsets": "GPU memsets",
     "ranges": "NVTX / record_function ranges on host threads",
     "ops": "framework operators on host threads (cpu_op)",
@@ -127,6 +127,7 @@ def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
     with tracer's metadata from its footer; None where the target must be parsed (another format, or a file
     load_trace should judge)."""
     from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE
+    from tracer.storage import ADDED_COLUMNS
     from tracer.timeline import COLUMNS, SCHEMA_VERSION
 
     f = p / RUN_TIMELINE if p.is_dir() else p
@@ -141,7 +142,8 @@ def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
         meta = orjson.loads((schema.metadata or {}).get(b"tracer", b"{}"))
     except Exception:  # noqa: BLE001 - anything odd: let load_trace read it and say what is wrong
         return None
-    if any(c not in schema.names for c in COLUMNS) or int(meta.get("schema_version", 0) or 0) > SCHEMA_VERSION:
+    missing = [c for c in COLUMNS if c not in schema.names and c not in ADDED_COLUMNS]
+    if missing or int(meta.get("schema_version", 0) or 0) > SCHEMA_VERSION:
         return None
     return f, meta
 
@@ -220,10 +222,14 @@ class Session:
         parts = []
         for i, s in enumerate(self._sources):
             name = f"_tracer_source_{i}"
+            mem, joined = "src_mem::VARCHAR AS src_mem, dst_mem::VARCHAR AS dst_mem", name
             if s.parquet is not None:
                 # Scanned where it lies (projection and filters pushed down to the file), never copied.
-                con.register(name, ds.dataset(str(s.parquet), format="parquet"))
+                dataset = ds.dataset(str(s.parquet), format="parquet")
+                con.register(name, dataset)
                 where = f" WHERE {_POSSIBLE}"
+                if "src_mem" not in dataset.schema.names:
+                    mem, joined = self._mem_kinds_of_names(name)
             else:
                 assert s.timeline is not None
                 con.register(name, s.timeline.events)
@@ -232,7 +238,7 @@ class Session:
                 f"SELECT {_literal(s.label)} AS source, rank::SMALLINT AS rank, start_ns, end_ns, "
                 "end_ns - start_ns AS dur_ns, kind::VARCHAR AS kind, copy_kind::VARCHAR AS copy_kind, "
                 "name::VARCHAR AS name, device, stream, pid, tid, bytes::BIGINT AS bytes, "
-                f"correlation::BIGINT AS correlation FROM {name}{where}"
+                f"correlation::BIGINT AS correlation, {mem} FROM {joined}{where}"
             )
         con.execute("CREATE VIEW events AS " + " UNION ALL ".join(parts))
         gpu = "FROM events WHERE device >= 0 AND kind = "
@@ -242,12 +248,12 @@ class Session:
         )
         con.execute(
             "CREATE VIEW copies AS SELECT source, rank, device, stream, copy_kind AS direction, bytes, start_ns, "
-            "end_ns, dur_ns, CASE WHEN dur_ns > 0 THEN bytes / dur_ns END AS gb_per_s, name, pid, tid, correlation "
-            f"{gpu}'memcpy'"
+            "end_ns, dur_ns, CASE WHEN dur_ns > 0 THEN bytes / dur_ns END AS gb_per_s, name, pid, tid, correlation, "
+            f"src_mem, dst_mem {gpu}'memcpy'"
         )
         con.execute(
             "CREATE VIEW memsets AS SELECT source, rank, device, stream, bytes, start_ns, end_ns, dur_ns, name, pid, "
-            f"tid, correlation {gpu}'memset'"
+            f"tid, correlation, dst_mem {gpu}'memset'"
         )
         host = "source, rank, name, start_ns, end_ns, dur_ns, pid, tid"
         con.execute(f"CREATE VIEW ranges AS SELECT {host} FROM events WHERE kind = 'range'")
@@ -270,6 +276,27 @@ class Session:
         con.execute("CREATE VIEW lanes AS SELECT * FROM _tracer_lanes")
         con.register("_tracer_range_gpu", _range_gpu_frame([]))
         con.execute("CREATE VIEW range_gpu AS SELECT * FROM _tracer_range_gpu")
+
+    def _mem_kinds_of_names(self, name: str) -> tuple[str, str]:
+        """(select list, from clause) giving src_mem / dst_mem for the Parquet timeline registered as ``name``,
+        written before the timeline had them (schema 1): from the copies' and memsets' names, as
+        tracer.storage fills them for pandas, through a small table of each distinct name's kinds."""
+        import pandas as pd
+
+        from tracer.nsys_enums import mem_kinds_from_name
+
+        pairs = self._con.execute(
+            f"SELECT DISTINCT kind::VARCHAR, name::VARCHAR FROM {name} WHERE kind::VARCHAR IN ('memcpy', 'memset')"
+        ).fetchall()
+        frame = pd.DataFrame(
+            [(k, n, *mem_kinds_from_name(n, k)) for k, n in pairs], columns=["_k", "_n", "_src", "_dst"]
+        ).astype(str)
+        self._con.register(f"{name}_mem", frame)
+        self._frames[f"{name}_mem"] = frame
+        return (
+            "coalesce(_src, '') AS src_mem, coalesce(_dst, '') AS dst_mem",
+            f"{name} LEFT JOIN {name}_mem ON _k = kind::VARCHAR AND _n = name::VARCHAR",
+        )
 
     def _derive(self, sql: str) -> None:
         """Fill lanes / range_gpu if ``sql`` names them (a word match: a false hit only costs the computation)."""

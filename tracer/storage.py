@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
 import orjson
 import pandas as pd
 import pyarrow as pa
@@ -16,9 +17,14 @@ import pyarrow.parquet as pq
 
 from tracer.errors import TraceFormatError
 from tracer.io import atomic_path
-from tracer.timeline import COLUMNS, SCHEMA_VERSION, Timeline, TraceMeta, validate
+from tracer.nsys_enums import mem_kinds_from_name
+from tracer.timeline import COLUMNS, MEM_KINDS, SCHEMA_VERSION, Timeline, TraceMeta, validate
 
 META_KEY = b"tracer"
+
+#: Columns a later timeline schema added, and the version that did: a file written before has none, and they are
+#: derived on reading (:func:`_added_columns`).
+ADDED_COLUMNS: dict[str, int] = {"src_mem": 2, "dst_mem": 2}
 
 
 def write_timeline_parquet(
@@ -60,15 +66,19 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
         raise TraceFormatError(
             source, f"written by a newer tracer (timeline schema {version} > {SCHEMA_VERSION}); upgrade tracer"
         )
-    missing = [c for c in COLUMNS if c not in table.column_names]
+    missing = [c for c in COLUMNS if c not in table.column_names and c not in ADDED_COLUMNS]
     if missing:
         raise TraceFormatError(source, f"Parquet file is not a tracer timeline (missing columns {missing})")
     # split_blocks: one array per column rather than 2-D blocks that pandas would copy into and out of.
-    df = table.select(list(COLUMNS)).to_pandas(split_blocks=True)
+    df = table.select([c for c in COLUMNS if c in table.column_names]).to_pandas(split_blocks=True)
     del table
     # Parquet keeps categories only as far as the data used them; restore the canonical dtypes. (copy=False:
     # columns whose dtype is already right are taken as they are, not copied once more.)
-    columns = {c: df[c].astype(t) if c != "name" else df[c].astype("category") for c, t in COLUMNS.items()}
+    columns = {c: df[c].astype(t) if c != "name" else df[c].astype("category") for c, t in COLUMNS.items()
+               if c in df.columns}
+    if len(columns) < len(COLUMNS):
+        columns.update(_added_columns(columns, [c for c in COLUMNS if c not in columns]))
+        columns = {c: columns[c] for c in COLUMNS}
     df = pd.DataFrame(columns, copy=False)
     meta = TraceMeta.from_dict(meta_dict)
     meta.extra.setdefault("stored_as", "parquet")
@@ -76,3 +86,24 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
         if k not in ("format", "source", "gpu_names", "process_names", "thread_names", "extra", "schema_version"):
             meta.extra[k] = meta_dict[k]
     return Timeline(validate(df, source), meta)
+
+
+def _added_columns(columns: dict[str, pd.Series], absent: list[str]) -> dict[str, pd.Series]:
+    """The ``absent`` columns of a file written before they existed (:data:`ADDED_COLUMNS`), as a parse today
+    would give them: the memory kinds of copies and memsets from their names, which carried them until schema 2
+    (Kineto's names, and the nsys parser's, which names copies as Kineto does)."""
+    kinds = columns["kind"]
+    n = len(kinds)
+    codes = {c: np.zeros(n, dtype=np.int8) for c in absent}
+    names = columns["name"]
+    for kind in ("memcpy", "memset"):
+        rows = np.flatnonzero((kinds == kind).to_numpy())
+        if not rows.size:
+            continue
+        sub = names.iloc[rows].cat.remove_unused_categories()
+        per_name = [mem_kinds_from_name(str(v), kind) for v in sub.cat.categories]
+        for c, side in (("src_mem", 0), ("dst_mem", 1)):
+            if c in codes:
+                lookup = np.array([MEM_KINDS.index(p[side]) for p in per_name], dtype=np.int8)
+                codes[c][rows] = lookup[sub.cat.codes.to_numpy()]
+    return {c: pd.Series(pd.Categorical.from_codes(codes[c], dtype=COLUMNS[c]), index=kinds.index) for c in absent}

@@ -4,10 +4,14 @@ Copied from `nsys export --type sqlite` of Nsight Systems 2025.3.2 (export schem
 tests/data/nsys_compute_copy.sqlite.gz), so that the exporter needs neither nsys nor the fixture at run time.
 CUPTI_ACTIVITY_KIND_MEMSET is absent from that export (it had no memsets); its definition is the one the same
 schema documents. Column names and types are what `nsys stats` report scripts query; do not edit by hand, re-copy
-from a newer export instead and bump :data:`EXPORT_SCHEMA_VERSION`.
+from a newer export instead and bump :data:`EXPORT_SCHEMA_VERSION`. The rows of ENUM_CUDA_MEMCPY_OPER and
+ENUM_CUDA_MEM_KIND are :mod:`tracer.nsys_enums`' (which says what each means to the timeline); a test compares every
+ENUM table here with the real export.
 """
 
 # fmt: off
+from tracer.nsys_enums import MEM_KIND, MEMCPY_OPER
+
 EXPORT_SCHEMA_VERSION = "3.20.3"
 #: The export's own META_DATA_EXPORT rows that describe the schema (not the product).
 SCHEMA_META_ROWS: tuple[tuple[str, str], ...] = (('EXPORT_SCHEMA_VERSION', '3.20.3'),
@@ -252,22 +256,7 @@ ENUM_TABLES: dict[str, tuple[str, tuple[tuple[int, str, str], ...]]] = {
     name                        TEXT,                                  -- Enum symbol name.
     label                       TEXT                                   -- Enum human name.
 )''',
-        (
-            (0, 'CUDA_MEMCPY_KIND_UNKNOWN', 'Unknown'),
-            (1, 'CUDA_MEMCPY_KIND_HTOD', 'Host-to-Device'),
-            (2, 'CUDA_MEMCPY_KIND_DTOH', 'Device-to-Host'),
-            (3, 'CUDA_MEMCPY_KIND_HTOA', 'Host-to-Array'),
-            (4, 'CUDA_MEMCPY_KIND_ATOH', 'Array-to-Host'),
-            (5, 'CUDA_MEMCPY_KIND_ATOA', 'Array-to-Array'),
-            (6, 'CUDA_MEMCPY_KIND_ATOD', 'Array-to-Device'),
-            (7, 'CUDA_MEMCPY_KIND_DTOA', 'Device-to-Array'),
-            (8, 'CUDA_MEMCPY_KIND_DTOD', 'Device-to-Device'),
-            (9, 'CUDA_MEMCPY_KIND_HTOH', 'Host-to-Host'),
-            (10, 'CUDA_MEMCPY_KIND_PTOP', 'Peer-to-Peer'),
-            (11, 'CUDA_MEMCPY_KIND_UVM_HTOD', 'Unified Host-to-Device'),
-            (12, 'CUDA_MEMCPY_KIND_UVM_DTOH', 'Unified Device-to-Host'),
-            (13, 'CUDA_MEMCPY_KIND_UVM_DTOD', 'Unified Device-to-Device'),
-        ),
+        tuple(row[:3] for row in MEMCPY_OPER),  # (tracer.nsys_enums holds these rows with their meaning)
     ),
     'ENUM_CUDA_MEMPOOL_OPER': (
         '''CREATE TABLE ENUM_CUDA_MEMPOOL_OPER (
@@ -306,16 +295,7 @@ ENUM_TABLES: dict[str, tuple[str, tuple[tuple[int, str, str], ...]]] = {
     name                        TEXT,                                  -- Enum symbol name.
     label                       TEXT                                   -- Enum human name.
 )''',
-        (
-            (0, 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE', 'Pageable'),
-            (1, 'CUDA_MEMOPR_MEMORY_KIND_PINNED', 'Pinned'),
-            (2, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE', 'Device'),
-            (3, 'CUDA_MEMOPR_MEMORY_KIND_ARRAY', 'Array'),
-            (4, 'CUDA_MEMOPR_MEMORY_KIND_MANAGED', 'Managed'),
-            (5, 'CUDA_MEMOPR_MEMORY_KIND_DEVICE_STATIC', 'Device Static'),
-            (6, 'CUDA_MEMOPR_MEMORY_KIND_MANAGED_STATIC', 'Managed Static'),
-            (7, 'CUDA_MEMOPR_MEMORY_KIND_UNKNOWN', 'Unknown'),
-        ),
+        tuple(row[:3] for row in MEM_KIND),  # (tracer.nsys_enums holds these rows with their meaning)
     ),
     'ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG': (
         '''CREATE TABLE ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG (

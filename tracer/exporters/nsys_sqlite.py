@@ -6,8 +6,8 @@ The tables, columns and ENUM rows are Nsight Systems' own (copied into ``_nsys_s
 | timeline kind | table | notes |
 | --- | --- | --- |
 | kernel | CUPTI_ACTIVITY_KIND_KERNEL | demangledName = the name; shortName = its base name; grid, block, registers and shared memory are not in the timeline and are written as 0 |
-| memcpy | CUPTI_ACTIVITY_KIND_MEMCPY | copyKind from the direction; srcKind/dstKind from the name ("Memcpy DtoH (Device -> Pinned)") |
-| memset | CUPTI_ACTIVITY_KIND_MEMSET | memKind from the name; the value set is unknown, written as 0 |
+| memcpy | CUPTI_ACTIVITY_KIND_MEMCPY | copyKind from the direction (and which side is an array); srcKind/dstKind from src_mem/dst_mem |
+| memset | CUPTI_ACTIVITY_KIND_MEMSET | memKind from dst_mem; the value set is unknown, written as 0 |
 | runtime, driver | CUPTI_ACTIVITY_KIND_RUNTIME | eventClass 0 (CUDA runtime) or 1 (CUDA driver), as nsys 2025 stores both |
 | range | NVTX_EVENTS | push/pop (59) where a thread's ranges nest, start/end (60) where they do not |
 | cpu_op, gpu_range, sync, other | TRACER_EVENTS | tracer's own table (nsys has no place for framework ops); nsys ignores it |
@@ -23,7 +23,6 @@ that nothing of the timeline is lost in the file.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,25 +36,23 @@ import pandas as pd
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
 from tracer.exporters._nesting import sub_tracks
 from tracer.exporters._nsys_schema import ENUM_TABLES, SCHEMA_META_ROWS, TABLE_DDL
+from tracer.nsys_enums import (
+    EVENT_CLASS_DRIVER,
+    EVENT_CLASS_RUNTIME,
+    MEM_KIND_ID,
+    NVTX_PUSHPOP,
+    NVTX_STARTEND,
+    memcpy_oper,
+)
 from tracer.timeline import GPU_WORK_KINDS, Timeline
 
 #: ids must fit nsys' serialized global id: 24 bits each for pid and tid
 ID_LIMIT = 1 << 24
 VM_ID = 1
 GLOBAL_BASE = VM_ID << 48
-EVENT_CLASS = {"runtime": 0, "driver": 1}  # ENUM_NSYS_EVENT_CLASS: TRACE_PROCESS_EVENT_CUDA_RUNTIME / _DRIVER
-NVTX_PUSHPOP, NVTX_STARTEND = 59, 60  # ENUM_NSYS_EVENT_TYPE: NvtxPushPopRange / NvtxStartEndRange
+EVENT_CLASS = {"runtime": EVENT_CLASS_RUNTIME, "driver": EVENT_CLASS_DRIVER}
 CONTEXT_ID = 1
 NATIVE_KINDS = frozenset(("kernel", "memcpy", "memset", "runtime", "driver", "range"))
-#: direction token in a memcpy name -> ENUM_CUDA_MEMCPY_OPER id (the names Kineto and CUPTI use)
-MEMCPY_OPER: dict[str, int] = {
-    "HtoD": 1, "DtoH": 2, "HtoA": 3, "AtoH": 4, "AtoA": 5, "AtoD": 6, "DtoA": 7, "DtoD": 8, "HtoH": 9, "PtoP": 10,
-}
-#: ENUM_CUDA_MEM_KIND labels -> id
-MEM_KIND: dict[str, int] = {label: i for i, _name, label in ENUM_TABLES["ENUM_CUDA_MEM_KIND"][1]}
-_COPY_DIR_RE = re.compile(r"\b(HtoD|DtoH|HtoA|AtoH|AtoA|AtoD|DtoA|DtoD|HtoH|PtoP)\b")
-_MEM_KINDS_RE = re.compile(r"\(([A-Za-z ]+?) -> ([A-Za-z ]+?)\)")
-_MEMSET_KIND_RE = re.compile(r"\(([A-Za-z ]+?)\)")
 
 TRACER_EVENTS_DDL = """CREATE TABLE TRACER_EVENTS (
     -- Timeline rows Nsight Systems has no table for (framework ops, projected ranges ...); tracer's schema.
@@ -71,7 +68,9 @@ TRACER_EVENTS_DDL = """CREATE TABLE TRACER_EVENTS (
     tid                         INTEGER   NOT NULL,                    -- Thread ID.
     rank                        INTEGER   NOT NULL,                    -- Distributed rank.
     bytes                       INTEGER,                               -- Bytes, where the row has a size.
-    correlationId               INTEGER                                -- Correlation ID, where it has one.
+    correlationId               INTEGER,                               -- Correlation ID, where it has one.
+    srcMem                      TEXT      NOT NULL,                    -- Memory read: pageable, pinned ... or empty.
+    dstMem                      TEXT      NOT NULL                     -- Memory written, or empty.
 )"""
 TRACER_META_DDL = """CREATE TABLE TRACER_META (
     -- What tracer knows of the trace beside its rows.
@@ -253,7 +252,6 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
             stream = sub["stream"].astype(int).tolist()
             corr = _none(sub["correlation"])
             gpid = global_ids(owner[rows]).tolist()
-            names = sub["name"].astype(str)
             if k == "kernel":
                 demangled = strings.many(sub["name"]).tolist()
                 short = strings.many(sub["name"], short_kernel_name).tolist()
@@ -269,13 +267,12 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
                 )
                 result.counts["kernels"] = int(rows.size)
             elif k == "memcpy":
+                src_mem, dst_mem = sub["src_mem"].astype(str).tolist(), sub["dst_mem"].astype(str).tolist()
                 direction = [
-                    MEMCPY_OPER.get(m.group(1), 0) if (m := _COPY_DIR_RE.search(n)) else MEMCPY_OPER.get(c, 0)
-                    for n, c in zip(names, sub["copy_kind"].astype(str))
+                    memcpy_oper(c, s, d) for c, s, d in zip(sub["copy_kind"].astype(str), src_mem, dst_mem)
                 ]
-                kinds = [_MEM_KINDS_RE.search(n) for n in names]
-                src = [MEM_KIND.get(m.group(1), 7) if m else 7 for m in kinds]
-                dst = [MEM_KIND.get(m.group(2), 7) if m else 7 for m in kinds]
+                src = [MEM_KIND_ID[m] for m in src_mem]
+                dst = [MEM_KIND_ID[m] for m in dst_mem]
                 nbytes = [int(b) if pd.notna(b) else 0 for b in sub["bytes"]]
                 _executemany(
                     con, table,
@@ -286,7 +283,7 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
                 )
                 result.counts["memcpys"] = int(rows.size)
             else:
-                mem = [MEM_KIND.get(m.group(1), 2) if (m := _MEMSET_KIND_RE.search(n)) else 2 for n in names]
+                mem = [MEM_KIND_ID[m] for m in sub["dst_mem"].astype(str)]
                 nbytes = [int(b) if pd.notna(b) else 0 for b in sub["bytes"]]
                 _executemany(
                     con, table,
@@ -352,12 +349,13 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
             _executemany(
                 con, "TRACER_EVENTS",
                 ["start", "end", "kind", "copyKind", "nameId", "deviceId", "streamId", "pid", "tid", "rank", "bytes",
-                 "correlationId"],
+                 "correlationId", "srcMem", "dstMem"],
                 list(zip(sub["start_ns"].tolist(), sub["end_ns"].tolist(), kind[other].tolist(),
                          sub["copy_kind"].astype(str).tolist(), strings.many(sub["name"]).tolist(),
                          sub["device"].astype(int).tolist(), sub["stream"].astype(int).tolist(),
                          sub["pid"].astype(int).tolist(), sub["tid"].astype(int).tolist(),
-                         sub["rank"].astype(int).tolist(), _none(sub["bytes"]), _none(sub["correlation"]))),
+                         sub["rank"].astype(int).tolist(), _none(sub["bytes"]), _none(sub["correlation"]),
+                         sub["src_mem"].astype(str).tolist(), sub["dst_mem"].astype(str).tolist())),
             )
             by_kind = pd.Series(kind[other]).value_counts()
             result.counts.update({f"{k} (TRACER_EVENTS)": int(v) for k, v in by_kind.items()})

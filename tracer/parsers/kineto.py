@@ -29,11 +29,13 @@ from tracer.timeline import (
     HOST_DEVICE,
     HOST_STREAM,
     KINDS,
+    MEM_KINDS,
     Timeline,
     TraceMeta,
     build_events,
     validate,
 )
+from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -212,7 +214,6 @@ def _kind_of_cat(cat: str) -> int:
 _COPY_KIND_RE = re.compile(
     r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|DtoA|AtoD|AtoH|HtoA|AtoA)\b|(Host|Device|Peer)To(Host|Device|Peer)"
 )
-_COPY_KIND_MAP = {"DtoA": "DtoD", "AtoD": "DtoD", "AtoA": "DtoD", "AtoH": "DtoH", "HtoA": "HtoD"}
 _LONG_KIND = {"Host": "H", "Device": "D", "Peer": "P"}
 _LEADING_SPACE = re.compile(rb"[ \t\r\n\x0b\x0c]*")
 
@@ -223,8 +224,7 @@ def copy_kind_from_name(name: str) -> str:
     if not m:
         return "Other"
     if m.group(1):
-        kind = m.group(1)
-        return _COPY_KIND_MAP.get(kind, kind)
+        return COPY_KIND_BY_WORD[m.group(1).upper()]  # (arrays count as device memory: "DtoA" → "DtoD")
     src, dst = _LONG_KIND[m.group(2)], _LONG_KIND[m.group(3)]
     if "P" in (src, dst):
         return "PtoP" if src == dst else "Other"
@@ -840,6 +840,20 @@ class _Columns:
         for code in np.unique(col["name"][is_copy]).tolist():
             copy_of_name[code] = COPY_KINDS.index(copy_kind_from_name(names[code]))
         col["copy"] = np.where(is_copy, copy_of_name[col["name"]], 0).astype(np.int8)
+        # Memory kinds of copies and memsets, from their names too (Kineto writes no args for them).
+        col["src_mem"] = np.zeros(len(col["kind"]), dtype=np.int8)
+        col["dst_mem"] = np.zeros(len(col["kind"]), dtype=np.int8)
+        for kind in ("memcpy", "memset"):
+            rows = col["kind"] == KINDS.index(kind)
+            if not rows.any():
+                continue
+            src_of_name = np.zeros(len(names), dtype=np.int8)
+            dst_of_name = np.zeros(len(names), dtype=np.int8)
+            for code in np.unique(col["name"][rows]).tolist():
+                src, dst = mem_kinds_from_name(names[code], kind)
+                src_of_name[code], dst_of_name[code] = MEM_KINDS.index(src), MEM_KINDS.index(dst)
+            col["src_mem"][rows] = src_of_name[col["name"][rows]]
+            col["dst_mem"][rows] = dst_of_name[col["name"][rows]]
         # Rows in time order here, on plain arrays: build_events' own (stable) sort keeps them as they are.
         order = np.lexsort((col["end"], col["start"]))
         col = {k: v[order] for k, v in col.items()}
@@ -855,6 +869,8 @@ class _Columns:
             "tid": col["tid"],
             "bytes": pd.arrays.IntegerArray(col["bytes"], col["bytes_na"]),
             "correlation": pd.arrays.IntegerArray(col["correlation"], col["correlation_na"]),
+            "src_mem": pd.Categorical.from_codes(col["src_mem"], dtype=COLUMNS["src_mem"]),
+            "dst_mem": pd.Categorical.from_codes(col["dst_mem"], dtype=COLUMNS["dst_mem"]),
         }
 
 

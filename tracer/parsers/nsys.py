@@ -22,6 +22,7 @@ from tracer.timeline import (
     HOST_STREAM,
     KINDS,
     MAX_EVENT_BYTES,
+    MEM_KINDS,
     TIME_LIMIT_NS,
     Timeline,
     TraceMeta,
@@ -29,38 +30,16 @@ from tracer.timeline import (
     empty_events,
     validate,
 )
+from tracer.nsys_enums import (
+    COPY_KIND_BY_OPER,
+    EVENT_CLASS_DRIVER,
+    MEM_KIND_LABEL,
+    NVTX_MARK,
+    NVTX_PUSHPOP,
+    NVTX_STARTEND,
+    mem_of_id,
+)
 
-# CUPTI's CUpti_ActivityMemcpyKind (ENUM_CUDA_MEMCPY_OPER in the export): arrays count as device memory,
-# unified-memory migrations as the direction they move data in.
-COPY_KIND_BY_ID: dict[int, str] = {
-    0: "Other",
-    1: "HtoD",
-    2: "DtoH",
-    3: "HtoD",
-    4: "DtoH",
-    5: "DtoD",
-    6: "DtoD",
-    7: "DtoD",
-    8: "DtoD",
-    9: "HtoH",
-    10: "PtoP",
-    11: "HtoD",
-    12: "DtoH",
-    13: "DtoD",
-}
-# CUpti_ActivityMemoryKind (ENUM_CUDA_MEM_KIND); the labels Kineto also uses in its memcpy names.
-MEM_KIND_LABEL: dict[int, str] = {
-    0: "Pageable",
-    1: "Pinned",
-    2: "Device",
-    3: "Array",
-    4: "Managed",
-    5: "Device Static",
-    6: "Managed Static",
-    7: "Unknown",
-}
-NVTX_PUSHPOP, NVTX_STARTEND, NVTX_MARK = 59, 60, 34
-EVENT_CLASS_DRIVER = 1
 
 #: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
 _COLUMN_RE = re.compile(r'"([^"]+)"')
@@ -274,13 +253,15 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
                       ("dstKind", '"dstKind"', OPT)),
             skipped,
         )
-        direction = [COPY_KIND_BY_ID.get(int(c), "Other") if pd.notna(c) else "Other" for c in m["copyKind"]]
+        direction = [COPY_KIND_BY_OPER.get(int(c), "Other") if pd.notna(c) else "Other" for c in m["copyKind"]]
         src = [MEM_KIND_LABEL.get(int(s), "Unknown") if pd.notna(s) else "Unknown" for s in m["srcKind"]]
         dst = [MEM_KIND_LABEL.get(int(s), "Unknown") if pd.notna(s) else "Unknown" for s in m["dstKind"]]
         # Named as Kineto names them, so the same copy reads the same whichever profiler saw it.
         label = [f"Memcpy {d} ({s} -> {t})" for d, s, t in zip(direction, src, dst)]
         part = _gpu_part(m, "memcpy", label)
         part["copy_kind"] = direction
+        part["src_mem"] = [mem_of_id(x) for x in m["srcKind"]]
+        part["dst_mem"] = [mem_of_id(x) for x in m["dstKind"]]
         part["bytes"] = m["bytes"].astype("Int64").to_numpy()
         parts.append(part)
 
@@ -290,8 +271,11 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             _gpu_spec(("bytes", '"bytes"', SIZE), ("memKind", '"memKind"', OPT)),
             skipped, missing_ok=("memKind",),
         )
+        # (an export without memKind, or with a kind nsys has no label for, has been named "Memset (Device)"
+        # since before the columns: the name stays, dst_mem says what the file says)
         label = [f"Memset ({MEM_KIND_LABEL.get(int(x), 'Device') if pd.notna(x) else 'Device'})" for x in s["memKind"]]
         part = _gpu_part(s, "memset", label)
+        part["dst_mem"] = [mem_of_id(x) for x in s["memKind"]]
         part["bytes"] = s["bytes"].astype("Int64").to_numpy()
         parts.append(part)
 
@@ -318,8 +302,9 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             {"start": ('"start"', TIME), "end": ('"end"', TIME), "kind": ('"kind"', ANY),
              "copyKind": ('"copyKind"', ANY), "nameId": ('"nameId"', OPT), "deviceId": ('"deviceId"', NEED),
              "streamId": ('"streamId"', NEED), "pid": ('"pid"', NEED), "tid": ('"tid"', NEED),
-             "rank": ('"rank"', NEED), "bytes": ('"bytes"', SIZE), "correlationId": ('"correlationId"', OPT)},
-            skipped,
+             "rank": ('"rank"', NEED), "bytes": ('"bytes"', SIZE), "correlationId": ('"correlationId"', OPT),
+             "srcMem": ('"srcMem"', ANY), "dstMem": ('"dstMem"', ANY)},
+            skipped, missing_ok=("srcMem", "dstMem"),  # (tracer before timeline schema 2 wrote no memory kinds)
         )
         kinds = t["kind"].map(_text)
         copy_kinds = t["copyKind"].map(_text)
@@ -327,6 +312,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         if not known.all():
             skipped["tracer event kind unknown"] += int((~known).sum())
             t, kinds, copy_kinds = t[known], kinds[known], copy_kinds[known]
+        # a memory kind tracer does not know (a hand-edited file) is "other", as from any trace
+        mems = {c: [m if m in MEM_KINDS else "other" for m in t[c].map(_text)] for c in ("srcMem", "dstMem")}
         parts.append(
             {
                 "start_ns": t["start"].to_numpy(np.int64),
@@ -341,6 +328,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
                 "rank": t["rank"].to_numpy(np.int64),
                 "bytes": t["bytes"].astype("Int64").to_numpy(),
                 "correlation": t["correlationId"].astype("Int64").to_numpy(),
+                "src_mem": mems["srcMem"],
+                "dst_mem": mems["dstMem"],
             }
         )
 
@@ -433,6 +422,8 @@ def _gpu_part(df: pd.DataFrame, kind: str, label: list[str]) -> dict[str, object
         "rank": np.zeros(len(df), dtype=np.int64),
         "bytes": pd.array([pd.NA] * len(df), dtype="Int64"),
         "correlation": df["correlationId"].astype("Int64").to_numpy(),
+        "src_mem": [""] * len(df),
+        "dst_mem": [""] * len(df),
     }
 
 
@@ -453,6 +444,8 @@ def _host_part(
         "rank": np.zeros(n, dtype=np.int64),
         "bytes": pd.array([pd.NA] * n, dtype="Int64"),
         "correlation": corr.astype("Int64").to_numpy() if corr is not None else pd.array([pd.NA] * n, dtype="Int64"),
+        "src_mem": [""] * n,
+        "dst_mem": [""] * n,
     }
 
 
@@ -464,7 +457,7 @@ def _concat(parts: list[dict[str, object]]) -> pd.DataFrame:
         values = [p[col] for p in parts]
         if col == "bytes" or col == "correlation":
             cols[col] = pd.array(np.concatenate([np.asarray(v, dtype=object) for v in values]), dtype="Int64")
-        elif col in ("kind", "copy_kind", "name"):
+        elif col in ("kind", "copy_kind", "name", "src_mem", "dst_mem"):
             cols[col] = [x for v in values for x in v]  # type: ignore[attr-defined]
         else:
             cols[col] = np.concatenate([np.asarray(v) for v in values])

@@ -15,7 +15,9 @@ import pandas as pd
 
 from tracer.errors import TraceFormatError
 
-SCHEMA_VERSION = 1
+#: 2: the copy memory kinds (src_mem, dst_mem). Files of schema 1 still load: the columns are filled from the
+#: copies' names (tracer.storage).
+SCHEMA_VERSION = 2
 
 #: What an interval is. GPU work: kernel, memcpy, memset. Host: cpu_op (framework operators), runtime
 #: (CUDA runtime API), driver (CUDA driver API), range (NVTX / record_function / user annotation on a host
@@ -37,6 +39,24 @@ GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
 
 #: Direction of a copy; "" for rows that are not copies. PtoP is peer-to-peer between two GPUs.
 COPY_KINDS: tuple[str, ...] = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Other")
+
+#: The memory a copy reads (``src_mem``) and writes (``dst_mem``), and a memset writes (``dst_mem``): CUPTI's
+#: CUpti_ActivityMemoryKind, as Nsight Systems' ENUM_CUDA_MEM_KIND and Kineto's names ("Memcpy DtoH (Device ->
+#: Pinned)") spell it, in lower case (:mod:`tracer.nsys_enums` maps each spelling). "host": host memory of a
+#: kind the trace does not say (ROCm's Kineto writes "Host"). "other": a kind tracer does not know. "": not a
+#: copy or memset, or the trace does not say (CUPTI's "Unknown").
+MEM_KINDS: tuple[str, ...] = (
+    "",
+    "pageable",
+    "pinned",
+    "device",
+    "array",
+    "managed",
+    "device_static",
+    "managed_static",
+    "host",
+    "other",
+)
 
 #: What a timeline's times count from (``TraceMeta.clock``). "unix": ns since 1970-01-01 UTC (Kineto with
 #: ``baseTimeNanoseconds`` or epoch stamps). "nsys-session": ns since the nsys session began, whose Unix time is
@@ -61,6 +81,8 @@ COLUMNS: dict[str, Any] = {
     "rank": np.dtype("int16"),
     "bytes": pd.Int64Dtype(),
     "correlation": pd.Int64Dtype(),
+    "src_mem": pd.CategoricalDtype(list(MEM_KINDS)),
+    "dst_mem": pd.CategoricalDtype(list(MEM_KINDS)),
 }
 
 
@@ -153,8 +175,8 @@ def empty_events() -> pd.DataFrame:
 def build_events(columns: dict[str, Any]) -> pd.DataFrame:
     """Make a canonical frame from column arrays; missing optional columns get their neutral value.
 
-    ``kind`` / ``copy_kind`` / ``name`` may be given as strings or as categoricals. Rows are sorted by
-    start then end so that every consumer can rely on time order.
+    ``kind`` / ``copy_kind`` / ``name`` / ``src_mem`` / ``dst_mem`` may be given as strings or as categoricals.
+    Rows are sorted by start then end so that every consumer can rely on time order.
     """
     n = len(columns["start_ns"])
     defaults: dict[str, Any] = {
@@ -166,11 +188,16 @@ def build_events(columns: dict[str, Any]) -> pd.DataFrame:
         "rank": 0,
         "bytes": pd.NA,
         "correlation": pd.NA,
+        "src_mem": "",
+        "dst_mem": "",
     }
     data: dict[str, Any] = {}
     for col, dtype in COLUMNS.items():
         if col in columns:
             value = columns[col]
+        elif isinstance(dtype, pd.CategoricalDtype) and defaults.get(col) == "":
+            # (from codes: a column of n empty strings would be hashed row by row into its categories)
+            value = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=dtype)
         elif col in defaults:
             value = [defaults[col]] * n if defaults[col] is pd.NA else np.full(n, defaults[col])
         else:
@@ -290,6 +317,7 @@ from tracer.timeline.combine import align, concat  # noqa: E402
 
 __all__ = [
     "CLOCK_NSYS_SESSION", "CLOCK_UNIX", "COLUMNS", "COPY_KINDS", "DEVICE_COLUMNS", "GPU_WORK_KINDS", "HOST_DEVICE",
+    "MEM_KINDS",
     "HOST_STREAM", "KINDS", "LANE_COLUMNS", "MAX_EVENT_BYTES", "SCHEMA_VERSION", "THREAD_COLUMNS", "TIME_LIMIT_NS",
     "DeviceKey", "LaneKey", "Timeline", "TraceMeta", "align", "build_events", "concat", "device_label", "device_title",
     "drop_impossible", "empty_events", "is_multi_rank", "lane_title", "launch_links", "validate",
