@@ -166,9 +166,9 @@ _NOT_DRAWN, _KERNEL, _COPY, _RANGE, _OP, _API = -1, 0, 1, 2, 3, 4
 
 
 def _gpus(timeline: Timeline, layout: Layout) -> list[DeviceKey]:
-    """The GPUs that get a compute ∩ copy band: those with GPU work and, in a one-rank timeline, those the trace
-    names (an idle GPU shows as one). In a job's timeline the names do not say which rank a GPU belongs to, so
-    only GPUs with work are shown there."""
+    """The GPUs that get a compute ∩ copy band: those with GPU work and, in a one-rank timeline, those the
+    trace names (an idle GPU shows as one). In a job's timeline the names do not say which rank a GPU belongs
+    to, so only GPUs with work are shown there."""
     found = set(layout.devices)
     if not layout.multi_rank:
         rank = ranks(timeline.events)[0]

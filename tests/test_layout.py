@@ -30,7 +30,8 @@ def _timeline(**extra) -> Timeline:
             **extra,
         }
     )
-    return Timeline(ev, TraceMeta(format="test", thread_names={"10:11": "python3", "10:3": "thread 3 (worker)"}))
+    names = {"10:11": "python3", "10:3": "thread 3 (worker)"}
+    return Timeline(ev, TraceMeta(format="test", thread_names=names))
 
 
 def test_gpu_lanes_first_then_threads_each_in_key_order() -> None:
@@ -40,7 +41,8 @@ def test_gpu_lanes_first_then_threads_each_in_key_order() -> None:
         LaneKey(0, 0, 7), LaneKey(0, 1, 7), LaneKey(0, 1, 21), ThreadKey(0, 10, 3), ThreadKey(0, 10, 11)
     ]
     assert [ln.title for ln in layout.lanes] == [
-        "GPU 0 · stream 7", "GPU 1 · stream 7", "GPU 1 · stream 21", "thread 3 (worker)", "thread 11 (python3)"
+        "GPU 0 · stream 7", "GPU 1 · stream 7", "GPU 1 · stream 21",
+        "thread 3 (worker)", "thread 11 (python3)",
     ]
     assert not layout.multi_rank and all(ln.prefix == "" for ln in layout.lanes)
     ev = t.events
@@ -73,7 +75,7 @@ def test_a_job_names_each_lane_by_its_rank() -> None:
         "rank 0 · thread 3 (worker)", "rank 0 · thread 11 (python3)",
         "rank 1 · thread 3 (worker)", "rank 1 · thread 11 (python3)",
     ]
-    assert [ln.name for ln in layout.lanes[:3]] == ["GPU 0 · stream 7", "GPU 1 · stream 7", "GPU 1 · stream 21"]
+    assert [ln.name for ln in layout.lanes[:3]] == [ln.title for ln in lay_out(t.events, t.meta).lanes[:3]]
     ranks = job.events["rank"].to_numpy()
     for lane, rows in zip(layout.lanes, layout.members()):
         assert rows.size and (ranks[rows] == lane.rank).all()
@@ -145,7 +147,8 @@ def test_nesting_depth_counts_the_open_intervals() -> None:
     [
         ([(0, 10), (2, 5), (5, 8), (10, 20)], [0, 0, 0, 0]),  # nested and back to back: one track
         ([(0, 10), (5, 15)], [0, 1]),  # overlap without nesting: a second track
-        ([(0, 10), (5, 15), (6, 7), (8, 12), (9, 20), (12, 14)], [0, 1, 0, 1, 2, 0]),  # the first track it nests on
+        # each to the first track it nests on
+        ([(0, 10), (5, 15), (6, 7), (8, 12), (9, 20), (12, 14)], [0, 1, 0, 1, 2, 0]),
     ],
 )
 def test_sub_tracks_keep_every_track_nested(spans, tracks) -> None:

@@ -1,5 +1,6 @@
-"""The views on one lane layout: two one-GPU traces marked rank 0 and rank 1 get separate lanes in the dashboard
-and in the Chrome and NVTXT exports, each launch joins its own rank's call, and every view names a lane alike."""
+"""The views on one lane layout: two one-GPU traces marked rank 0 and rank 1 get separate lanes in the
+dashboard and in the Chrome and NVTXT exports, each launch joins its own rank's call, and every view names a
+lane alike."""
 
 from __future__ import annotations
 
@@ -66,7 +67,8 @@ def test_dashboard_rows_of_a_rank_hold_that_ranks_intervals(one: Timeline, job: 
     # all GPUs first, rank by rank, then the host threads of each rank
     assert [r.rank for r in view.rows if r.device >= 0] == sorted(r.rank for r in view.rows if r.device >= 0)
     first_host = next(i for i, r in enumerate(view.rows) if r.device < 0)
-    assert all(r.device >= 0 for r in view.rows[:first_host]) and all(r.device < 0 for r in view.rows[first_host:])
+    assert all(r.device >= 0 for r in view.rows[:first_host])
+    assert all(r.device < 0 for r in view.rows[first_host:])
     assert (view.group % N_CLASSES == CLASS_INDEX["overlap"]).sum() == 2 * (
         single.group % N_CLASSES == CLASS_INDEX["overlap"]
     ).sum()
@@ -77,7 +79,9 @@ def test_each_ranks_overlap_band_is_its_own(one: Timeline) -> None:
     shift = 1_234_500
     single, view = prepare(one), prepare(concat([one, one], ranks=[0, 1], offsets=[0, shift]))
     band = [i for i, r in enumerate(view.rows) if r.sub == "compute ∩ copy"]
-    assert [view.rows[i].label for i in band] == ["rank 0 · GPU 0 · compute ∩ copy", "rank 1 · GPU 0 · compute ∩ copy"]
+    assert [view.rows[i].label for i in band] == [
+        "rank 0 · GPU 0 · compute ∩ copy", "rank 1 · GPU 0 · compute ∩ copy"
+    ]
     want = single.group == CLASS_INDEX["overlap"]
     for rank, row in enumerate(band):
         got = view.group == row * N_CLASSES + CLASS_INDEX["overlap"]
@@ -125,7 +129,8 @@ def test_chrome_gives_each_rank_its_processes(job: Timeline, tmp_path: Path) -> 
     procs = {e["pid"]: e["args"]["name"] for e in meta if e["name"] == "process_name"}
     by_name = {v: k for k, v in procs.items()}
     assert len(by_name) == len(procs) == 6  # per rank: python3, its GPU, the row without a process
-    assert {"rank 0 · python3", "rank 1 · python3", "rank 0 · GPU 0 · NVIDIA H200", "rank 1 · GPU 0 · NVIDIA H200"} <= set(by_name)
+    gpus = ["rank 0 · GPU 0 · NVIDIA H200", "rank 1 · GPU 0 · NVIDIA H200"]
+    assert {"rank 0 · python3", "rank 1 · python3", *gpus} <= set(by_name)
     assert by_name["rank 0 · python3"] == 424 and by_name["rank 0 · GPU 0 · NVIDIA H200"] == 0
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in meta if e["name"] == "thread_name"}
     assert threads[(by_name["rank 1 · GPU 0 · NVIDIA H200"], 7)] == "rank 1 · GPU 0 · stream 7 · kernels"
@@ -139,7 +144,8 @@ def test_chrome_gives_each_rank_its_processes(job: Timeline, tmp_path: Path) -> 
     ends = {e["id"]: e for e in doc["traceEvents"] if e["ph"] == "f"}
     assert len(starts) == 200
     for fid, s in starts.items():
-        call, work = xs[(s["pid"], s["tid"], s["ts"])], xs[(ends[fid]["pid"], ends[fid]["tid"], ends[fid]["ts"])]
+        f = ends[fid]
+        call, work = xs[(s["pid"], s["tid"], s["ts"])], xs[(f["pid"], f["tid"], f["ts"])]
         assert call["args"]["rank"] == work["args"]["rank"]
         assert procs[s["pid"]].startswith(f"rank {call['args']['rank']} · ")
         assert procs[ends[fid]["pid"]].startswith(f"rank {call['args']['rank']} · ")
@@ -147,7 +153,10 @@ def test_chrome_gives_each_rank_its_processes(job: Timeline, tmp_path: Path) -> 
     # file holds one rank, in distributedInfo)
     back = parse_kineto_bytes(json.dumps(doc).encode(), "t.json").events
     cols = ["start_ns", "end_ns", "device", "stream", "pid", "tid"]
-    assert sorted(map(tuple, back[cols].to_numpy().tolist())) == sorted(map(tuple, job.events[cols].to_numpy().tolist()))
+    def rows(ev):
+        return sorted(map(tuple, ev[cols].to_numpy().tolist()))
+
+    assert rows(back) == rows(job.events)
 
 
 def test_nvtxt_gives_each_rank_its_threads(job: Timeline, tmp_path: Path) -> None:
@@ -161,7 +170,7 @@ def test_nvtxt_gives_each_rank_its_threads(job: Timeline, tmp_path: Path) -> Non
 
 
 def test_export_tracks_and_dashboard_lanes_share_titles() -> None:
-    """One layout: every GPU stream and host thread the dashboard draws is a track of the exports, named alike."""
+    """One layout: every GPU stream and host thread the dashboard draws is an export's lane, named alike."""
     for name in ("copy_side_stream.json.gz", "nsys_compute_copy.sqlite.gz", "mlp_train_200.json.gz"):
         t = load_trace(DATA / name, cache=False)
         _, tracks = export_layout(t.events, t.meta)

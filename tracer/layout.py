@@ -2,9 +2,9 @@
 
 A lane is one GPU stream of one rank (:class:`~tracer.timeline.LaneKey`) or one host thread of one rank
 (:class:`ThreadKey`). The dashboard (``dashboard/model.py``) and the exporters that lay a timeline out for a
-viewer (Chrome/Perfetto JSON, NVTXT) all take their lanes from :func:`lay_out`, so that one trace reads the same
-in every view; each adds only what is its own: the dashboard a compute ∩ copy band per GPU and sub-rows by kind
-and nesting depth, the exporters a track per kind of work.
+viewer (Chrome/Perfetto JSON, NVTXT) all take their lanes from :func:`lay_out`, so that one trace reads the
+same in every view; each adds only what is its own: the dashboard a compute ∩ copy band per GPU and sub-rows
+by kind and nesting depth, the exporters a track per kind of work.
 
 - Which lane: a row on a GPU (``device`` ≥ 0) goes to its (rank, device, stream), any other row to its
   (rank, pid, tid).
@@ -141,14 +141,13 @@ class Layout:
         mask = np.asarray(mask, dtype=bool)
         new = np.full(len(self.lanes) + 1, -1, dtype=np.int64)  # the last entry maps the -1 of no lane
         new[: len(self.lanes)][mask] = np.arange(int(mask.sum()))
-        lanes = tuple(
-            Lane(i, ln.key, ln.name, ln.prefix) for i, ln in enumerate(ln for ln, k in zip(self.lanes, mask) if k)
-        )
+        kept = (ln for ln, k in zip(self.lanes, mask) if k)
+        lanes = tuple(Lane(i, ln.key, ln.name, ln.prefix) for i, ln in enumerate(kept))
         return Layout(lanes, new[self.lane_of_row], self.multi_rank)
 
 
 def _small_int(n: int) -> type:
-    """The narrowest signed integer holding -1 … n: numpy sorts 16-bit keys by radix, much faster than int64."""
+    """The narrowest signed integer holding -1 … n (numpy sorts 16-bit keys by radix, far faster)."""
     return np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
 
 
@@ -176,7 +175,7 @@ def lay_out(events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = Non
     rank = col("rank")
     a = np.where(on_gpu, device, col("pid"))
     b = np.where(on_gpu, col("stream"), col("tid"))
-    # mixed-radix code over (host?, rank, a, b), each factorised in sorted order: the code's order is the key's
+    # mixed-radix code over (host?, rank, a, b), each factorised in sorted order: codes sort as the keys do
     code = host.astype(np.int64)
     for part in (rank, a, b):
         codes, uniques = pd.factorize(part, sort=True)

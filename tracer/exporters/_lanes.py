@@ -1,6 +1,6 @@
-"""The tracks a viewer draws an exported timeline on: the lanes of :mod:`tracer.layout` (one per GPU stream and
-per host thread, of each rank), each split by kind of work and, where intervals overlap without nesting, into
-sub-tracks.
+"""The tracks a viewer draws an exported timeline on: the lanes of :mod:`tracer.layout` (one per GPU stream
+and per host thread, of each rank), each split by kind of work and, where intervals overlap without nesting,
+into sub-tracks.
 
 What is the exporters' own: on a GPU stream a track per kind of work (kernels, copies, memsets, the profiler's
 projected ranges), on a host thread one for its NVTX / record_function ranges above its ops and API calls.
@@ -25,7 +25,7 @@ GPU_GROUP_ORDER = ("kernels", "copies", "memsets", "ranges", "other")
 HOST_GROUP_ORDER = ("ranges", "")
 
 # per kind code (the order of tracer.timeline.KINDS): its group's position on a GPU and on a host thread
-_GPU_GROUP_OF_KIND = np.array([GPU_GROUP_ORDER.index(GPU_GROUPS.get(k, "other")) for k in KINDS], dtype=np.int64)
+_GPU_GROUP_OF_KIND = np.array([GPU_GROUP_ORDER.index(GPU_GROUPS.get(k, "other")) for k in KINDS])
 _HOST_GROUP_OF_KIND = np.array([HOST_GROUP_ORDER.index("ranges" if k == "range" else "") for k in KINDS])
 
 

@@ -1,14 +1,15 @@
 """Chrome trace JSON for Perfetto (ui.perfetto.dev) and chrome://tracing, from any timeline.
 
 Layout (the lanes of :mod:`tracer.layout`, tracks of :mod:`tracer.exporters._lanes`): one process per host
-process and one per GPU ("GPU 0 · NVIDIA H200"); on a GPU one thread per stream and kind of work ("GPU 0 · stream
-7 · kernels", "· copies", "· memsets", "· ranges"); on the host one thread per OS thread plus one for its NVTX /
-record_function ranges ("thread 424 (python3) · ranges"). In a timeline of several ranks each rank's processes
-and GPUs are processes of their own, named "rank 1 · python3", "rank 1 · GPU 0 · NVIDIA H200", and every track
-begins with its rank. A viewer stacks the slices of one thread by nesting, and Perfetto drops a slice that
-overlaps another without nesting; so intervals that overlap that way move to a further sub-track ("· 2") instead
-of being lost (``tracer.layout.sub_tracks``). Flow arrows ("ac2g", as Kineto writes them) join each CUDA API call
-to the GPU work it launched (the timeline's launch join: same rank, process and correlation id).
+process and one per GPU ("GPU 0 · NVIDIA H200"); on a GPU one thread per stream and kind of work ("GPU 0 ·
+stream 7 · kernels", "· copies", "· memsets", "· ranges"); on the host one thread per OS thread plus one for
+its NVTX / record_function ranges ("thread 424 (python3) · ranges"). In a timeline of several ranks each
+rank's processes and GPUs are processes of their own, named "rank 1 · python3", "rank 1 · GPU 0 · NVIDIA
+H200", and every track begins with its rank. A viewer stacks the slices of one thread by nesting, and
+Perfetto drops a slice that overlaps another without nesting; so intervals that overlap that way move to a
+further sub-track ("· 2") instead of being lost (``tracer.layout.sub_tracks``). Flow arrows ("ac2g", as
+Kineto writes them) join each CUDA API call to the GPU work it launched (the timeline's launch join: same
+rank, process and correlation id).
 
 Times are exact to the nanosecond: ``ts``/``dur`` are microseconds relative to ``baseTimeNanoseconds`` (the
 trace's first nanosecond), so the values stay small enough that a double holds every nanosecond and both
@@ -63,7 +64,7 @@ CHUNK = 50_000
 def _track_ids(
     tracks: list[Track], host_pids: set[int]
 ) -> tuple[dict[DeviceKey, int], dict[tuple[int, int], int], np.ndarray, np.ndarray]:
-    """Display pid and tid per track; and the pid shown for each GPU (rank, device) and host process (rank, pid).
+    """Display pid and tid per track; and the pid shown for each GPU (rank, device) and process (rank, pid).
 
     A host process keeps its own pid and a GPU its index (as Kineto does) unless that is taken: by a host
     process, or by the same pid or index of another rank (a job's ranks are separate processes with GPUs of
@@ -129,14 +130,18 @@ def _metadata(
 ) -> list[dict[str, Any]]:
     meta = timeline.meta
     out: list[dict[str, Any]] = []
-    # display pid -> (rank, the trace's pid); where one rank's processes share a display pid, the last names it
+    # display pid -> (rank, the trace's pid); where a rank's processes share a display pid, the last names it
     host = {pid: key for key, pid in host_pid.items()}
     for position, pid in enumerate(sorted(host, key=lambda p: (host[p][0], p))):
         rank, own = host[pid]
-        name = meta.process_names.get(own) or (f"process {own}" if own >= 0 else f"no process (pid {own} in the trace)")
+        name = meta.process_names.get(own) or (
+            f"process {own}" if own >= 0 else f"no process (pid {own} in the trace)"
+        )
         name = rank_prefix(rank, multi_rank) + name
         out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": position}})
+        out.append(
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": position}}
+        )
     for position, (key, pid) in enumerate(sorted(gpu_pid.items())):
         gpu = meta.gpu_names.get(key.device)
         title = device_title(key, multi_rank)
@@ -144,10 +149,8 @@ def _metadata(
         out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         out.append({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": title}})
         # one rank: by GPU index, as always; several: in (rank, device) order
-        order = position if multi_rank else key.device
-        out.append(
-            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": 1_000_000 + order}}
-        )
+        index = {"sort_index": 1_000_000 + (position if multi_rank else key.device)}
+        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": index})
     for tr, pid, tid in zip(tracks, pids.tolist(), tids.tolist()):
         out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": tr.label}})
         out.append(
@@ -156,10 +159,12 @@ def _metadata(
     return out
 
 
-def _flows(events: pd.DataFrame, ts_us: np.ndarray, row_pid: np.ndarray, row_tid: np.ndarray) -> list[dict[str, Any]]:
-    """ac2g flow pairs: each CUDA API call → each piece of GPU work it launched (kernels, copies, memsets; not the
-    profiler's projected ranges), through the timeline's one launch join (:func:`tracer.timeline.launch_links`:
-    same rank, process and correlation id)."""
+def _flows(
+    events: pd.DataFrame, ts_us: np.ndarray, row_pid: np.ndarray, row_tid: np.ndarray
+) -> list[dict[str, Any]]:
+    """ac2g flow pairs: each CUDA API call → each piece of GPU work it launched (kernels, copies, memsets; not
+    the profiler's projected ranges), through the timeline's one launch join
+    (:func:`tracer.timeline.launch_links`: same rank, process and correlation id)."""
     links = launch_links(events)
     if links.empty:
         return []

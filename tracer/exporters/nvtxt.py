@@ -3,9 +3,9 @@
     ImportNvtxt --cmd create -n trace.nvtxt -o trace.nsys-rep
     ImportNvtxt --cmd merge -i recorded.nsys-rep -n trace.nvtxt -o merged.nsys-rep
 
-Every interval of the timeline becomes one start/end range on the thread of its track (the same tracks as the
-Chrome export, on the lanes of :mod:`tracer.layout`: "GPU 0 · stream 7 · kernels", a host thread, its NVTX ranges
-...; each led by its rank in a timeline of several ranks). Start/end ranges rather than
+Every interval of the timeline becomes one start/end range on the thread of its track (the same tracks as
+the Chrome export, on the lanes of :mod:`tracer.layout`: "GPU 0 · stream 7 · kernels", a host thread, its
+NVTX ranges ...; each led by its rank in a timeline of several ranks). Start/end ranges rather than
 push/pop, because lanes may hold intervals that overlap without nesting, which push/pop cannot express.
 
 What is used of the format, and only that (as NVIDIA documents it and as published writers use it):
@@ -56,7 +56,8 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     used: set[int] = set()
     next_tid = SYNTHETIC_TID_BASE
     for tr in sorted(tracks, key=lambda x: (x.on_gpu, x.sub, x.group != "", x.index)):
-        if not tr.on_gpu and tr.group == "" and tr.sub == 0 and 0 < tr.tid < SYNTHETIC_TID_BASE and tr.tid not in used:
+        main = not tr.on_gpu and tr.group == "" and tr.sub == 0
+        if main and 0 < tr.tid < SYNTHETIC_TID_BASE and tr.tid not in used:
             track_tid[tr.index] = tr.tid
         else:
             track_tid[tr.index] = next_tid
