@@ -160,7 +160,9 @@ def test_chrome_gives_each_rank_its_processes(job: Timeline, tmp_path: Path) -> 
 
 
 def test_nvtxt_gives_each_rank_its_threads(job: Timeline, tmp_path: Path) -> None:
-    text = export_timeline(job, tmp_path / "t.nvtxt").path.read_text()
+    result = export_timeline(job, tmp_path / "t.nvtxt")
+    assert any("2 ranks are written under one ProcessId" in n for n in result.notes)
+    text = result.path.read_text()
     lanes = dict((v, int(k)) for k, v in re.findall(r"^#   (\d+) = (.*)$", text, flags=re.M))
     assert "rank 0 · GPU 0 · stream 7 · kernels" in lanes and "rank 1 · GPU 0 · stream 7 · kernels" in lanes
     assert lanes["rank 0 · thread 424 (python3)"] == 424  # the first rank's thread keeps its id

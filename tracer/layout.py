@@ -111,7 +111,7 @@ class Lane:
         return self.key.device_key if isinstance(self.key, LaneKey) else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # (arrays inside: no element-wise ==)
 class Layout:
     """A timeline's lanes in display order, and the lane of each of its rows."""
 

@@ -63,6 +63,11 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
             track_tid[tr.index] = next_tid
             next_tid += 1
         used.add(int(track_tid[tr.index]))
+    ranks = sorted(set(ev["rank"].astype(int).tolist()))
+    if len(ranks) > 1:
+        result.notes.append(
+            f"{len(ranks)} ranks are written under one ProcessId: each thread's name in the header says its rank"
+        )
     other_pids = sorted(set(host_pids.astype(int).tolist()) - {process_id})
     if other_pids:
         result.notes.append(
