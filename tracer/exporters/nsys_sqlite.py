@@ -165,7 +165,7 @@ def _owner_pids(ev: pd.DataFrame, pid: np.ndarray, gpu_rows: np.ndarray) -> np.n
     no call in the trace (its launch fell outside the capture) goes to the one process that calls CUDA, where
     there is only one.
     """
-    from tracer.timeline import launch_links  # (here, not at the top: the rest of this module is another's)
+    from tracer.timeline import launch_links
 
     owner = pid[gpu_rows].copy()
     if gpu_rows.size == 0:
