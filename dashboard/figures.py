@@ -23,6 +23,7 @@ import plotly.graph_objects as go
 
 from dashboard.lod import Blocks, merge_blocks
 from dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
+from tracer.layout import rank_prefix
 from tracer.timeline import Timeline
 
 #: Default plot width in pixels when the browser has not said (the level of detail depends on it).
@@ -136,6 +137,7 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
         devs = sub["device"].to_numpy()
         streams = sub["stream"].to_numpy()
         tids = sub["tid"].to_numpy()
+        ranks = sub["rank"].to_numpy()
         nbytes = sub["bytes"].to_numpy(dtype="float64", na_value=np.nan)
         corr = sub["correlation"].to_numpy(dtype="float64", na_value=np.nan)
         starts = sub["start_ns"].to_numpy() - view.t0_ns
@@ -143,6 +145,7 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
         for j, b in enumerate(np.flatnonzero(single)):
             name = names[j] if len(names[j]) <= 110 else names[j][:107] + "…"
             where = f"GPU {devs[j]} · stream {streams[j]}" if devs[j] >= 0 else f"thread {tids[j]}"
+            where = rank_prefix(int(ranks[j]), view.multi_rank) + where
             what = f"{kinds[j]} {copy_kinds[j]}".strip()
             lines = [
                 f"<b>{escape_label(name)}</b>",
@@ -340,14 +343,15 @@ def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> 
 
 
 def _lane_shapes(rows: list[Row], yref: str, xref: str) -> list[dict[str, Any]]:
-    """Shaded bands behind every other lane and a line between devices: where one lane ends is obvious."""
+    """Shaded bands behind every other lane and a line between devices (and ranks): where one lane ends is
+    obvious."""
     shapes: list[dict[str, Any]] = []
     lane_idx = -1
     prev_lane = prev_dev = None
     for y, r in enumerate(rows):
         if r.lane != prev_lane:
             lane_idx += 1
-            if prev_dev is not None and r.device != prev_dev:
+            if prev_dev is not None and (r.rank, r.device) != prev_dev:
                 shapes.append(
                     dict(
                         type="line",
@@ -375,22 +379,21 @@ def _lane_shapes(rows: list[Row], yref: str, xref: str) -> list[dict[str, Any]]:
                     layer="below",
                 )
             )
-        prev_lane, prev_dev = r.lane, r.device
+        prev_lane, prev_dev = r.lane, (r.rank, r.device)
     return shapes
 
 
 def launch_of(view: TimelineView, src: int) -> dict[str, Any] | None:
-    """The host call that launched GPU work row ``src`` (matched by correlation id), or None."""
+    """The host call that launched GPU work row ``src`` (the timeline's launch join: same rank, process and
+    correlation id), or None."""
     ev = view.timeline.events
     if src < 0 or src >= len(ev):
         return None
+    launch = int(view.launch_src[src])
+    if launch < 0:
+        return None
     row = ev.iloc[src]
-    if int(row["device"]) < 0 or row["correlation"] is None or str(row["correlation"]) == "<NA>":
-        return None
-    launch = view.correlation_to_launch.get(int(row["correlation"]))
-    if launch is None:
-        return None
-    lrow = ev.loc[launch]
+    lrow = ev.iloc[launch]
     return {
         "work_src": int(src),
         "work_name": str(row["name"]),
@@ -548,8 +551,10 @@ def timeline_figure(
 
 def short_lane_label(label: str, limit: int = 16) -> str:
     """A lane's label short enough for the overview strip: "GPU 0 · stream 7" → "GPU0 s7",
-    "NVTX · thread 424 (python3)" → "NVTX t424", "GPU 0 · compute ∩ copy" → "GPU0 overlap"."""
+    "NVTX · thread 424 (python3)" → "NVTX t424", "GPU 0 · compute ∩ copy" → "GPU0 overlap",
+    "rank 1 · GPU 0 · stream 7" → "r1 GPU0 s7"."""
     s = label.replace(" · compute ∩ copy", " overlap")
+    s = re.sub(r"^rank (\d+) · ", r"r\1 ", s)
     s = re.sub(r"GPU (\d+)", r"GPU\1", s)
     s = re.sub(r"stream (\d+)", r"s\1", s)
     s = re.sub(r"thread (\d+)(?: \([^)]*\))?", r"t\1", s)

@@ -1,15 +1,19 @@
 """A timeline laid out for drawing: lanes, their sub-rows, a colour class per interval, sorted once.
 
 :func:`prepare` is pure and runs once per run (the data layer caches its result); every zoom then only
-slices the arrays it built. Layout, top to bottom:
+slices the arrays it built. The lanes — GPU streams and host threads of each rank, their order and their
+titles — are :func:`tracer.layout.lay_out`'s, the same as the exporters'. What is the dashboard's own, top to
+bottom:
 
-- per GPU: a band where its compute and copies overlap, then one lane per stream, each with a ``kernels``
+- per GPU: a band where its compute and copies overlap, then its streams' lanes, each with a ``kernels``
   and a ``copies`` sub-row (copies and memsets), so that merged overview blocks never hide the copies
   behind the kernels;
 - per host thread that did anything: a lane of its NVTX / ``record_function`` ranges (one sub-row per
   nesting level), and a lane with its framework ops (by nesting level) and its CUDA API calls (launches).
 
-Times are kept relative to the run's first event (``t0_ns``), in int64 nanoseconds.
+In a timeline of several ranks every lane's label begins with its rank (``"rank 1 · GPU 0 · stream 7"``) and
+its key with ``"r1/"``; a one-rank timeline is laid out as it always was. Times are kept relative to the run's
+first event (``t0_ns``), in int64 nanoseconds.
 """
 
 from __future__ import annotations
@@ -22,7 +26,15 @@ import pandas as pd
 
 from tracer.analysis import intervals as iv
 from tracer.analysis.overlap import DeviceOverlap, device_overlap, device_sets
-from tracer.timeline import Timeline
+from tracer.layout import Lane, Layout, lay_out, nesting_depth
+from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
+from tracer.timeline.keys import ranks
+from tracer.timeline.links import launch_of
+
+__all__ = [
+    "CLASSES", "CLASS_INDEX", "N_CLASSES", "DrawClass", "Row", "TimelineView", "depth_subs", "nesting_depth",
+    "prepare",
+]
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,7 @@ class Row:
     sub: str  # "kernels", "copies", "compute ∩ copy", "ranges", "ops", "CUDA API calls"; "ops, depth 2" ...
     label: str  # the y-axis text
     device: int  # GPU index, -1 for host rows
+    rank: int = 0  # the rank the lane belongs to
 
 
 @dataclass
@@ -94,12 +107,21 @@ class TimelineView:
         return np.column_stack([edges[:-1], edges[1:]])
 
     @cached_property
-    def correlation_to_launch(self) -> pd.Series:
-        """Correlation id -> events row of the host runtime/driver call that launched GPU work."""
+    def multi_rank(self) -> bool:
+        """Whether the run holds several ranks (then every label names its rank)."""
+        return is_multi_rank(self.timeline.events)
+
+    @cached_property
+    def launch_src(self) -> np.ndarray:
+        """Per events row (by position), the row of the host runtime/driver call that launched it; -1 where
+        none did or the call is not in the trace. The timeline's one launch join
+        (:func:`tracer.timeline.launch_links`: same rank, process and correlation id)."""
         ev = self.timeline.events
-        calls = ev[ev["kind"].isin(("runtime", "driver")) & ev["correlation"].notna()]
-        s = pd.Series(calls.index.to_numpy(), index=calls["correlation"].astype("int64").to_numpy())
-        return s[~s.index.duplicated(keep="first")]
+        launches = launch_of(ev)
+        out = np.full(len(ev), -1, dtype=np.int64)
+        if len(launches):
+            out[ev.index.get_indexer(launches.index)] = ev.index.get_indexer(launches.to_numpy())
+        return out
 
     def row_of_src(self, src: int) -> int | None:
         """The row an events row is drawn on (None if it is not drawn)."""
@@ -128,29 +150,6 @@ class TimelineView:
         return {k: i for i, (k, _) in enumerate(self.lanes)}
 
 
-def _thread_label(timeline: Timeline, pid: int, tid: int) -> str:
-    name = timeline.meta.thread_names.get(f"{pid}:{tid}", "").strip()
-    if name.startswith("thread "):
-        return name
-    return f"thread {tid} ({name})" if name else f"thread {tid}"
-
-
-def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """How many of the other intervals are open when each interval starts (0 = outermost).
-
-    Exact for properly nested intervals of one thread (ranges, framework ops). Vectorised: the intervals
-    that started before this one minus those that ended at or before its start.
-    """
-    n = starts.size
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((-(ends - starts), starts))  # the outer (longer) one first at equal starts
-    rank = np.empty(n, dtype=np.int64)
-    rank[order] = np.arange(n)
-    ended = np.searchsorted(np.sort(ends), starts, side="right")
-    return np.maximum(rank - ended, 0)
-
-
 def depth_subs(what: str, n: int, deeper: bool) -> list[str]:
     """Sub-row names for ``n`` nesting levels: ``["ops"]`` for one, else ``["ops, depth 1", "ops, depth 2",
     ...]``, the last ``"depth 3+"`` when ``deeper`` levels share it. Spelled out because a bare "ops 2"
@@ -162,17 +161,40 @@ def depth_subs(what: str, n: int, deeper: bool) -> list[str]:
     return [f"{what}, depth {i + 1}" + ("+" if deeper and i == n - 1 else "") for i in range(n)]
 
 
+#: What a row is drawn as (``prepare``): a kernel, a copy or memset, a range, an op, a CUDA API call or sync.
+_NOT_DRAWN, _KERNEL, _COPY, _RANGE, _OP, _API = -1, 0, 1, 2, 3, 4
+
+
+def _gpus(timeline: Timeline, layout: Layout) -> list[DeviceKey]:
+    """The GPUs that get a compute ∩ copy band: those with GPU work and, in a one-rank timeline, those the
+    trace names (an idle GPU shows as one). In a job's timeline the names do not say which rank a GPU belongs
+    to, so only GPUs with work are shown there."""
+    found = set(layout.devices)
+    if not layout.multi_rank:
+        rank = ranks(timeline.events)[0]
+        found |= {DeviceKey(rank, int(d)) for d in timeline.meta.gpu_names}
+    return sorted(found)
+
+
+def _lane_key(rank: int, multi_rank: bool, key: str) -> str:
+    """A lane's key for the lane filter: ``"gpu0/s7"``, and ``"r1/gpu0/s7"`` in a job's timeline."""
+    return f"r{rank}/{key}" if multi_rank else key
+
+
 def prepare(timeline: Timeline) -> TimelineView:
-    """Lay ``timeline`` out in rows and sort its drawable intervals by (row, class, start)."""
+    """Lay ``timeline`` out in rows and sort its drawable intervals by (row, class, start).
+
+    The lanes, their order and their titles are :func:`tracer.layout.lay_out`'s, shared with the exporters;
+    what is the dashboard's own is the overlap band per GPU, the sub-rows (a stream's kernels and copies; a
+    thread's ranges and ops by nesting depth, and its CUDA API calls) and the colour classes.
+    """
     ev = timeline.events
     t0 = int(ev["start_ns"].min()) if len(ev) else 0
     span = int(ev["end_ns"].max()) - t0 if len(ev) else 0
-    kind = ev["kind"].astype(str).to_numpy()
-    copy_kind = ev["copy_kind"].astype(str).to_numpy()
+    # category codes, not strings: turning a million kinds into strings cost a quarter of this function
+    kind = ev["kind"].cat.codes.to_numpy()
+    copy_kind = ev["copy_kind"].cat.codes.to_numpy()
     device = ev["device"].to_numpy().astype(np.int64)
-    stream = ev["stream"].to_numpy().astype(np.int64)
-    pid = ev["pid"].to_numpy()
-    tid = ev["tid"].to_numpy()
     starts = ev["start_ns"].to_numpy() - t0
     ends = ev["end_ns"].to_numpy() - t0
 
@@ -180,12 +202,12 @@ def prepare(timeline: Timeline) -> TimelineView:
     lanes: list[tuple[str, str]] = []
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (start, end, group, src)
 
-    def add_lane(key: str, label: str, subs: list[str], device_: int) -> list[int]:
+    def add_lane(key: str, label: str, subs: list[str], device_: int, rank: int) -> list[int]:
         lanes.append((key, label))
         first = len(rows)
         for sub in subs:
             text = f"{label} · {sub}" if len(subs) > 1 else label
-            rows.append(Row(key, label, sub, text, device_))
+            rows.append(Row(key, label, sub, text, device_, rank))
         return list(range(first, len(rows)))
 
     def add(idx: np.ndarray, row: int | np.ndarray, cls: np.ndarray | int) -> None:
@@ -195,20 +217,55 @@ def prepare(timeline: Timeline) -> TimelineView:
                 (starts[idx], ends[idx], np.broadcast_to(grp, idx.shape).copy(), idx.astype(np.int64))
             )
 
-    copy_cls = np.full(len(ev), CLASS_INDEX["copy_other"], dtype=np.int64)
-    copy_cls[copy_kind == "HtoD"] = CLASS_INDEX["HtoD"]
-    copy_cls[copy_kind == "DtoH"] = CLASS_INDEX["DtoH"]
-    copy_cls[np.isin(copy_kind, ("DtoD", "PtoP"))] = CLASS_INDEX["DtoD"]
+    def is_kind(name: str) -> np.ndarray:
+        return kind == KINDS.index(name)
 
-    is_kernel = kind == "kernel"
-    is_copy = kind == "memcpy"
-    is_memset = kind == "memset"
+    copy_cls = np.full(len(ev), CLASS_INDEX["copy_other"], dtype=np.int64)
+    copy_cls[copy_kind == COPY_KINDS.index("HtoD")] = CLASS_INDEX["HtoD"]
+    copy_cls[copy_kind == COPY_KINDS.index("DtoH")] = CLASS_INDEX["DtoH"]
+    copy_cls[np.isin(copy_kind, (COPY_KINDS.index("DtoD"), COPY_KINDS.index("PtoP")))] = CLASS_INDEX["DtoD"]
+
+    is_kernel = is_kind("kernel")
+    is_copy = is_kind("memcpy")
+    is_memset = is_kind("memset")
     on_gpu = (is_kernel | is_copy | is_memset) & (device >= 0)
+    host = device < 0
+    is_range = host & is_kind("range")
+    is_op = host & is_kind("cpu_op")
+    is_api = host & (is_kind("runtime") | is_kind("driver"))
+    is_sync = host & is_kind("sync")
+    # what each row is drawn as; one gather of it per lane below, not one per kind
+    what = np.full(len(ev), _NOT_DRAWN, dtype=np.int8)
+    for code, mask in ((_KERNEL, on_gpu & is_kernel), (_COPY, on_gpu & ~is_kernel), (_RANGE, is_range),
+                       (_OP, is_op), (_API, is_api | is_sync)):
+        what[mask] = code
+    # GPU streams that hold GPU work; host threads that hold ranges, ops or API calls (a thread's syncs are
+    # drawn with its API calls, but syncs alone make no lane)
+    layout = lay_out(ev, timeline.meta, rows=what != _NOT_DRAWN)
+    if layout.lanes:
+        anchored = layout.lane_of_row[on_gpu | is_range | is_op | is_api]
+        layout = layout.keep(np.bincount(anchored, minlength=len(layout.lanes)) > 0)
+    multi = layout.multi_rank
+    members = layout.members()
     devices = device_overlap(ev)
-    gpu_ids = sorted({d.device for d in devices} | set(timeline.meta.gpu_names))
-    for dev in gpu_ids:
-        (band,) = add_lane(f"gpu{dev}/overlap", f"GPU {dev} · compute ∩ copy", ["compute ∩ copy"], dev)
-        ov_s, ov_e = device_sets(ev, dev)["overlap"]
+
+    by_device: dict[DeviceKey, list[Lane]] = {}
+    for lane in layout.lanes:
+        if lane.on_gpu:
+            by_device.setdefault(lane.device_key, []).append(lane)
+    rank_events: dict[int, pd.DataFrame] = {}
+    for gpu in _gpus(timeline, layout):
+        dev = gpu.device
+        (band,) = add_lane(
+            _lane_key(gpu.rank, multi, f"gpu{dev}/overlap"),
+            f"{device_title(gpu, multi)} · compute ∩ copy",
+            ["compute ∩ copy"],
+            dev,
+            gpu.rank,
+        )
+        if multi and gpu.rank not in rank_events:
+            rank_events[gpu.rank] = ev[ev["rank"].to_numpy() == gpu.rank]
+        ov_s, ov_e = device_sets(rank_events[gpu.rank] if multi else ev, dev)["overlap"]
         if ov_s.size:
             parts.append(
                 (
@@ -218,42 +275,36 @@ def prepare(timeline: Timeline) -> TimelineView:
                     np.full(ov_s.size, -1, dtype=np.int64),
                 )
             )
-        on_dev = on_gpu & (device == dev)
-        for st in np.unique(stream[on_dev]).tolist():
-            here = on_dev & (stream == st)
-            k = np.flatnonzero(here & is_kernel)
-            c = np.flatnonzero(here & (is_copy | is_memset))
+        for lane in by_device.get(gpu, []):
+            mine = members[lane.index]
+            w = what[mine]
+            k = mine[w == _KERNEL]
+            c = mine[w == _COPY]
             subs = (["kernels"] if k.size else []) + (["copies"] if c.size else [])
-            lane_rows = add_lane(f"gpu{dev}/s{st}", f"GPU {dev} · stream {st}", subs, dev)
+            key = _lane_key(lane.rank, multi, f"gpu{dev}/s{lane.stream}")
+            lane_rows = add_lane(key, lane.title, subs, dev, lane.rank)
             if k.size:
                 add(k, lane_rows[0], CLASS_INDEX["kernel"])
             if c.size:
                 cls = np.where(is_memset[c], CLASS_INDEX["memset"], copy_cls[c])
                 add(c, lane_rows[-1], cls)
 
-    host = device < 0
-    is_range = host & (kind == "range")
-    is_op = host & (kind == "cpu_op")
-    is_api = host & np.isin(kind, ("runtime", "driver"))
-    is_sync = host & (kind == "sync")
-    active = is_range | is_op | is_api
-    thread_key = pid.astype(np.int64) * (1 << 32) + (tid.astype(np.int64) & 0xFFFFFFFF)
-    # one row per distinct thread key, then the few pairs sorted: a Python set over a million rows cost 0.2 s
-    # of a 1.1 s layout
-    _, first = np.unique(thread_key[active], return_index=True)
-    threads = sorted((int(p), int(t)) for p, t in zip(pid[active][first], tid[active][first]))
-    for p, t in threads:
-        mine = thread_key == (p * (1 << 32) + (t & 0xFFFFFFFF))
-        tlabel = _thread_label(timeline, p, t)
-        r = np.flatnonzero(mine & is_range)
+    for lane in layout.lanes:
+        if lane.on_gpu:
+            continue
+        p, t = lane.pid, lane.tid
+        mine = members[lane.index]
+        w = what[mine]
+        r = mine[w == _RANGE]
         if r.size:
             raw = nesting_depth(starts[r], ends[r])
             depth = np.minimum(raw, MAX_RANGE_DEPTH - 1)
             subs = depth_subs("ranges", int(depth.max()) + 1, bool(raw.max() > depth.max()))
-            lane_rows = add_lane(f"ranges/{p}/{t}", f"NVTX · {tlabel}", subs, -1)
+            key = _lane_key(lane.rank, multi, f"ranges/{p}/{t}")
+            lane_rows = add_lane(key, f"{lane.prefix}NVTX · {lane.name}", subs, -1, lane.rank)
             add(r, np.asarray(lane_rows)[depth], CLASS_INDEX["range"])
-        o = np.flatnonzero(mine & is_op)
-        a = np.flatnonzero(mine & (is_api | is_sync))
+        o = mine[w == _OP]
+        a = mine[w == _API]
         if o.size or a.size:
             raw = nesting_depth(starts[o], ends[o])
             depth = np.minimum(raw, MAX_OP_DEPTH - 1)
@@ -261,7 +312,8 @@ def prepare(timeline: Timeline) -> TimelineView:
             subs = depth_subs("ops", n, bool(o.size and raw.max() > depth.max())) + (
                 ["CUDA API calls"] if a.size else []
             )
-            lane_rows = add_lane(f"cpu/{p}/{t}", f"CPU · {tlabel}", subs, -1)
+            key = _lane_key(lane.rank, multi, f"cpu/{p}/{t}")
+            lane_rows = add_lane(key, f"{lane.prefix}CPU · {lane.name}", subs, -1, lane.rank)
             if o.size:
                 add(o, np.asarray(lane_rows)[depth], CLASS_INDEX["cpu_op"])
             if a.size:

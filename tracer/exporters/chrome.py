@@ -1,11 +1,15 @@
 """Chrome trace JSON for Perfetto (ui.perfetto.dev) and chrome://tracing, from any timeline.
 
-Layout: one process per host process and one per GPU ("GPU 0 · NVIDIA H200"); on a GPU one thread per stream
-and kind of work ("GPU 0 · stream 7 · kernels", "· copies", "· memsets", "· ranges"); on the host one thread per
-OS thread plus one for its NVTX / record_function ranges ("python3 (thread 424) · ranges"). A viewer stacks the
-slices of one thread by nesting, and Perfetto drops a slice that overlaps another without nesting; so intervals
-that overlap that way move to a further sub-track ("· 2") instead of being lost (see ``_nesting``). Flow arrows
-("ac2g", as Kineto writes them) join each CUDA API call to the GPU work it launched (same correlation id).
+Layout (the lanes of :mod:`tracer.layout`, tracks of :mod:`tracer.exporters._lanes`): one process per host
+process and one per GPU ("GPU 0 · NVIDIA H200"); on a GPU one thread per stream and kind of work ("GPU 0 ·
+stream 7 · kernels", "· copies", "· memsets", "· ranges"); on the host one thread per OS thread plus one for
+its NVTX / record_function ranges ("thread 424 (python3) · ranges"). In a timeline of several ranks each
+rank's processes and GPUs are processes of their own, named "rank 1 · python3", "rank 1 · GPU 0 · NVIDIA
+H200", and every track begins with its rank. A viewer stacks the slices of one thread by nesting, and
+Perfetto drops a slice that overlaps another without nesting; so intervals that overlap that way move to a
+further sub-track ("· 2") instead of being lost (``tracer.layout.sub_tracks``). Flow arrows ("ac2g", as
+Kineto writes them) join each CUDA API call to the GPU work it launched (the timeline's launch join: same
+rank, process and correlation id).
 
 Times are exact to the nanosecond: ``ts``/``dur`` are microseconds relative to ``baseTimeNanoseconds`` (the
 trace's first nanosecond), so the values stay small enough that a double holds every nanosecond and both
@@ -30,8 +34,9 @@ import orjson
 import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
-from tracer.exporters._lanes import Lane, layout
-from tracer.timeline import GPU_WORK_KINDS, Timeline
+from tracer.exporters._lanes import Track, layout
+from tracer.layout import rank_prefix
+from tracer.timeline import GPU_WORK_KINDS, KINDS, DeviceKey, Timeline, device_title, launch_links
 
 #: timeline kind -> Kineto category (the inverse of tracer's Kineto parser)
 CAT_BY_KIND: dict[str, str] = {
@@ -51,30 +56,58 @@ _GPU_ARGS_KINDS = frozenset((*GPU_WORK_KINDS, "gpu_range"))
 SYNTHETIC_TID_BASE = 0x7F000000
 #: GPU processes use the device index as pid (as Kineto does) unless a host process already has that pid.
 SYNTHETIC_GPU_PID_BASE = 0x7E000000
+#: A host process whose pid another rank already shows gets a display pid from here up.
+SYNTHETIC_HOST_PID_BASE = 0x7D000000
 CHUNK = 50_000
 
 
-def _track_ids(lanes: list[Lane], host_pids: set[int]) -> tuple[dict[int, int], np.ndarray, np.ndarray]:
-    """Display pid and tid per lane; and the pid shown for each GPU."""
-    devices = sorted({ln.device for ln in lanes if ln.on_gpu})
-    gpu_pid = {
-        d: (d if d not in host_pids and d >= 0 else SYNTHETIC_GPU_PID_BASE + d) for d in devices
-    }
-    pids = np.zeros(len(lanes), dtype=np.int64)
-    tids = np.zeros(len(lanes), dtype=np.int64)
+def _track_ids(
+    tracks: list[Track], host_pids: set[int]
+) -> tuple[dict[DeviceKey, int], dict[tuple[int, int], int], np.ndarray, np.ndarray]:
+    """Display pid and tid per track; and the pid shown for each GPU (rank, device) and process (rank, pid).
+
+    A host process keeps its own pid and a GPU its index (as Kineto does) unless that is taken: by a host
+    process, or by the same pid or index of another rank (a job's ranks are separate processes with GPUs of
+    their own, which often have the same numbers).
+    """
+    taken: dict[int, int] = {}  # display pid -> the rank that has it
+    host_pid: dict[tuple[int, int], int] = {}
+    spare_host = SYNTHETIC_HOST_PID_BASE
+    for ln in sorted((t.lane for t in tracks if not t.on_gpu), key=lambda ln: (ln.rank, ln.pid)):
+        if (ln.rank, ln.pid) in host_pid:
+            continue
+        pid = ln.pid if ln.pid >= 0 else SYNTHETIC_GPU_PID_BASE - 1  # host rows without a process
+        if taken.get(pid, ln.rank) != ln.rank:
+            while spare_host in taken:
+                spare_host += 1
+            pid = spare_host
+        host_pid[(ln.rank, ln.pid)] = pid
+        taken[pid] = ln.rank
+    gpu_pid: dict[DeviceKey, int] = {}
+    spare_gpu = SYNTHETIC_GPU_PID_BASE + 0x8000
+    for key in sorted({t.lane.device_key for t in tracks if t.on_gpu}):
+        d = key.device
+        pid = d if d not in host_pids and d >= 0 else SYNTHETIC_GPU_PID_BASE + d
+        if pid in taken:
+            pid = SYNTHETIC_GPU_PID_BASE + d
+        while pid in taken:
+            pid = spare_gpu
+            spare_gpu += 1
+        gpu_pid[key] = pid
+        taken[pid] = key.rank
+    pids = np.zeros(len(tracks), dtype=np.int64)
+    tids = np.zeros(len(tracks), dtype=np.int64)
     used: set[tuple[int, int]] = set()
     next_tid = SYNTHETIC_TID_BASE
-    # A stream keeps its own id on its first row (kernels, else copies ...), a thread on its main row.
+    # A stream keeps its own id on its first track (kernels, else copies ...), a thread on its main track.
     preferred = sorted(
-        range(len(lanes)),
-        key=lambda i: (lanes[i].sub, lanes[i].group != "" if not lanes[i].on_gpu else 0, lanes[i].index),
+        range(len(tracks)),
+        key=lambda i: (tracks[i].sub, tracks[i].group != "" if not tracks[i].on_gpu else 0, tracks[i].index),
     )
     for i in preferred:
-        ln = lanes[i]
-        pid = gpu_pid[ln.device] if ln.on_gpu else ln.pid
-        if pid < 0:
-            pid = SYNTHETIC_GPU_PID_BASE - 1  # host rows without a process
-        own = ln.stream if ln.on_gpu else ln.tid
+        tr = tracks[i]
+        pid = gpu_pid[tr.lane.device_key] if tr.on_gpu else host_pid[(tr.rank, tr.pid)]
+        own = tr.stream if tr.on_gpu else tr.tid
         # tid 0 is "unset" to Perfetto (it substitutes the pid), negative ids do not fit its uint32
         if own > 0 and (pid, own) not in used:
             tid = own
@@ -83,64 +116,70 @@ def _track_ids(lanes: list[Lane], host_pids: set[int]) -> tuple[dict[int, int], 
             next_tid += 1
         used.add((pid, tid))
         pids[i], tids[i] = pid, tid
-    return gpu_pid, pids, tids
+    return gpu_pid, host_pid, pids, tids
 
 
-def _metadata(timeline: Timeline, lanes: list[Lane], gpu_pid: dict[int, int], pids, tids) -> list[dict[str, Any]]:
+def _metadata(
+    timeline: Timeline,
+    tracks: list[Track],
+    gpu_pid: dict[DeviceKey, int],
+    host_pid: dict[tuple[int, int], int],
+    pids: np.ndarray,
+    tids: np.ndarray,
+    multi_rank: bool,
+) -> list[dict[str, Any]]:
     meta = timeline.meta
     out: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    host = {int(p): ln.pid for ln, p in zip(lanes, pids) if not ln.on_gpu}  # display pid -> the trace's pid
-    for rank, pid in enumerate(sorted(host)):
-        own = host[pid]
-        name = meta.process_names.get(own) or (f"process {own}" if own >= 0 else f"no process (pid {own} in the trace)")
-        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": rank}})
-        seen.add(pid)
-    for d, pid in sorted(gpu_pid.items()):
-        gpu = meta.gpu_names.get(d)
-        name = f"GPU {d}" + (f" · {gpu}" if gpu else "")
-        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
-        out.append({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": f"GPU {d}"}})
-        out.append(
-            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": 1_000_000 + d}}
+    # display pid -> (rank, the trace's pid); where a rank's processes share a display pid, the last names it
+    host = {pid: key for key, pid in host_pid.items()}
+    for position, pid in enumerate(sorted(host, key=lambda p: (host[p][0], p))):
+        rank, own = host[pid]
+        name = meta.process_names.get(own) or (
+            f"process {own}" if own >= 0 else f"no process (pid {own} in the trace)"
         )
-    for ln, pid, tid in zip(lanes, pids.tolist(), tids.tolist()):
-        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": ln.label}})
+        name = rank_prefix(rank, multi_rank) + name
+        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
         out.append(
-            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": ln.index}}
+            {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": position}}
+        )
+    for position, (key, pid) in enumerate(sorted(gpu_pid.items())):
+        gpu = meta.gpu_names.get(key.device)
+        title = device_title(key, multi_rank)
+        name = title + (f" · {gpu}" if gpu else "")
+        out.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": name}})
+        out.append({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0, "args": {"labels": title}})
+        # one rank: by GPU index, as always; several: in (rank, device) order
+        index = {"sort_index": 1_000_000 + (position if multi_rank else key.device)}
+        out.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": index})
+    for tr, pid, tid in zip(tracks, pids.tolist(), tids.tolist()):
+        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": tr.label}})
+        out.append(
+            {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tr.index}}
         )
     return out
 
 
-def _flows(ev: pd.DataFrame, ts_us: np.ndarray, row_pid: np.ndarray, row_tid: np.ndarray) -> list[dict[str, Any]]:
-    """ac2g flow pairs: each CUDA API call → each piece of GPU work with its correlation id."""
-    kind = ev["kind"].astype(str)
-    corr = ev["correlation"]
-    calls = ev.index[kind.isin(("runtime", "driver")).to_numpy() & corr.notna().to_numpy()]
-    work = ev.index[kind.isin(GPU_WORK_KINDS).to_numpy() & corr.notna().to_numpy() & (ev["device"] >= 0).to_numpy()]
-    if len(calls) == 0 or len(work) == 0:
+def _flows(
+    events: pd.DataFrame, ts_us: np.ndarray, row_pid: np.ndarray, row_tid: np.ndarray
+) -> list[dict[str, Any]]:
+    """ac2g flow pairs: each CUDA API call → each piece of GPU work it launched (kernels, copies, memsets; not
+    the profiler's projected ranges), through the timeline's one launch join
+    (:func:`tracer.timeline.launch_links`: same rank, process and correlation id)."""
+    links = launch_links(events)
+    if links.empty:
         return []
-    c = pd.DataFrame(
-        {"call": calls, "rank": ev["rank"].to_numpy()[calls], "corr": corr.to_numpy()[calls].astype(np.int64),
-         "call_pid": ev["pid"].to_numpy()[calls]}
-    )
-    w = pd.DataFrame(
-        {"work": work, "rank": ev["rank"].to_numpy()[work], "corr": corr.to_numpy()[work].astype(np.int64),
-         "work_pid": ev["pid"].to_numpy()[work]}
-    )
-    pairs = w.merge(c, on=["rank", "corr"])
-    # Correlation ids are per process: where several processes reuse one, keep the call of the work's own
-    # process (nsys-parsed rows carry it); Kineto puts the device index there, so otherwise take the first.
-    pairs["same_pid"] = pairs["work_pid"] == pairs["call_pid"]
-    pairs = pairs.sort_values(["work", "same_pid", "call"], ascending=[True, False, True])
-    pairs = pairs.drop_duplicates("work", keep="first")
+    work = events.index.get_indexer(links["work_row"].to_numpy())
+    call = events.index.get_indexer(links["call_row"].to_numpy())
+    is_work = np.isin(events["kind"].cat.codes.to_numpy(), [KINDS.index(k) for k in GPU_WORK_KINDS])
+    keep = is_work[work]
+    work, call = work[keep], call[keep]
+    order = np.argsort(work, kind="stable")
     out: list[dict[str, Any]] = []
-    for flow_id, (call, wrk) in enumerate(zip(pairs["call"].tolist(), pairs["work"].tolist()), start=1):
-        out.append({"ph": "s", "id": flow_id, "pid": int(row_pid[call]), "tid": int(row_tid[call]),
-                    "ts": float(ts_us[call]), "cat": "ac2g", "name": "ac2g"})
-        out.append({"ph": "f", "id": flow_id, "pid": int(row_pid[wrk]), "tid": int(row_tid[wrk]),
-                    "ts": float(ts_us[wrk]), "cat": "ac2g", "name": "ac2g", "bp": "e"})
+    for flow_id, (c, w) in enumerate(zip(call[order].tolist(), work[order].tolist()), start=1):
+        out.append({"ph": "s", "id": flow_id, "pid": int(row_pid[c]), "tid": int(row_tid[c]),
+                    "ts": float(ts_us[c]), "cat": "ac2g", "name": "ac2g"})
+        out.append({"ph": "f", "id": flow_id, "pid": int(row_pid[w]), "tid": int(row_tid[w]),
+                    "ts": float(ts_us[w]), "cat": "ac2g", "name": "ac2g", "bp": "e"})
     return out
 
 
@@ -148,11 +187,11 @@ def build(timeline: Timeline, *, progress: ProgressFn | None = None) -> tuple[di
     """The trace's header dict and its events as JSON fragments (one per chunk, comma-joined inside)."""
     ev = timeline.events.reset_index(drop=True)
     result = ExportResult(format="chrome", path=Path())
-    lane_of_row, lanes = layout(ev, timeline.meta)
+    track_of_row, tracks = layout(ev, timeline.meta)
     host_pids = set(ev.loc[ev["device"] < 0, "pid"].astype(int).tolist())
-    gpu_pid, lane_pid, lane_tid = _track_ids(lanes, host_pids)
-    row_pid = lane_pid[lane_of_row] if len(ev) else np.zeros(0, np.int64)
-    row_tid = lane_tid[lane_of_row] if len(ev) else np.zeros(0, np.int64)
+    gpu_pid, host_pid, track_pid, track_tid = _track_ids(tracks, host_pids)
+    row_pid = track_pid[track_of_row] if len(ev) else np.zeros(0, np.int64)
+    row_tid = track_tid[track_of_row] if len(ev) else np.zeros(0, np.int64)
 
     starts = ev["start_ns"].to_numpy(np.int64)
     ends = ev["end_ns"].to_numpy(np.int64)
@@ -203,8 +242,8 @@ def build(timeline: Timeline, *, progress: ProgressFn | None = None) -> tuple[di
         chunks.append(orjson.dumps(batch)[1:-1])
         if progress:
             progress("chrome: events", min(lo + CHUNK, len(order)), len(order))
-    flows = _flows(ev, ts_us, row_pid, row_tid)
-    meta_events = _metadata(timeline, lanes, gpu_pid, lane_pid, lane_tid)
+    flows = _flows(timeline.events, ts_us, row_pid, row_tid)  # (the frame whose launch join is cached)
+    meta_events = _metadata(timeline, tracks, gpu_pid, host_pid, track_pid, track_tid, not single_rank)
     for extra in (flows, meta_events):
         if extra:
             chunks.append(orjson.dumps(extra)[1:-1])
@@ -223,7 +262,7 @@ def build(timeline: Timeline, *, progress: ProgressFn | None = None) -> tuple[di
             "rows of several distributed ranks share one file: each row's rank is in args.rank (Kineto's "
             "distributedInfo holds one rank per file)"
         )
-    split = sorted({ln.label.rsplit(" · ", 1)[0] for ln in lanes if ln.sub})
+    split = sorted({tr.label.rsplit(" · ", 1)[0] for tr in tracks if tr.sub})
     if split:
         result.notes.append(
             f"{len(split)} row(s) had intervals that overlap without nesting and were split into sub-tracks "
@@ -232,7 +271,7 @@ def build(timeline: Timeline, *, progress: ProgressFn | None = None) -> tuple[di
     counts = pd.Series(kinds).value_counts()
     result.counts = {f"{k} events": int(v) for k, v in counts.items()}
     result.counts["flows"] = len(flows) // 2
-    result.counts["tracks"] = len(lanes)
+    result.counts["tracks"] = len(tracks)
     return header, chunks, result
 
 

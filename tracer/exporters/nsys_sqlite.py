@@ -157,30 +157,28 @@ def _fit_ids(ev: pd.DataFrame, used: np.ndarray, notes: list[str]) -> tuple[np.n
 
 
 def _owner_pids(ev: pd.DataFrame, pid: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
-    """For GPU rows, the process that launched them: the pid of the API call with the same correlation id."""
+    """For GPU rows, the process that launched them: the pid of the API call that the timeline's launch join
+    (:func:`tracer.timeline.launch_links`: same rank, process and correlation id) gives it.
+
+    Every parser already files GPU work under its launching process, so a linked row keeps its pid; a row with
+    no call in the trace (its launch fell outside the capture) goes to the one process that calls CUDA, where
+    there is only one.
+    """
+    from tracer.timeline import launch_links
+
     owner = pid[gpu_rows].copy()
     if gpu_rows.size == 0:
         return owner
     kind = ev["kind"].astype(str).to_numpy()
-    corr = ev["correlation"]
-    host_calls = np.flatnonzero(np.isin(kind, ("runtime", "driver")) & corr.notna().to_numpy())
     host_pids = np.unique(pid[np.isin(kind, ("runtime", "driver"))])  # the processes that call CUDA
-    if host_calls.size:
-        calls = pd.DataFrame(
-            {"rank": ev["rank"].to_numpy()[host_calls], "corr": corr.to_numpy()[host_calls].astype(np.int64),
-             "call_pid": pid[host_calls]}
-        ).drop_duplicates(["rank", "corr"])
-        has_corr = corr.notna().to_numpy()[gpu_rows]
-        work = pd.DataFrame(
-            {"pos": np.flatnonzero(has_corr), "rank": ev["rank"].to_numpy()[gpu_rows][has_corr],
-             "corr": corr.to_numpy()[gpu_rows][has_corr].astype(np.int64)}
-        )
-        matched = work.merge(calls, on=["rank", "corr"], how="inner")
-        owner[matched["pos"].to_numpy()] = matched["call_pid"].to_numpy()
-        unmatched = np.ones(owner.size, dtype=bool)
-        unmatched[matched["pos"].to_numpy()] = False
-    else:
-        unmatched = np.ones(owner.size, dtype=bool)
+    links = launch_links(ev)
+    work = ev.index.get_indexer(links["work_row"].to_numpy())
+    call = ev.index.get_indexer(links["call_row"].to_numpy())
+    at = np.searchsorted(gpu_rows, work)  # gpu_rows is ascending; links of gpu_range rows are not among them
+    hit = (at < gpu_rows.size) & (gpu_rows[np.minimum(at, gpu_rows.size - 1)] == work)
+    owner[at[hit]] = pid[call[hit]]
+    unmatched = np.ones(owner.size, dtype=bool)
+    unmatched[at[hit]] = False
     if host_pids.size == 1:
         owner[unmatched & ~np.isin(owner, host_pids)] = host_pids[0]
     return owner

@@ -3,8 +3,9 @@
     ImportNvtxt --cmd create -n trace.nvtxt -o trace.nsys-rep
     ImportNvtxt --cmd merge -i recorded.nsys-rep -n trace.nvtxt -o merged.nsys-rep
 
-Every interval of the timeline becomes one start/end range on the thread of its lane (the same lanes as the
-Chrome export: "GPU 0 · stream 7 · kernels", a host thread, its NVTX ranges ...). Start/end ranges rather than
+Every interval of the timeline becomes one start/end range on the thread of its track (the same tracks as
+the Chrome export, on the lanes of :mod:`tracer.layout`: "GPU 0 · stream 7 · kernels", a host thread, its
+NVTX ranges ...; each led by its rank in a timeline of several ranks). Start/end ranges rather than
 push/pop, because lanes may hold intervals that overlap without nesting, which push/pop cannot express.
 
 What is used of the format, and only that (as NVIDIA documents it and as published writers use it):
@@ -45,21 +46,28 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     """Write ``timeline`` to ``dest`` in NVTXT."""
     ev = timeline.events.reset_index(drop=True)
     result = ExportResult(format="nvtxt", path=final)
-    lane_of_row, lanes = layout(ev, timeline.meta)
+    track_of_row, tracks = layout(ev, timeline.meta)
     host_pids = ev.loc[ev["device"] < 0, "pid"]
     host_pids = host_pids[host_pids >= 0]
     process_id = int(host_pids.mode().iat[0]) if len(host_pids) else 0
-    # thread id per lane: a host thread's main row keeps its OS tid, the rest count up from the base
-    lane_tid = np.zeros(len(lanes), dtype=np.int64)
+    # thread id per track: a host thread's main track keeps its OS tid (the first rank's, where several ranks
+    # have a thread of that id), the rest count up from the base
+    track_tid = np.zeros(len(tracks), dtype=np.int64)
     used: set[int] = set()
     next_tid = SYNTHETIC_TID_BASE
-    for ln in sorted(lanes, key=lambda x: (x.on_gpu, x.sub, x.group != "", x.index)):
-        if not ln.on_gpu and ln.group == "" and ln.sub == 0 and 0 < ln.tid < SYNTHETIC_TID_BASE and ln.tid not in used:
-            lane_tid[ln.index] = ln.tid
+    for tr in sorted(tracks, key=lambda x: (x.on_gpu, x.sub, x.group != "", x.index)):
+        main = not tr.on_gpu and tr.group == "" and tr.sub == 0
+        if main and 0 < tr.tid < SYNTHETIC_TID_BASE and tr.tid not in used:
+            track_tid[tr.index] = tr.tid
         else:
-            lane_tid[ln.index] = next_tid
+            track_tid[tr.index] = next_tid
             next_tid += 1
-        used.add(int(lane_tid[ln.index]))
+        used.add(int(track_tid[tr.index]))
+    ranks = sorted(set(ev["rank"].astype(int).tolist()))
+    if len(ranks) > 1:
+        result.notes.append(
+            f"{len(ranks)} ranks are written under one ProcessId: each thread's name in the header says its rank"
+        )
     other_pids = sorted(set(host_pids.astype(int).tolist()) - {process_id})
     if other_pids:
         result.notes.append(
@@ -71,7 +79,7 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     head = [
         f"# NVTXT written by tracer {tracer_version()} from {source} ({timeline.meta.format})",
         "# One thread per lane of the timeline; ThreadId = lane:",
-        *(f"#   {int(lane_tid[ln.index])} = {ln.label}" for ln in lanes),
+        *(f"#   {int(track_tid[tr.index])} = {tr.label}" for tr in tracks),
         f"SetFileDisplayName, {clean_message('tracer: ' + source).replace(',', ' ')}",
         "@RangeStartEnd, Start, End, ThreadId, Message",
         f"ProcessId = {process_id}",
@@ -83,7 +91,7 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     ends = ev["end_ns"].to_numpy(np.int64)
     cleaned = np.array([clean_message(str(c)) for c in ev["name"].cat.categories], dtype=object)
     names = cleaned[ev["name"].cat.codes.to_numpy()] if len(ev) else cleaned[:0]
-    tids = lane_tid[lane_of_row] if len(ev) else np.zeros(0, dtype=np.int64)
+    tids = track_tid[track_of_row] if len(ev) else np.zeros(0, dtype=np.int64)
     order = np.lexsort((-ends, starts))
     with open(dest, "w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(head) + "\n")
@@ -97,5 +105,5 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
             )
             if progress:
                 progress("nvtxt: ranges", min(lo + CHUNK, len(order)), len(order))
-    result.counts = {"ranges": int(len(ev)), "threads": len(lanes)}
+    result.counts = {"ranges": int(len(ev)), "threads": len(tracks)}
     return result
