@@ -134,3 +134,48 @@ def test_the_runs_page_names_a_command_where_a_scenario_stands() -> None:
     assert what_ran(meta) == command_text(meta) == "python3 train.py --lr 0.1"
     assert what_ran({"scenario": "multi-device"}) == "multi-device"
     assert command_text({"command": ["python", "x" * 200]}, limit=20).endswith("…")
+
+
+FAKE_NSYS = """#!{python}
+# Stands in for Nsight Systems: `profile` runs the program and writes a dummy report; `export` writes a real
+# nsys SQLite export from tests/data, so the parsing and writing path is the real one.
+import gzip, subprocess, sys
+args = sys.argv[1:]
+if args[0] == "--version":
+    print("NVIDIA Nsight Systems version fake"); sys.exit(0)
+out = args[args.index("-o") + 1]
+if args[0] == "profile":
+    assert "cuda,nvtx" in args and "--capture-range=cudaProfilerApi" not in args, args
+    rc = subprocess.call(args[args.index("-o") + 2:])
+    open(out + ".nsys-rep", "wb").write(b"fake report")
+    sys.exit(rc)
+if args[0] == "export":
+    open(out, "wb").write(gzip.open({sqlite!r}).read()); sys.exit(0)
+sys.exit(3)
+"""
+
+
+def test_the_nsys_backend_wraps_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = Path(__file__).parent / "data" / "nsys_compute_copy.sqlite.gz"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "nsys").write_text(FAKE_NSYS.format(python=sys.executable, sqlite=str(data)))
+    (bindir / "nsys").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    run = record_command([sys.executable, "-c", "raise SystemExit(2)"], out=tmp_path / "runs", backend="nsys",
+                         delay_s=1.5)
+    assert run.exit_code == 2
+    assert {p.name for p in run.path.iterdir()} == {"report.nsys-rep", "report.sqlite", "timeline.parquet",
+                                                    "meta.json", "summary.json"}
+    meta = read_meta(run.path)
+    assert meta.backend == "nsys" and meta.backend_details["nsys_version"].endswith("fake")
+    assert "--delay" in meta.backend_details["nsys_args"] and meta.exit_code == 2
+    assert run.summary["format"] == "nsys" and run.summary["devices"]["0"]["memcpys"] == 10
+    with pytest.raises(Exception, match="delay/--duration"):
+        record_command([sys.executable, "-c", "pass"], out=tmp_path / "runs", backend="nsys", steps="1,1,1")
+
+
+def test_the_nsys_backend_needs_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(Exception, match="not on PATH"):
+        record_command([sys.executable, "-c", "pass"], out=tmp_path / "runs", backend="nsys")

@@ -153,6 +153,46 @@ class RecordedCommand:
     exit_code: int
 
 
+#: ``nsys profile`` for a command: CUDA + NVTX of every process the command starts, no CPU sampling or context
+#: switches; the whole run (a command has no cudaProfilerStart/Stop to bound it, unlike the scenarios).
+NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true")
+
+
+def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | None,
+                    duration_s: float | None) -> tuple[CommandResult, dict[str, Any]]:
+    """``nsys profile ... COMMAND``, then ``nsys export --type sqlite``; nsys returns the program's exit code."""
+    from tracer import rundir
+
+    window = [*(["--delay", f"{delay_s:g}"] if delay_s else []), *(["--duration", f"{duration_s:g}"] if duration_s else [])]
+    cmd = [nsys, *NSYS_COMMAND_ARGS, *window, "-o", str(tmp / "report"), *argv]
+    t0 = time.perf_counter()
+    child = subprocess.Popen(cmd)
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous_int)
+    wall = time.perf_counter() - t0
+    exit_code = 128 - code if code < 0 else code
+    report = tmp / rundir.NSYS_REPORT
+    sqlite = tmp / rundir.NSYS_SQLITE
+    traces: list[Path] = []
+    if report.exists():
+        proc = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
+                               str(report)], capture_output=True, text=True)
+        if proc.returncode != 0 or not sqlite.exists():
+            last = (proc.stderr or proc.stdout).strip().splitlines()
+            raise TracerError(report.name, f"nsys export failed: {last[-1] if last else proc.returncode}")
+        if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
+            from tracer.record import _gzip_file
+
+            sqlite = _gzip_file(sqlite)
+        traces = [sqlite]
+    version = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
+    details = {"profiler": "nsys", "nsys_version": version, "nsys_args": [*NSYS_COMMAND_ARGS, *window]}
+    return CommandResult(list(argv), os.getcwd(), exit_code, wall, exit_code == 130, traces, []), details
+
+
 def record_command(
     argv: Sequence[str],
     *,
@@ -161,6 +201,7 @@ def record_command(
     steps: str | None = None,
     delay_s: float | None = None,
     duration_s: float | None = None,
+    backend: str = "torch",
 ) -> RecordedCommand:
     """Run ``argv`` with every Python process it starts recorded by torch.profiler, and write one run directory
     under ``out`` (``<script>-<YYYYmmdd-HHMMSS>``, or ``name``): ``trace.json.gz`` for one process, ``traces/``
@@ -173,18 +214,38 @@ def record_command(
     from tracer.record import _environment
 
     resolve(argv)  # a missing command: exit 127 before anything is written
+    nsys = None
+    if backend == "nsys":
+        from tracer.errors import ToolMissingError, UsageError
+
+        nsys = shutil.which("nsys")
+        if nsys is None:
+            raise ToolMissingError("--backend nsys", "nsys (Nsight Systems) is not on PATH; install it or add its "
+                                   "directory to PATH, or use --backend torch")
+        if steps is not None:
+            raise UsageError("--steps", "is torch.profiler's schedule; with --backend nsys use --delay/--duration")
+    elif backend != "torch":
+        from tracer.errors import UsageError
+
+        raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / (name or f"{command_stem(argv)}-{created.astimezone():%Y%m%d-%H%M%S}")
     tmp = temp_dir_beside(wanted)
     try:
         with writing(wanted):
-            result = run_command(argv, tmp / ".capture", steps=steps, delay_s=delay_s, duration_s=duration_s)
+            details: dict[str, Any] = {"profiler": "torch.profiler", "bootstrap": "sitecustomize (tracer/_bootstrap)"}
+            if nsys is not None:
+                result, details = _run_under_nsys(nsys, argv, tmp, delay_s, duration_s)
+            else:
+                result = run_command(argv, tmp / ".capture", steps=steps, delay_s=delay_s, duration_s=duration_s)
             if not result.traces:
                 code = result.exit_code or 1
                 raise _NothingRecorded(" ".join(argv), f"exited with {result.exit_code} and recorded nothing (no "
                                        "Python process of it imported torch, or it ended before)", code)
             ranked = [p for p in result.processes if p.get("rank") is not None]
-            if len(result.traces) == 1 and not ranked:
+            if nsys is not None:
+                pass  # report.nsys-rep and report.sqlite are where a run keeps them already
+            elif len(result.traces) == 1 and not ranked:
                 os.replace(result.traces[0], tmp / rundir.TRACE)
             else:
                 (tmp / rundir.TRACES_DIR).mkdir()
@@ -200,8 +261,8 @@ def record_command(
                 torch_version=env["torch_version"],
                 cuda_version=env["cuda_version"],
                 wall_times_s={"command": round(result.wall_s, 6)},
-                backend="torch",
-                backend_details={"profiler": "torch.profiler", "bootstrap": "sitecustomize (tracer/_bootstrap)"},
+                backend=backend,
+                backend_details=details,
                 created=created.isoformat(),
                 environment=env,
                 command=list(argv),

@@ -121,7 +121,8 @@ def record(
             from tracer.errors import UsageError
 
             raise UsageError("", f"give a scenario ({scenario}) or a command after '--', not both")
-        _record_command(command, out=out, name=name, steps=steps, delay=delay, duration=duration, quiet=quiet)
+        _record_command(command, out=out, name=name, steps=steps, delay=delay, duration=duration, quiet=quiet,
+                        backend=backend)
         return
     if scenario is None:
         from tracer.errors import UsageError
@@ -165,10 +166,11 @@ def record(
 
 
 def _record_command(command: list[str], *, out: Path, name: str | None, steps: str | None, delay: float | None,
-                    duration: float | None, quiet: bool) -> None:
+                    duration: float | None, quiet: bool, backend: str) -> None:
     from tracer.record_command import record_command
 
-    run = record_command(command, out=out, name=name, steps=steps, delay_s=delay, duration_s=duration)
+    run = record_command(command, out=out, name=name, steps=steps, delay_s=delay, duration_s=duration,
+                         backend=backend)
     meta = run.meta
     if quiet:
         print(run.path)
@@ -177,9 +179,13 @@ def _record_command(command: list[str], *, out: Path, name: str | None, steps: s
 
         steps_done = sum(int(p.get("optimizer_steps") or 0) for p in meta.processes)
         ranks = sorted(p["rank"] for p in meta.processes if p.get("rank") is not None)
-        who = f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(meta.processes)} process(es)"
+        if meta.backend == "nsys":
+            who = "under nsys"
+        else:
+            who = f"ranks {', '.join(map(str, ranks))}" if ranks else f"{len(meta.processes)} process(es)"
+            who += f"; {steps_done} optimizer steps"
         print(f"recorded: {' '.join(command)}  (exit {run.exit_code}"
-              f"{', interrupted' if meta.interrupted else ''}; {who}; {steps_done} optimizer steps; "
+              f"{', interrupted' if meta.interrupted else ''}; {who}; "
               f"{meta.wall_times_s.get('command', 0):.1f} s)")
         for note in meta.notes:
             print(f"tracer: note: {note}", file=sys.stderr)
