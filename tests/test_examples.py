@@ -30,7 +30,7 @@ def summary_json(run: Path) -> dict:
 
 
 def test_every_scenario_is_bundled_with_both_back_ends():
-    seen = {(meta(r)["scenario"], meta(r)["backend"]) for r in RUNS}
+    seen = {(meta(r)["scenario"], meta(r)["backend"]) for r in RUNS if meta(r)["mode"] != "command"}
     scenarios = {s for s, _ in seen}
     assert len(scenarios) == 7
     assert all((s, "nsys") in seen and (s, "torch") in seen for s in scenarios)
@@ -69,4 +69,15 @@ def test_torch_and_nsys_twins_see_the_same_work_per_stream():
         for twin in twins:
             assert lane_counts(torch_run) == lane_counts(twin), (torch_run.name, twin.name)
             pairs += 1
-    assert pairs == 9
+    assert pairs == 10  # nine scenario pairs and the user script's (tracer record -- python bench/user_train.py)
+
+
+@pytest.mark.parametrize("backend", ["torch", "nsys"])
+def test_the_user_script_run_is_a_command_run(backend):
+    (run,) = [r for r in RUNS if meta(r)["mode"] == "command" and meta(r)["backend"] == backend]
+    m = meta(run)
+    assert m["command"][1:] == ["bench/user_train.py", "--steps", "50", "--workers", "2"] and m["exit_code"] == 0
+    assert m["gpu_names"] == {"0": "NVIDIA H200"}
+    dev = summary_json(run)["devices"]["0"]
+    # every copy (the batches' HtoD, AMP's scaler checks) queues on the compute stream: none hides
+    assert (dev["kernels"], dev["memcpys"]) == (2664, 257) and dev["overlap_ns"] == 0

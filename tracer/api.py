@@ -59,6 +59,7 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
     from tracer import rundir
     from tracer.io import publish_dir, temp_dir_beside, writing
     from tracer.record import _environment
+    from tracer.record_command import _fill_devices
 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / (name or f"{_stem()}-{created.astimezone():%Y%m%d-%H%M%S}")
@@ -91,6 +92,7 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
             )
             rundir.write_meta(tmp, meta)
             derived = rundir.derive(tmp)
+            _fill_devices(tmp, derived)
             final = publish_dir(tmp, wanted)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

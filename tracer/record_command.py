@@ -279,6 +279,7 @@ def record_command(
             _shutil.rmtree(tmp / ".capture", ignore_errors=True)
             rundir.write_meta(tmp, meta)
             derived = rundir.derive(tmp)
+            _fill_devices(tmp, derived)
             final = publish_dir(tmp, wanted)
     except BaseException:
         import shutil as _shutil
@@ -286,6 +287,18 @@ def record_command(
         _shutil.rmtree(tmp, ignore_errors=True)
         raise
     return RecordedCommand(final, derived.meta, derived.summary, result.exit_code)
+
+
+def _fill_devices(run_dir: Path, derived: Any) -> None:
+    """meta.json's GPU names and devices, which a scenario knows before it runs, from what the trace says."""
+    from tracer import rundir
+
+    meta = derived.meta
+    names = derived.timeline.meta.gpu_names
+    if names and not meta.gpu_names:
+        meta.gpu_names = {str(k): v for k, v in sorted(names.items())}
+        meta.devices = [f"cuda:{k}" for k in sorted(names)]
+        rundir.write_meta(run_dir, meta)
 
 
 class _NothingRecorded(TracerError):
