@@ -43,6 +43,9 @@ def run(mode: str, steps: int, workers: int, out: Path) -> float:
         "unprofiled": base,
         "torch.profiler": [*base, "--self-profile"],
         "tracer record": [sys.executable, "-m", "tracer", "record", "--out", str(out), "--", *base],
+        # the profiler started at the first optimizer step (after CUDA's initialisation), not at torch's import
+        "tracer --delay": [sys.executable, "-m", "tracer", "record", "--delay", "0.001", "--out", str(out), "--",
+                           *base],
     }[mode]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, check=True)
@@ -55,12 +58,14 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--with-delay", action="store_true", help="also: tracer record --delay 0.001 (the profiler "
+                                                              "started at the first optimizer step)")
     args = ap.parse_args()
-    modes = ["unprofiled", "torch.profiler", "tracer record"]
+    modes = ["unprofiled", "torch.profiler", "tracer record"] + (["tracer --delay"] if args.with_delay else [])
     got: dict[str, list[float]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeat):
-            for m in modes[r % 3:] + modes[: r % 3]:
+            for m in modes[r % len(modes):] + modes[: r % len(modes)]:
                 got[m].append(run(m, args.steps, args.workers, Path(tmp)))
                 print(f"  {m:15s} repeat {r + 1}: median step {got[m][-1] * 1e3:.3f} ms", file=sys.stderr)
     med = {m: statistics.median(v) for m, v in got.items()}
@@ -69,6 +74,9 @@ def main() -> None:
     for m in modes:
         print(f"{m:16s} {med[m] * 1e3:15.3f} {100 * (med[m] / base - 1):+13.1f}%")
     own = 100 * (med["tracer record"] - med["torch.profiler"]) / base
+    if "tracer --delay" in med:
+        late = 100 * (med["tracer --delay"] - med["torch.profiler"]) / base
+        print(f"with --delay (profiler from the first optimizer step): {late:+.1f}% of an unprofiled step")
     print(f"tracer's own cost beyond torch.profiler: {own:+.1f}% of an unprofiled step "
           f"({args.steps} steps, {args.workers} workers, {args.repeat} repeats)")
     if args.json:

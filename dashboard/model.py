@@ -253,7 +253,6 @@ def prepare(timeline: Timeline) -> TimelineView:
     for lane in layout.lanes:
         if lane.on_gpu:
             by_device.setdefault(lane.device_key, []).append(lane)
-    rank_events: dict[int, pd.DataFrame] = {}
     for gpu in _gpus(timeline, layout):
         dev = gpu.device
         (band,) = add_lane(
@@ -263,9 +262,7 @@ def prepare(timeline: Timeline) -> TimelineView:
             dev,
             gpu.rank,
         )
-        if multi and gpu.rank not in rank_events:
-            rank_events[gpu.rank] = ev[ev["rank"].to_numpy() == gpu.rank]
-        ov_s, ov_e = device_sets(rank_events[gpu.rank] if multi else ev, dev)["overlap"]
+        ov_s, ov_e = device_sets(ev, gpu)["overlap"]
         if ov_s.size:
             parts.append(
                 (

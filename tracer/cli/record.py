@@ -57,8 +57,11 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
                   caption="overlap = copy time hidden behind compute, on the timeline")
         for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden"):
             t.add_column(col, justify="right")
+        from tracer.analysis.overlap import hidden_pct
+
         for dev, v in devs.items():
-            hidden = f"{100 * v['overlap_ns'] / v['copy_ns']:.0f}%" if v["copy_ns"] else "–"
+            pct = hidden_pct(v["overlap_ns"], v["copy_ns"])  # the one definition of "copy hidden"
+            hidden = f"{pct:.0f}%" if pct is not None else "–"
             t.add_row(dev, f"{v['kernels']:,}", f"{v['memcpys']:,}", f"{v['compute_ns'] / 1e6:,.1f}",
                       f"{v['copy_ns'] / 1e6:,.1f}", f"{v['overlap_ns'] / 1e6:,.1f}", hidden)
         out.append(t)

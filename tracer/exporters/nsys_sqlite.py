@@ -34,7 +34,7 @@ import orjson
 import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
-from tracer.exporters._nesting import sub_tracks
+from tracer.layout import sub_tracks
 from tracer.exporters._nsys_schema import ENUM_TABLES, SCHEMA_META_ROWS, TABLE_DDL
 from tracer.nsys_enums import (
     EVENT_CLASS_DRIVER,
@@ -44,7 +44,7 @@ from tracer.nsys_enums import (
     NVTX_STARTEND,
     memcpy_oper,
 )
-from tracer.timeline import GPU_WORK_KINDS, Timeline
+from tracer.timeline import GPU_WORK_KINDS, Timeline, launch_links
 
 #: ids must fit nsys' serialized global id: 24 bits each for pid and tid
 ID_LIMIT = 1 << 24
@@ -164,8 +164,6 @@ def _owner_pids(ev: pd.DataFrame, pid: np.ndarray, gpu_rows: np.ndarray) -> np.n
     no call in the trace (its launch fell outside the capture) goes to the one process that calls CUDA, where
     there is only one.
     """
-    from tracer.timeline import launch_links
-
     owner = pid[gpu_rows].copy()
     if gpu_rows.size == 0:
         return owner
