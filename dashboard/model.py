@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
-import pandas as pd
 
 from tracer.analysis import intervals as iv
 from tracer.analysis.overlap import DeviceOverlap, device_overlap, device_sets

@@ -259,7 +259,7 @@ class Session:
         con.execute(f"CREATE VIEW ranges AS SELECT {host} FROM events WHERE kind = 'range'")
         con.execute(f"CREATE VIEW ops AS SELECT {host} FROM events WHERE kind = 'cpu_op'")
         con.execute(
-            f"CREATE VIEW calls AS SELECT source, rank, kind, name, start_ns, end_ns, dur_ns, pid, tid, correlation "
+            "CREATE VIEW calls AS SELECT source, rank, kind, name, start_ns, end_ns, dur_ns, pid, tid, correlation "
             "FROM events WHERE kind IN ('runtime', 'driver')"
         )
         import pandas as pd
