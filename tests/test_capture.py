@@ -130,7 +130,32 @@ def test_a_shadowed_sitecustomize_still_runs(tmp_path: Path) -> None:
 
 def test_steps_are_checked() -> None:
     assert parse_steps("1,1,2") == (1, 1, 2, 0)
-    assert parse_steps(" 0, 0, 3, 2") == (0, 0, 3, 2)
-    for bad in ("1,2", "a,b,c", "1,1,0", "1,1,1,1,1", "-1,1,1"):
+    assert parse_steps(" 0, 1, 3, 2") == (0, 1, 3, 2)
+    # 0,0,N: torch stops and restarts the profiler inside the optimizer's own range, and the process segfaults
+    for bad in ("1,2", "a,b,c", "1,1,0", "1,1,1,1,1", "-1,1,1", "0,0,3"):
         with pytest.raises(ValueError):
             parse_steps(bad)
+
+
+def test_asking_whether_torch_exists_does_not_switch_capture_off(tmp_path: Path) -> None:
+    # transformers' is_torch_available() asks importlib before anything imports torch
+    script = "import importlib.util\nimportlib.util.find_spec('torch')\n" + TRAIN
+    rc, out, text = _run(tmp_path, "2", script=script)
+    assert rc == 0, text
+    assert _status(out)["optimizer_steps"] == 2
+
+
+@pytest.mark.parametrize(("orig_argv", "why"), [
+    (["python", "-m", "torch.distributed.run", "--nproc-per-node", "2", "x.py"], "the torchrun launcher"),
+    (["/venv/bin/torchrun", "x.py"], "the torchrun launcher"),
+    (["python", "-c", "from multiprocessing.forkserver import main; main(3)"], "a multiprocessing child"),
+    (["python", "-c", "from multiprocessing.spawn import spawn_main", "--multiprocessing-fork"],
+     "a multiprocessing child"),
+    (["python", "train.py"], None),
+])
+def test_launchers_and_workers_are_left_out(monkeypatch: pytest.MonkeyPatch, orig_argv: list[str],
+                                            why: str | None) -> None:
+    from tracer import capture
+
+    monkeypatch.setattr(sys, "orig_argv", orig_argv)
+    assert capture._skipped_process() == why

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tracer.errors import UsageError
-from tracer.job import assign_ranks, load_job, rank_in_name
+from tracer.job import assign_ranks, group_parts, load_job, rank_in_name
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 
@@ -22,6 +22,7 @@ def test_rank_in_a_file_name() -> None:
     assert rank_in_name("frank3.json") is None
     assert rank_in_name("rank1-rank2.json") is None  # two different ranks: no answer
     assert rank_in_name("worker0.pt.trace.json.gz") is None
+    assert rank_in_name("rank40000.json") is None  # beyond the timeline's int16 rank
 
 
 def test_hta_ranks_read_as_one_job() -> None:
@@ -39,9 +40,11 @@ def test_hta_ranks_read_as_one_job() -> None:
     assert job.meta.extra["ranks"]["1"]["source"].endswith("rank-1.json.gz")
 
 
-def test_two_traces_of_one_rank_are_refused() -> None:
+def test_two_traces_of_one_rank_are_refused(tmp_path: Path) -> None:
+    other = tmp_path / "copy_of_rank-1.json.gz"
+    other.write_bytes(HTA_RANKS[0].read_bytes())
     with pytest.raises(UsageError, match="one trace per rank"):
-        load_job([HTA_RANKS[0], HTA_RANKS[0]])
+        load_job([HTA_RANKS[0], other])
 
 
 def test_ranks_from_names_then_order(tmp_path: Path) -> None:
@@ -57,3 +60,25 @@ def test_a_trace_on_an_unknown_clock_cannot_join_a_job() -> None:
     loads = {HTA_RANKS[0]: unknown, HTA_RANKS[1]: t}
     with pytest.raises(UsageError, match="no known offset"):
         load_job(HTA_RANKS, load=loads.__getitem__)
+
+
+def test_the_parts_of_one_process_are_one_rank(tmp_path: Path) -> None:
+    names = ["rank0-pid7.json.gz", "rank0-pid7-part2.json.gz", "rank1-pid8.json.gz", "pid9-part3.json.gz",
+             "pid9.json.gz"]
+    groups = [[p.name for p in g] for g in group_parts([tmp_path / n for n in names])]
+    assert groups == [["rank0-pid7.json.gz", "rank0-pid7-part2.json.gz"], ["rank1-pid8.json.gz"],
+                      ["pid9.json.gz", "pid9-part3.json.gz"]]
+    t = load_trace(HTA_RANKS[1], cache=False)
+    loads = {tmp_path / "rank0-pid7.json.gz": t, tmp_path / "rank0-pid7-part2.json.gz": t}
+    job = load_job(list(loads), load=loads.__getitem__)
+    assert job.events["rank"].unique().tolist() == [0] and len(job.events) == 2 * len(t.events)
+
+
+def test_an_empty_part_joins_a_job() -> None:
+    from tracer.timeline import TraceMeta, concat, empty_events
+
+    t = load_trace(HTA_RANKS[1], cache=False)
+    empty = Timeline(empty_events(), TraceMeta(format="kineto"))
+    job = concat([empty, t], ranks=[3, 4])
+    assert job.events["rank"].unique().tolist() == [4] and len(job.events) == len(t.events)
+    assert len(job.meta.extra["parts"]) == 2

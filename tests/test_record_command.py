@@ -46,8 +46,9 @@ def test_a_missing_command_is_127_and_writes_nothing(tmp_path: Path) -> None:
         run_command(["no-such-program-tracer-test"], tmp_path / "cap")
     assert err.value.exit_code == 127 and "command not found" in str(err.value)
     assert not (tmp_path / "cap").exists()
-    with pytest.raises(CommandNotFoundError, match="no command"):
+    with pytest.raises(Exception, match="no command") as empty:
         resolve([])
+    assert empty.value.exit_code == 2  # a usage error, not a missing program
 
 
 def test_the_exit_code_comes_back_with_the_trace(tmp_path: Path) -> None:

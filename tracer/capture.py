@@ -38,6 +38,8 @@ import orjson
 
 #: The directory traces go to; set by the parent, the switch that turns capture on.
 ENV_DIR = "TRACER_CAPTURE_DIR"
+#: Where tracer itself is, for a child that cannot import it otherwise (added at the end of its sys.path).
+ENV_HOME = "TRACER_CAPTURE_HOME"
 #: ``WAIT,WARMUP,ACTIVE[,REPEAT]``: torch.profiler.schedule over optimizer steps (default: everything).
 ENV_STEPS = "TRACER_CAPTURE_STEPS"
 #: Seconds: start at the first optimizer step after DELAY s, stop at the first after DELAY + DURATION s.
@@ -57,16 +59,28 @@ def parse_steps(text: str) -> tuple[int, int, int, int]:
     wait, warmup, active, repeat = (int(p) for p in parts + ["0"] * (4 - len(parts)))
     if active < 1:
         raise ValueError(f"steps {text!r}: ACTIVE must be at least 1")
+    if wait + warmup < 1:
+        # torch runs optimizer step hooks inside its "Optimizer.step#..." range: a cycle that stops and starts
+        # the profiler at once there (no wait, no warm-up) crashes the process (segfault, torch 2.13)
+        raise ValueError(f"steps {text!r}: WAIT + WARMUP must be at least 1")
     return wait, warmup, active, repeat
 
 
+LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
+
+
 def _skipped_process() -> str | None:
-    """Why this process is not recorded, or None."""
-    argv = sys.argv or [""]
-    if "--multiprocessing-fork" in argv:
-        return "a multiprocessing child"
-    main = Path(argv[0]).name
-    if main in ("torchrun", "torchrun.exe") or argv[0].endswith(("torch/distributed/run.py", "torch/distributed/launch.py")):
+    """Why this process is not recorded, or None. Reads the interpreter's own command line (``sys.orig_argv``):
+    at start-up ``sys.argv`` of ``python -m MOD`` is ``["-m"]``, without the module."""
+    argv = list(getattr(sys, "orig_argv", None) or sys.argv or [""])
+    if "--multiprocessing-fork" in argv or any("from multiprocessing." in a for a in argv):
+        return "a multiprocessing child"  # spawn and forkserver children (DataLoader workers)
+    for i, a in enumerate(argv[:-1]):
+        if a == "-m" and argv[i + 1] in LAUNCHER_MODULES:
+            return "the torchrun launcher"
+    if any(Path(a).name in ("torchrun", "torchrun.exe") or a.endswith(("torch/distributed/run.py",
+                                                                          "torch/distributed/launch.py"))
+           for a in argv[:2]):
         return "the torchrun launcher"
     return None
 
@@ -92,22 +106,27 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if name != "torch":
             return None
-        sys.meta_path.remove(self)  # once, and never for torch's own submodules
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        # Stay installed until torch is really imported: `importlib.util.find_spec("torch")` (transformers'
+        # is_torch_available) asks without importing
+        spec = None
         for finder in sys.meta_path:
-            if spec is not None:
-                break
+            if finder is self:
+                continue
             find = getattr(finder, "find_spec", None)
             spec = find(name, path, target) if find else None
+            if spec is not None:
+                break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader, out = spec.loader, self.out
+        loader, out, hook = spec.loader, self.out, self
 
         class _Loader(importlib.abc.Loader):
             def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
                 return loader.create_module(spec)
 
             def exec_module(self, module: ModuleType) -> None:
+                if hook in sys.meta_path:
+                    sys.meta_path.remove(hook)  # once, and never for torch's own submodules
                 loader.exec_module(module)  # type: ignore[union-attr]
                 try:
                     _start(out)
@@ -157,6 +176,9 @@ class Capture:
         self.schedule = parse_steps(os.environ[ENV_STEPS]) if os.environ.get(ENV_STEPS) else None
         self.paused_by_user = 0  # how many of the script's own profilers are running
         self.window_done = False
+        self.recording_since: float | None = None  # when the (first) recording started, for --duration
+        self.broken = False  # a failure of tracer's own: stop recording, never break the program
+        self._finishing = False
         self._own_call = False
 
     # -- life cycle ---------------------------------------------------------------------------------------
@@ -188,6 +210,8 @@ class Capture:
         self.prof = profile(**settings)
         with self._ours(), quiet_kineto():
             self.prof.start()
+        if self.recording_since is None:
+            self.recording_since = time.monotonic()
 
     def _stop_profiler(self) -> None:
         prof, self.prof = self.prof, None
@@ -214,29 +238,59 @@ class Capture:
         """One optimizer step happened: a profiler step, and the time window's edges."""
         with _lock:
             self.steps += 1
-            delay, duration = self.window
-            elapsed = time.monotonic() - self.started
-            if self.prof is None and not self.window_done and not self.paused_by_user and delay > 0 \
-                    and elapsed >= delay:
-                self._start_profiler()
+            if self.broken or self._finishing:
                 return
-            if self.prof is not None and duration > 0 and elapsed >= delay + duration:
-                self.window_done = True
-                self._stop_profiler()
-                return
-            if self.prof is not None:
+            try:
+                self._step()
+            except Exception as exc:  # noqa: BLE001 - tracer's failure must not break the user's optimizer step
+                self._give_up(exc)
+
+    def _step(self) -> None:
+        delay, duration = self.window
+        now = time.monotonic()
+        if self.prof is None and not self.window_done and not self.paused_by_user and delay > 0 \
+                and now - self.started >= delay:
+            self._start_profiler()
+            return
+        if self.prof is not None and duration > 0 and self.recording_since is not None \
+                and now - self.recording_since >= duration:
+            self.window_done = True
+            self._stop_profiler()
+            return
+        if self.prof is not None:
+            with self._ours():
+                self.prof.step()
+
+    def _give_up(self, exc: BaseException) -> None:
+        """Stop recording after a failure of tracer's own; the program goes on."""
+        self.broken = True
+        self._note(f"recording stopped: {exc}")
+        _warn(f"recording stopped: {exc}")
+        prof, self.prof = self.prof, None
+        if prof is not None:
+            try:
                 with self._ours():
-                    self.prof.step()
+                    prof.stop()
+            except Exception:  # noqa: BLE001
+                pass
 
     def finish(self) -> None:
-        """Stop and save (at exit, on SIGTERM); idempotent."""
+        """Stop and save (at exit, on SIGTERM); once. SIGINT and SIGTERM wait while it saves (torchrun sends a
+        worker the Ctrl-C it got once more, and a second signal in the middle of the save would lose it)."""
         with _lock:
-            if self.prof is not None:
-                try:
-                    self._stop_profiler()
-                except Exception as exc:  # noqa: BLE001 - at exit, say it and let the process end
-                    _warn(f"could not save the trace: {exc}")
-            self._write_status()
+            if self._finishing:
+                return
+            self._finishing = True
+            blocked = _block_signals()
+            try:
+                if self.prof is not None:
+                    try:
+                        self._stop_profiler()
+                    except BaseException as exc:  # noqa: BLE001 - at exit, say it and let the process end
+                        _warn(f"could not save the trace: {exc}")
+                self._write_status()
+            finally:
+                _unblock_signals(blocked)
 
     # -- the script's own profiler -------------------------------------------------------------------------
     def other_profiler_starts(self) -> None:
@@ -244,16 +298,22 @@ class Capture:
         the first), so ours saves what it has as a part and waits."""
         with _lock:
             self.paused_by_user += 1
-            if self.prof is not None:
-                self._stop_profiler()
-                self._note("the script started its own torch.profiler: tracer's recording paused meanwhile")
+            if self.prof is not None and not self.broken:
+                try:
+                    self._stop_profiler()
+                    self._note("the script started its own torch.profiler: tracer's recording paused meanwhile")
+                except Exception as exc:  # noqa: BLE001
+                    self._give_up(exc)
 
     def other_profiler_stops(self) -> None:
         with _lock:
             self.paused_by_user = max(0, self.paused_by_user - 1)
-            if not self.paused_by_user and self.prof is None and not self.window_done and \
-                    time.monotonic() - self.started >= self.window[0]:
-                self._start_profiler()
+            if not self.paused_by_user and self.prof is None and not self.window_done and not self.broken \
+                    and not self._finishing and time.monotonic() - self.started >= self.window[0]:
+                try:
+                    self._start_profiler()
+                except Exception as exc:  # noqa: BLE001
+                    self._give_up(exc)
 
     # -- files -----------------------------------------------------------------------------------------------
     def _save(self, prof: Any) -> None:
@@ -292,6 +352,21 @@ class Capture:
         tmp = self.out / f".{self.stem}.capture.json.tmp"
         tmp.write_bytes(orjson.dumps(status, option=orjson.OPT_INDENT_2))
         os.replace(tmp, final)
+
+
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _block_signals() -> set[int] | None:
+    try:
+        return set(signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS))
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _unblock_signals(previous: set[int] | None) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _env_int(name: str) -> int | None:

@@ -24,7 +24,10 @@ from tracer.errors import UsageError
 from tracer.timeline import Timeline, align, concat
 
 #: A rank in a file name: ``rank-3``, ``rank3``, ``rank_3``, ``RANK.3`` (not ``frank3``).
-RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d{1,6})(?!\d)", re.IGNORECASE)
+RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d{1,5})(?!\d)", re.IGNORECASE)
+#: ``pid42-part2.json.gz``: the second part of one process's recording (tracer/capture.py), not another rank.
+PART_SUFFIX = re.compile(r"-part\d+(?=\.json(\.gz)?$)")
+MAX_RANK = 2**15 - 1  # the timeline keeps rank as int16
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,22 @@ class RankTrace:
 def rank_in_name(path: str | os.PathLike[str]) -> int | None:
     """The rank a file name gives (``trace_rank-3.json.gz`` -> 3), or None."""
     found = RANK_IN_NAME.findall(Path(path).name)
-    return int(found[-1]) if len(set(found)) == 1 else None
+    rank = int(found[-1]) if len(set(found)) == 1 else None
+    return rank if rank is not None and rank <= MAX_RANK else None
+
+
+def group_parts(paths: Sequence[Path]) -> list[list[Path]]:
+    """Files grouped by the process that wrote them: ``pid42.json.gz`` with ``pid42-part2.json.gz`` … (a
+    schedule's cycles, a pause for the script's own profiler) are one process's trace, in part order."""
+    groups: dict[str, list[Path]] = {}
+    for p in paths:
+        groups.setdefault(str(p.parent / PART_SUFFIX.sub("", p.name)), []).append(p)
+
+    def part(p: Path) -> int:
+        m = re.search(r"-part(\d+)\.json", p.name)
+        return int(m.group(1)) if m else 1
+
+    return [sorted(g, key=part) for g in groups.values()]
 
 
 def _trace_rank(timeline: Timeline) -> int | None:
@@ -79,16 +97,21 @@ def load_job(
         from tracer.parsers import load_trace
 
         load = load_trace
-    files = [Path(p) for p in paths]
-    if not files:
+    given = [Path(p) for p in paths]
+    if not given:
         raise UsageError("", "a job needs at least one trace")
-    timelines = [load(p) for p in files]
+    groups = group_parts(given)
+    files = [g[0] for g in groups]
+    timelines = []
+    for g in groups:
+        parts = [load(p) for p in g]
+        timelines.append(parts[0] if len(parts) == 1 else concat(parts))
     ranks = assign_ranks(files, timelines)
     if len(timelines) > 1:
         timelines = [align(t) for t in timelines]
     order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
     job = concat([timelines[i] for i in order], ranks=[ranks[i].rank for i in order])
-    job.meta.source = os.path.commonpath([str(p) for p in files]) if len(files) > 1 else str(files[0])
+    job.meta.source = os.path.commonpath([str(p) for p in given]) if len(given) > 1 else str(given[0])
     job.meta.extra["ranks"] = {
         str(ranks[i].rank): {"source": str(ranks[i].path), "rank_from": ranks[i].rank_from} for i in order
     }

@@ -50,7 +50,9 @@ class CommandResult:
 def resolve(argv: Sequence[str]) -> str:
     """The program ``argv[0]`` names, as the shell would find it; CommandNotFoundError if none."""
     if not argv:
-        raise CommandNotFoundError("", "no command after '--' (e.g. tracer record -- python train.py)")
+        from tracer.errors import UsageError
+
+        raise UsageError("", "no command after '--' (e.g. tracer record -- python train.py)")
     prog = argv[0]
     found = shutil.which(prog)
     if found is None:
@@ -63,12 +65,14 @@ def child_environment(capture_dir: Path, *, steps: str | None = None, delay_s: f
                       duration_s: float | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment of the recorded command: the caller's, plus the start-up hook and its settings."""
     env = dict(os.environ if base is None else base)
-    # the hook's directory first; tracer's own location next, for a child Python that does not have tracer
-    # installed the way this one does (a source checkout run with PYTHONPATH); the user's path after both
-    parts = [str(BOOTSTRAP_DIR), str(BOOTSTRAP_DIR.parents[1])]
+    # Only the hook's own folder goes first. Where tracer lives is passed on beside it, and the hook adds it at
+    # the END of sys.path only if the child cannot import tracer otherwise: put first, it would shadow the user's
+    # own packages (a torch source tree on PYTHONPATH) with whatever sits beside tracer (site-packages)
+    parts = [str(BOOTSTRAP_DIR)]
     if env.get("PYTHONPATH"):
         parts.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(parts)
+    env[capture.ENV_HOME] = str(BOOTSTRAP_DIR.parents[1])
     env[capture.ENV_DIR] = str(capture_dir)
     for key, value in ((capture.ENV_STEPS, steps), (capture.ENV_DELAY, delay_s), (capture.ENV_DURATION, duration_s)):
         if value is None:
@@ -168,10 +172,12 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     t0 = time.perf_counter()
     child = subprocess.Popen(cmd)
     previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
     try:
         code = child.wait()
     finally:
         signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
     wall = time.perf_counter() - t0
     exit_code = 128 - code if code < 0 else code
     report = tmp / rundir.NSYS_REPORT
@@ -263,7 +269,7 @@ def record_command(
                 wall_times_s={"command": round(result.wall_s, 6)},
                 backend=backend,
                 backend_details=details,
-                created=created.isoformat(),
+                created=created.isoformat().replace("+00:00", "Z"),
                 environment=env,
                 command=list(argv),
                 cwd=result.cwd,

@@ -15,7 +15,16 @@ def _start_capture() -> None:
     if not os.environ.get("TRACER_CAPTURE_DIR"):
         return
     try:
-        from tracer.capture import install
+        try:
+            from tracer.capture import install
+        except ImportError:
+            # tracer is not installed for this Python: its location goes last on sys.path, so that it shadows
+            # nothing of the program's own
+            home = os.environ.get("TRACER_CAPTURE_HOME")
+            if not home:
+                raise
+            sys.path.append(home)
+            from tracer.capture import install
     except Exception as exc:  # noqa: BLE001 - another interpreter than tracer's: say so, run the program anyway
         sys.stderr.write(f"tracer: warning: {sys.executable} cannot import tracer ({exc}); pid {os.getpid()} "
                          "is not recorded\n")

@@ -74,6 +74,13 @@ def concat(
         raise ValueError("concat: one offset per timeline")
     if not parts:
         return Timeline(empty_events(), TraceMeta(format=""))
+    # an empty part adds no rows, and its categories' dtype may differ from a parsed trace's: left out
+    # (one is kept, so that a concat of empties is an empty timeline)
+    keep = [i for i, t in enumerate(parts) if len(t.events)] or [0]
+    metas = [t.meta for t in parts]  # every part's meta is kept, empty or not
+    parts = [parts[i] for i in keep]
+    ranks = [ranks[i] for i in keep] if ranks is not None else None
+    offsets = [offsets[i] for i in keep] if offsets is not None else None
     frames = []
     for i, t in enumerate(parts):
         ev = _shift(t.events, int(offsets[i]) if offsets is not None else 0, t.meta.source or f"timeline {i}")
@@ -102,5 +109,5 @@ def concat(
         meta.gpu_names.update({k: v for k, v in t.meta.gpu_names.items() if k not in meta.gpu_names})
         meta.process_names.update(t.meta.process_names)
         meta.thread_names.update(t.meta.thread_names)
-    meta.extra["parts"] = [t.meta.to_dict() for t in parts]
+    meta.extra["parts"] = [m.to_dict() for m in metas]
     return Timeline(validate(events, meta.source), meta)
