@@ -82,3 +82,18 @@ def test_an_empty_part_joins_a_job() -> None:
     job = concat([empty, t], ranks=[3, 4])
     assert job.events["rank"].unique().tolist() == [4] and len(job.events) == len(t.events)
     assert len(job.meta.extra["parts"]) == 2
+
+
+def test_summary_reads_rank_files_as_one_job(capsys: pytest.CaptureFixture) -> None:
+    import orjson
+
+    from tracer.cli import main
+
+    assert main(["summary", "--json", "--no-cache", "--job", *map(str, HTA_RANKS)]) == 0
+    (doc,) = [orjson.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(doc["devices"]) == ["0/0", "1/1"]
+    for rank, path in ((1, HTA_RANKS[0]), (0, HTA_RANKS[1])):
+        assert main(["summary", "--json", "--no-cache", str(path)]) == 0
+        single = orjson.loads(capsys.readouterr().out)
+        ((dev, figures),) = single["devices"].items()
+        assert doc["devices"][f"{rank}/{dev}"] == figures  # each rank's GPU keeps its own figures exactly

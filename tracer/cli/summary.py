@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -114,6 +115,12 @@ def summary(
         typer.Option("--strict", help="Fail (exit 2) on a trace with events that could not be used, instead of "
                      "summarising the rest and naming them on stderr."),
     ] = False,
+    job: Annotated[
+        bool,
+        typer.Option("--job", help="Read every trace found as the ranks of ONE job (torch.profiler's per-rank "
+                     "files, HTA's rank-N layout): one timeline, GPUs keyed rank/device. Rank from the trace's "
+                     "distributedInfo, else the file name, else the order; clocks put on Unix time."),
+    ] = False,
 ) -> None:
     """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
 
@@ -133,10 +140,22 @@ def summary(
     from tracer.discover import expand
 
     found = expand(paths)
+    if job:
+        from tracer.job import load_job
+
+        traces = list(found)
+        found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
+
+        def read(_path: Path) -> Any:
+            return load_job(traces, load=lambda p: load_trace(p, cache=not no_cache, on_cache_write=say_cached))
+    else:
+        def read(path: Path) -> Any:
+            return load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+
     for path in found:
         try:
             with _progress(status_console, path):
-                timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+                timeline = read(path)
             # Events the parser could not use (ts not a number, GPU work without a device ...) are left out of
             # every figure: say which and how many, or with --strict refuse the trace.
             skipped = timeline.meta.extra.get("skipped") or {}
