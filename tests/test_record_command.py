@@ -180,3 +180,35 @@ def test_the_nsys_backend_needs_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(Exception, match="not on PATH"):
         record_command([sys.executable, "-c", "pass"], out=tmp_path / "runs", backend="nsys")
+
+
+DIES = textwrap.dedent(
+    """
+    import os, time, torch, torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dist.init_process_group("gloo")
+    model = DDP(torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        loss = model(torch.randn(4, 16)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    if dist.get_rank() == 1:
+        os._exit(7)  # dies without a trace (nothing runs at os._exit)
+    time.sleep(60)  # rank 0 waits until torchrun tears the job down with SIGTERM
+    """
+)
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="torchrun is not beside this Python")
+def test_a_rank_that_dies_is_named_and_the_others_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    (tmp_path / "die.py").write_text(DIES)
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    run = record_command([torchrun, "--standalone", "--nproc-per-node", "2", str(tmp_path / "die.py")],
+                         out=tmp_path / "runs")
+    meta = read_meta(run.path)
+    assert run.exit_code != 0 and meta.missing_ranks == [1] and not meta.interrupted
+    # rank 0 was torn down by torchrun's SIGTERM and saved its trace on the way out
+    assert [(p["rank"], p["ended"]) for p in meta.processes] == [(0, "SIGTERM")]
+    stored = read_timeline_parquet(run.path / "timeline.parquet")
+    assert stored.events["rank"].unique().tolist() == [0] and len(stored.events) > 0

@@ -119,7 +119,8 @@ def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = N
     exit_code = 128 - code if code < 0 else code  # a child killed by signal N: 128 + N, as a shell says
     processes = [orjson.loads(p.read_bytes()) for p in sorted(capture_dir.glob("*.capture.json"))]
     for p in processes:
-        if p.get("ended") in ("interrupted", "SIGTERM"):
+        # Ctrl-C reached a process; a SIGTERM alone is a launcher tearing a job down (a rank died), not the user
+        if p.get("ended") == "interrupted":
             interrupted = True
     traces = sorted(capture_dir.glob("*.json.gz"))
     return CommandResult(list(argv), os.getcwd(), exit_code, wall, interrupted, traces, processes)
