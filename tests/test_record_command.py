@@ -212,3 +212,40 @@ def test_a_rank_that_dies_is_named_and_the_others_kept(tmp_path: Path, monkeypat
     assert [(p["rank"], p["ended"]) for p in meta.processes] == [(0, "SIGTERM")]
     stored = read_timeline_parquet(run.path / "timeline.parquet")
     assert stored.events["rank"].unique().tolist() == [0] and len(stored.events) > 0
+
+
+SLEEPS = textwrap.dedent(
+    """
+    import sys, time, torch
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        loss = model(torch.randn(4, 16)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_ctrl_c_keeps_what_was_captured(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "s.py").write_text(SLEEPS)
+    # a terminal's Ctrl-C goes to the whole foreground process group: tracer and the command alike
+    proc = subprocess.Popen([sys.executable, "-m", "tracer", "record", "--out", str(tmp_path / "runs"), "--",
+                             sys.executable, str(tmp_path / "s.py")], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.strip() == "ready":
+            break
+    time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130  # Python dies of an uncaught KeyboardInterrupt by SIGINT: 128 + 2, as a shell says
+    (run,) = (tmp_path / "runs").iterdir()
+    meta = read_meta(run)
+    assert meta.interrupted and [p["ended"] for p in meta.processes] == ["interrupted"]
+    assert meta.processes[0]["optimizer_steps"] == 2 and "interrupted" in out
