@@ -712,3 +712,13 @@ def test_dashboard_command_prints_one_line_and_stops_cleanly_on_ctrl_c():
     assert proc.returncode == 0
     assert out == "" and err == ""  # nothing after the URL line: no request lines, no warning, no traceback
     assert lines == [f"loading {SIDE} ...\n", lines[-1]]
+
+
+def test_a_command_run_shows_its_command_in_the_list_and_the_heading():
+    store, _ = _examples("")
+    (run,) = [i for i in store.runs() if i.name == "user-train-torch-20261203"]
+    row = runs.run_row(run, store.summary(run.key))
+    assert row["scenario"] == "python3 bench/user_train.py --steps 50 --workers 2"
+    text = _text(common.run_heading(run, store.view(run.key)))
+    assert "Command: python3 bench/user_train.py --steps 50 --workers 2 · exit 0" in text
+    assert "Scenario:" not in text

@@ -13,6 +13,7 @@ from dashboard.data import (
     RunInfo,
     quoted,
     backend_text,
+    command_text,
     device_text,
     params_text,
     run_date,
@@ -230,6 +231,9 @@ def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
     if scenario:
         variant = variant_text(meta)
         facts.append(_fact("Scenario", f"{scenario}" + (f" · variant {variant}" if variant else "")))
+    elif command_text(meta):  # tracer record -- COMMAND: what ran, and how it ended
+        code = meta.get("exit_code")
+        facts.append(_fact("Command", command_text(meta, limit=200) + (f" · exit {code}" if code is not None else "")))
     params = params_text(meta)
     if params:
         facts.append(_fact("Parameters", params))
