@@ -21,6 +21,7 @@ nothing.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gzip
 import importlib.abc
 import importlib.machinery
@@ -30,6 +31,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -180,6 +182,7 @@ class Capture:
         self.broken = False  # a failure of tracer's own: stop recording, never break the program
         self._finishing = False
         self._own_call = False
+        self.notes: list[str] = []  # said in the status file: pauses, a recording stopped
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -222,17 +225,14 @@ class Capture:
         with self._ours(), quiet_kineto():
             prof.stop()  # (saves through on_trace_ready while a cycle was recording)
 
-    def _ours(self) -> Any:
-        capture = self
-
-        class _Flag:
-            def __enter__(self) -> None:
-                capture._own_call = True
-
-            def __exit__(self, *exc: Any) -> None:
-                capture._own_call = False
-
-        return _Flag()
+    @contextlib.contextmanager
+    def _ours(self) -> Iterator[None]:
+        """Mark a call on tracer's own profiler, so that the watch on other profilers lets it through."""
+        self._own_call = True
+        try:
+            yield
+        finally:
+            self._own_call = False
 
     def step(self) -> None:
         """One optimizer step happened: a profiler step, and the time window's edges."""
@@ -334,7 +334,7 @@ class Capture:
                 p.unlink(missing_ok=True)
 
     def _note(self, text: str) -> None:
-        self.__dict__.setdefault("notes", []).append(text)
+        self.notes.append(text)
 
     def _write_status(self) -> None:
         status = {
@@ -346,7 +346,7 @@ class Capture:
             "ended": self.ended,
             "optimizer_steps": self.steps,
             "files": self.files,
-            "notes": self.__dict__.get("notes", []),
+            "notes": self.notes,
         }
         final = self.out / f"{self.stem}.capture.json"
         tmp = self.out / f".{self.stem}.capture.json.tmp"
