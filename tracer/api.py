@@ -57,9 +57,9 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
     """Make a run directory under ``out`` from one torch.profiler Chrome trace (plain or gzipped JSON, moved in);
     return its path and summary. Named ``name``, else ``<script>-<YYYYmmdd-HHMMSS>``; ``-2``, ``-3`` … when taken."""
     from tracer import rundir
-    from tracer.io import publish_dir, temp_dir_beside, writing
+    from tracer.io import temp_dir_beside, writing
     from tracer.record import _environment
-    from tracer.record_command import _fill_devices
+    from tracer.record_command import finish_run
 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / (name or f"{_stem()}-{created.astimezone():%Y%m%d-%H%M%S}")
@@ -90,10 +90,7 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
                 profiler=dict(profiler or {}),
                 processes=[{"pid": os.getpid(), "rank": int(rank) if rank.isdigit() else None}],
             )
-            rundir.write_meta(tmp, meta)
-            derived = rundir.derive(tmp)
-            _fill_devices(tmp, derived)
-            final = publish_dir(tmp, wanted)
+            final, derived = finish_run(tmp, wanted, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -205,14 +205,7 @@ def record(
     params = dict(params or {})
     if backend not in BACKENDS:
         raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
-    nsys = None
-    if backend == "nsys":
-        nsys = shutil.which("nsys")
-        if nsys is None:
-            raise ToolMissingError(
-                "--backend nsys",
-                "nsys (Nsight Systems) is not on PATH; install it or add its directory to PATH, or use --backend torch",
-            )
+    nsys = find_nsys() if backend == "nsys" else None
     spec, plan, values, _variants = _prepare(scenario, device, params)
     if backend == "nsys" and not plan.on_gpu and NSYS_NEEDS_GPU:
         raise UsageError("--backend nsys", "nsys traces CUDA and NVTX and needs a GPU; on the CPU use --backend torch")
@@ -398,17 +391,41 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
         raise ScenarioFailedError(f"scenario {name} under nsys", f"nsys wrote no report: {tail}")
     say("exporting the report to SQLite")
     t0 = time.perf_counter()
+    failed = export_nsys_sqlite(nsys, rep, tmp / NSYS_SQLITE)
+    stages["export"] = time.perf_counter() - t0
+    if failed:
+        raise ScenarioFailedError(f"{rep.name}", failed)
+    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_PROFILE_ARGS)}
+    return result, details
+
+
+def find_nsys() -> str:
+    """The ``nsys`` on PATH; :class:`ToolMissingError` (one line saying what to do) when there is none."""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise ToolMissingError(
+            "--backend nsys",
+            "nsys (Nsight Systems) is not on PATH; install it or add its directory to PATH, or use --backend torch",
+        )
+    return nsys
+
+
+def export_nsys_sqlite(nsys: str, report: Path, sqlite: Path) -> str | None:
+    """``nsys export --type sqlite`` of ``report`` into ``sqlite``; None when it worked, else why not (the
+    tool's last line), for the caller's own error."""
     proc = subprocess.run(
-        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(tmp / NSYS_SQLITE), str(rep)],
+        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)],
         capture_output=True, text=True,
     )
-    stages["export"] = time.perf_counter() - t0
-    if proc.returncode != 0 or not (tmp / NSYS_SQLITE).exists():
+    if proc.returncode != 0 or not sqlite.exists():
         last = (proc.stderr or proc.stdout).strip().splitlines()
-        raise ScenarioFailedError(f"{rep.name}", f"nsys export failed: {last[-1] if last else proc.returncode}")
-    version = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
-    details = {"profiler": "nsys", "nsys_version": version, "nsys_args": list(NSYS_PROFILE_ARGS)}
-    return result, details
+        return f"nsys export failed: {last[-1] if last else proc.returncode}"
+    return None
+
+
+def nsys_version(nsys: str) -> str:
+    """What ``nsys --version`` says, for meta.json."""
+    return subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
 
 
 def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> str:

@@ -185,18 +185,17 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     sqlite = tmp / rundir.NSYS_SQLITE
     traces: list[Path] = []
     if report.exists():
-        proc = subprocess.run([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite),
-                               str(report)], capture_output=True, text=True)
-        if proc.returncode != 0 or not sqlite.exists():
-            last = (proc.stderr or proc.stdout).strip().splitlines()
-            raise TracerError(report.name, f"nsys export failed: {last[-1] if last else proc.returncode}")
-        if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
-            from tracer.record import _gzip_file
+        from tracer.record import _gzip_file, export_nsys_sqlite
 
+        failed = export_nsys_sqlite(nsys, report, sqlite)
+        if failed:
+            raise TracerError(report.name, failed)
+        if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
             sqlite = _gzip_file(sqlite)
         traces = [sqlite]
-    version = subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
-    details = {"profiler": "nsys", "nsys_version": version, "nsys_args": [*NSYS_COMMAND_ARGS, *window]}
+    from tracer.record import nsys_version
+
+    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": [*NSYS_COMMAND_ARGS, *window]}
     return CommandResult(list(argv), os.getcwd(), exit_code, wall, exit_code == 130, traces, []), details
 
 
@@ -217,18 +216,16 @@ def record_command(
     import datetime as _dt
 
     from tracer import rundir
-    from tracer.io import publish_dir, temp_dir_beside, writing
+    from tracer.io import temp_dir_beside, writing
     from tracer.record import _environment
 
     resolve(argv)  # a missing command: exit 127 before anything is written
     nsys = None
     if backend == "nsys":
-        from tracer.errors import ToolMissingError, UsageError
+        from tracer.errors import UsageError
+        from tracer.record import find_nsys
 
-        nsys = shutil.which("nsys")
-        if nsys is None:
-            raise ToolMissingError("--backend nsys", "nsys (Nsight Systems) is not on PATH; install it or add its "
-                                   "directory to PATH, or use --backend torch")
+        nsys = find_nsys()
         if steps is not None:
             raise UsageError("--steps", "is torch.profiler's schedule; with --backend nsys use --delay/--duration")
     elif backend != "torch":
@@ -281,31 +278,24 @@ def record_command(
                 missing_ranks=sorted(set(range(world)) - seen) if ranked else [],
                 notes=[n for p in result.processes for n in p.get("notes", [])],
             )
-            import shutil as _shutil
-
-            _shutil.rmtree(tmp / ".capture", ignore_errors=True)
-            rundir.write_meta(tmp, meta)
-            derived = rundir.derive(tmp)
-            _fill_devices(tmp, derived)
-            final = publish_dir(tmp, wanted)
+            shutil.rmtree(tmp / ".capture", ignore_errors=True)
+            final, derived = finish_run(tmp, wanted, meta)
     except BaseException:
-        import shutil as _shutil
-
-        _shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
     return RecordedCommand(final, derived.meta, derived.summary, result.exit_code)
 
 
-def _fill_devices(run_dir: Path, derived: Any) -> None:
-    """meta.json's GPU names and devices, which a scenario knows before it runs, from what the trace says."""
+def finish_run(tmp: Path, wanted: Path, meta: Any) -> tuple[Path, Any]:
+    """Complete a run written in ``tmp`` (its trace in place): meta.json, then the timeline and summary
+    (:func:`tracer.rundir.derive`), then the rename to ``wanted`` (or ``wanted-2`` …); return the final path and
+    what derive made. The caller removes ``tmp`` if this raises."""
     from tracer import rundir
+    from tracer.io import publish_dir
 
-    meta = derived.meta
-    names = derived.timeline.meta.gpu_names
-    if names and not meta.gpu_names:
-        meta.gpu_names = {str(k): v for k, v in sorted(names.items())}
-        meta.devices = [f"cuda:{k}" for k in sorted(names)]
-        rundir.write_meta(run_dir, meta)
+    rundir.write_meta(tmp, meta)
+    derived = rundir.derive(tmp)
+    return publish_dir(tmp, wanted), derived
 
 
 class _NothingRecorded(TracerError):

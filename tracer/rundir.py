@@ -356,6 +356,10 @@ def derive(run_dir: str | os.PathLike[str], *, stages: dict[str, float] | None =
     t1 = time.perf_counter()
     write_timeline_parquet(timeline, path / TIMELINE)
     write_bytes_atomic(path / SUMMARY, dumps(summary))
+    if timeline.meta.gpu_names and not meta.gpu_names:
+        # a scenario knows its GPUs before it runs; a recorded command or block learns them from its trace
+        meta.gpu_names = {str(k): v for k, v in sorted(timeline.meta.gpu_names.items())}
+        meta.devices = meta.devices or [f"cuda:{k}" for k in sorted(timeline.meta.gpu_names)]
     meta.files = file_sizes(path)
     if stages is not None:
         stages["parse"] = t1 - t0
