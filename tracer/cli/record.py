@@ -118,28 +118,23 @@ def record(
 
     The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
     """
+    from tracer.errors import UsageError
+
     command = (ctx.obj or {}).get("command")
     if command is not None:
         if scenario is not None:
-            from tracer.errors import UsageError
-
             raise UsageError("", f"give a scenario ({scenario}) or a command after '--', not both")
         _record_command(command, out=out, name=name, steps=steps, delay=delay, duration=duration, quiet=quiet,
                         backend=backend)
         return
     if scenario is None:
-        from tracer.errors import UsageError
-
         raise UsageError("", "name a scenario (`tracer scenarios` lists them) or a command after '--' "
                              "(tracer record -- python train.py; try 'tracer record --help')")
     if steps is not None or delay is not None or duration is not None or name is not None:
-        from tracer.errors import UsageError
-
         raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
     from rich.console import Console
 
     from scenarios import parse_param_args, ScenarioError
-    from tracer.errors import UsageError
     from tracer.record import record as do_record
 
     try:
