@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,3 +21,36 @@ def run_cli(*args: str, module: bool = False, cwd: Path | None = None, timeout: 
     """Run tracer as a user would: the console script, or ``python -m tracer``."""
     exe = [sys.executable, "-m", "tracer"] if module else [str(Path(sys.executable).with_name("tracer"))]
     return subprocess.run([*exe, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+FAKE_NSYS = """#!{python}
+# Stands in for Nsight Systems: `profile` runs the program and writes a dummy report; `export` writes the
+# real nsys SQLite export from tests/data (a GPU run), so the parsing and writing path is the real one.
+import gzip, subprocess, sys
+args = sys.argv[1:]
+if args[0] == "--version":
+    print("NVIDIA Nsight Systems version fake"); sys.exit(0)
+out = args[args.index("-o") + 1]
+if args[0] == "profile":
+    # scenarios bound the capture with cudaProfilerStart/Stop; a user's command is captured whole
+    assert ("--capture-range=cudaProfilerApi" in args) == {capture_range!r} and "cuda,nvtx" in args, args
+    rc = subprocess.call(args[args.index("-o") + 2:])
+    open(out + ".nsys-rep", "wb").write(b"fake report")
+    sys.exit(rc)
+if args[0] == "export":
+    open(out, "wb").write(gzip.open({sqlite!r}).read()); sys.exit(0)
+sys.exit(3)
+"""
+
+
+def install_fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, capture_range: bool) -> Path:
+    """Put a fake ``nsys`` (:data:`FAKE_NSYS`) first on PATH; ``capture_range``: whether its ``profile`` must be
+    bounded by cudaProfilerStart/Stop (scenarios) or not (commands)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "nsys"
+    exe.write_text(FAKE_NSYS.format(python=sys.executable, sqlite=str(DATA / "nsys_compute_copy.sqlite.gz"),
+                                    capture_range=capture_range))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    return exe

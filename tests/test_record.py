@@ -9,13 +9,12 @@ import os
 import re
 import socket
 import stat
-import sys
 from pathlib import Path
 
 import pytest
 
 import scenarios
-from tests.conftest import DATA, run_cli
+from tests.conftest import install_fake_nsys, run_cli
 from tests.test_scenarios import NAMES, SMALL
 from tracer import record as rec
 from tracer.cli import main
@@ -297,34 +296,9 @@ def test_nsys_missing_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
         rec.record("compute-copy", backend="nsys", out=tmp_path)
 
 
-FAKE_NSYS = """#!{python}
-# Stands in for Nsight Systems: `profile` runs the program and writes a dummy report; `export` writes the
-# real nsys SQLite export from tests/data (a GPU run), so the parsing and writing path is the real one.
-import gzip, subprocess, sys
-args = sys.argv[1:]
-if args[0] == "--version":
-    print("NVIDIA Nsight Systems version fake"); sys.exit(0)
-out = args[args.index("-o") + 1]
-if args[0] == "profile":
-    assert "--capture-range=cudaProfilerApi" in args and "cuda,nvtx" in args, args
-    rc = subprocess.call(args[args.index("-o") + 2:])
-    open(out + ".nsys-rep", "wb").write(b"fake report")
-    sys.exit(rc)
-if args[0] == "export":
-    open(out, "wb").write(gzip.open({sqlite!r}).read()); sys.exit(0)
-sys.exit(3)
-"""
-
-
 @pytest.fixture
 def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "nsys"
-    exe.write_text(FAKE_NSYS.format(python=sys.executable, sqlite=str(DATA / "nsys_compute_copy.sqlite.gz")))
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    return exe
+    return install_fake_nsys(tmp_path, monkeypatch, capture_range=True)
 
 
 def test_nsys_backend_writes_report_sqlite_and_timeline(tmp_path: Path, fake_nsys: Path,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import install_fake_nsys
 from tracer.cli import main
 from tracer.job import load_job
 from tracer.record_command import CommandNotFoundError, command_stem, record_command, resolve, run_command
@@ -137,32 +138,8 @@ def test_the_runs_page_names_a_command_where_a_scenario_stands() -> None:
     assert command_text({"command": ["python", "x" * 200]}, limit=20).endswith("…")
 
 
-FAKE_NSYS = """#!{python}
-# Stands in for Nsight Systems: `profile` runs the program and writes a dummy report; `export` writes a real
-# nsys SQLite export from tests/data, so the parsing and writing path is the real one.
-import gzip, subprocess, sys
-args = sys.argv[1:]
-if args[0] == "--version":
-    print("NVIDIA Nsight Systems version fake"); sys.exit(0)
-out = args[args.index("-o") + 1]
-if args[0] == "profile":
-    assert "cuda,nvtx" in args and "--capture-range=cudaProfilerApi" not in args, args
-    rc = subprocess.call(args[args.index("-o") + 2:])
-    open(out + ".nsys-rep", "wb").write(b"fake report")
-    sys.exit(rc)
-if args[0] == "export":
-    open(out, "wb").write(gzip.open({sqlite!r}).read()); sys.exit(0)
-sys.exit(3)
-"""
-
-
 def test_the_nsys_backend_wraps_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    data = Path(__file__).parent / "data" / "nsys_compute_copy.sqlite.gz"
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "nsys").write_text(FAKE_NSYS.format(python=sys.executable, sqlite=str(data)))
-    (bindir / "nsys").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    install_fake_nsys(tmp_path, monkeypatch, capture_range=False)
     run = record_command([sys.executable, "-c", "raise SystemExit(2)"], out=tmp_path / "runs", backend="nsys",
                          delay_s=1.5)
     assert run.exit_code == 2
