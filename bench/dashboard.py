@@ -392,7 +392,8 @@ def main(argv: list[str] | None = None) -> None:
 
     empty = statistics.median(results["empty_s"])
     print(
-        f"\nChromium {CHROMIUM}, viewport {VIEWPORT['width']}×{VIEWPORT['height']}, median of {args.repeat} cold loads; "
+        f"\nChromium {CHROMIUM}, viewport {VIEWPORT['width']}×{VIEWPORT['height']}, "
+        f"median of {args.repeat} cold loads; "
         f"empty figure's page: {empty:.2f} s\n"
     )
     print(
@@ -405,7 +406,8 @@ def main(argv: list[str] | None = None) -> None:
         first = statistics.median(r["first_s"])
         zooms = " / ".join(f"{z:.2f} s ({b:,})" for z, b in r["zoom_s"])
         print(
-            f"| {p['intervals']:,} | {p['parse_s']:.1f} + {p['prepare_s']:.2f} s | {p['server_figure_s'] * 1e3:.0f} ms, "
+            f"| {p['intervals']:,} | {p['parse_s']:.1f} + {p['prepare_s']:.2f} s | "
+            f"{p['server_figure_s'] * 1e3:.0f} ms, "
             f"{p['payload_kb']:.0f} kB | {p['blocks']:,} | {first:.2f} s | {first - empty:+.2f} s | {zooms} |"
         )
     if args.json:

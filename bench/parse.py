@@ -28,7 +28,8 @@ others on a shared machine hits them alike; the table shows the median wall time
 
     python bench/parse.py --sizes 1,10,100 --repeat 3            # all default tools; HTA once at ~1 GB
 
-The parsing targets (docs/performance.md) are checked at the end (inputs of 50 MB and more; on smaller ones imports dominate).
+The parsing targets (docs/performance.md) are checked at the end (inputs of 50 MB and more; on smaller ones
+imports dominate).
 """
 
 from __future__ import annotations

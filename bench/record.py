@@ -90,12 +90,14 @@ def main(argv: list[str] | None = None) -> int:
     med = {m: statistics.median(s["window"] for s in samples[m]) for m in modes}
     print(f"scenario {args.scenario}, {plan.mode} ({', '.join(plan.devices)}), params "
           + ", ".join(f"{k}={v}" for k, v in values.items()) + f", {args.repeat} repetitions")
-    print(f"{'mode':16} {'window median ms':>17} {'min ms':>9} {'max ms':>9} {'vs unprofiled':>14} {'vs torch.profiler':>18}")
+    print(f"{'mode':16} {'window median ms':>17} {'min ms':>9} {'max ms':>9} {'vs unprofiled':>14} "
+          f"{'vs torch.profiler':>18}")
     for m in modes:
         w = [s["window"] for s in samples[m]]
         print(f"{m:16} {med[m] * 1e3:17.2f} {min(w) * 1e3:9.2f} {max(w) * 1e3:9.2f} "
               f"{(med[m] / med['unprofiled'] - 1) * 100:+13.1f}% {(med[m] / med['torch.profiler'] - 1) * 100:+17.1f}%")
-    after = {k: statistics.median(s.get(k, 0.0) for s in samples["tracer record"]) for k in ("export", "parse", "write")}
+    after = {k: statistics.median(s.get(k, 0.0) for s in samples["tracer record"])
+             for k in ("export", "parse", "write")}
     tp_export = statistics.median(s["export"] for s in samples["torch.profiler"])
     print(f"after the window (medians): torch.profiler export {tp_export * 1e3:.0f} ms; tracer record: export "
           f"{after['export'] * 1e3:.0f} ms + parse {after['parse'] * 1e3:.0f} ms + write {after['write'] * 1e3:.0f} ms")

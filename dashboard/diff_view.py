@@ -13,8 +13,8 @@ from dash import dcc, html
 from plotly.subplots import make_subplots
 
 from dashboard import ids
-from dashboard.model import N_CLASSES, TimelineView
 from dashboard.figures import escape_label
+from dashboard.model import N_CLASSES, TimelineView
 from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys, ms_text, ratio_text, signed_ms_text
 
 # The diff's component ids live in dashboard/ids.py; these names are kept for the tests that use them.

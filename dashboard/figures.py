@@ -173,7 +173,8 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
         )
         out.append(
             f"<b>{head}</b><br>{lo / 1e6:.4f} – {hi / 1e6:.4f} ms"
-            f"<br>busy {fmt_duration(blocks.busy_ns[b])} of {fmt_duration(span)} ({100 * blocks.busy_ns[b] / span:.0f}%)"
+            f"<br>busy {fmt_duration(blocks.busy_ns[b])} of {fmt_duration(span)} "
+            f"({100 * blocks.busy_ns[b] / span:.0f}%)"
         )
     return out
 

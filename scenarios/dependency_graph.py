@@ -38,7 +38,9 @@ def chain(a: torch.Tensor, w: torch.Tensor, depth: int) -> torch.Tensor:
     return a
 
 
-def build_graph(lanes: int, xs: list[torch.Tensor], w_on: Callable[[Lane, int], torch.Tensor], depth: int) -> list[Task]:
+def build_graph(
+    lanes: int, xs: list[torch.Tensor], w_on: Callable[[Lane, int], torch.Tensor], depth: int
+) -> list[Task]:
     """Tasks in a topological order. ``w_on(lane, i)`` is lane i's matrix, held on ``lane``'s device."""
 
     def load(i: int) -> Callable[..., torch.Tensor]:

@@ -53,7 +53,9 @@ def gather(*parts: tuple[torch.Tensor, list[torch.Tensor]]) -> tuple[torch.Tenso
     return loss, grads
 
 
-def update(params: list[torch.Tensor], gathered: tuple[torch.Tensor, list[torch.Tensor]], lr: float) -> list[torch.Tensor]:
+def update(
+    params: list[torch.Tensor], gathered: tuple[torch.Tensor, list[torch.Tensor]], lr: float
+) -> list[torch.Tensor]:
     with torch.no_grad():
         for p, g in zip(params, gathered[1]):
             p.sub_(g, alpha=lr)
@@ -88,7 +90,9 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
             shards.append((batch - cpu_rows, batch))
         rows = [hi - lo for lo, hi in shards]
         if min(rows) < 1:
-            raise ParamError(f"--param batch={batch} is too small to give each of {len(participants)} participants a row")
+            raise ParamError(
+                f"--param batch={batch} is too small to give each of {len(participants)} participants a row"
+            )
 
     def train_parallel() -> list[torch.Tensor]:
         master = [t.to(lane0.device, copy=True) for t in init]  # a copy even on the CPU: trained in place

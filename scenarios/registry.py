@@ -189,7 +189,9 @@ def get(name: str) -> Scenario:
     _load_all()
     key = name.strip().lower().replace("_", "-")
     if key not in _REGISTRY:
-        raise ScenarioError(f"no scenario called {name!r}; choose one of {', '.join(ORDER)} (`tracer scenarios` lists them)")
+        raise ScenarioError(
+            f"no scenario called {name!r}; choose one of {', '.join(ORDER)} (`tracer scenarios` lists them)"
+        )
     return _REGISTRY[key]
 
 

@@ -332,7 +332,8 @@ class Context:
     # ---- lanes -------------------------------------------------------------------------------------------
     def _make_lanes(self, n: int) -> list[Lane]:
         if self.mode == "multi-gpu":
-            # One lane per GPU, on the GPU's default stream: the setting of Dive into Deep Learning §13.3, and cross-device copies
+            # One lane per GPU, on the GPU's default stream: the setting of Dive into Deep Learning §13.3,
+            # and cross-device copies
             # then need no stream bookkeeping beyond what PyTorch does itself.
             return [
                 Lane(i, d, torch.device(d), stream=torch.cuda.default_stream(torch.device(d)))

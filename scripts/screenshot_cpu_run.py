@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dashboard.headless import CHROMIUM, CHROMIUM_ARGS
+from dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (after the sys.path line)
 
 #: The figure has drawn every trace it was given (same test as bench/dashboard.py's DRAWN_JS).
 DRAWN_JS = """sel => { const gd = document.querySelector(sel);

@@ -442,7 +442,7 @@ def test_dashboard_command_rejects_a_bad_port_or_upload_limit_in_one_line(args, 
     assert proc.stderr == message + "\n"
 
 
-# ----- what a newcomer needs to read a run 
+# ----- what a newcomer needs to read a run
 
 
 def _text(component) -> str:

@@ -10,9 +10,8 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-import pytest
-
 import fuzzing  # tests/fuzzing.py (pytest puts tests/ on sys.path)
+import pytest
 
 #: 180 = 15 rounds of the 12-slot schedule (tests/fuzzing.py ``cases``): every Kineto mutation (15) is reached
 CASES = int(os.environ.get("TRACER_FUZZ_CASES", "180"))

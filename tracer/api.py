@@ -104,7 +104,8 @@ def profile(out: str | os.PathLike[str] = "runs", name: str | None = None, steps
     ``"WAIT,WARMUP,ACTIVE"`` over :meth:`Run.step` calls (the last active cycle is kept)."""
     import tempfile
 
-    from torch.profiler import ProfilerAction, profile as torch_profile, schedule
+    from torch.profiler import ProfilerAction, schedule
+    from torch.profiler import profile as torch_profile
 
     from tracer.capture import parse_steps
     from tracer.record import quiet_kineto, torch_profiler_settings

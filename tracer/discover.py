@@ -59,7 +59,9 @@ def expand(paths: list[Path]) -> list[Path]:
             inside = discover(p)
             if not inside:
                 raise InputNotFoundError(
-                    p, f"not a tracer run, and a folder with no run directories or traces ({suffix_patterns()}) under it"
+                    p,
+                    f"not a tracer run, and a folder with no run directories or traces ({suffix_patterns()}) "
+                    "under it",
                 )
             out += inside
         else:

@@ -166,9 +166,9 @@ def quiet_kineto() -> Iterator[None]:
 
 
 def _environment() -> dict[str, Any]:
-    import torch
-
     from importlib.metadata import PackageNotFoundError, version
+
+    import torch
 
     try:
         tracer_version = version("tracer")

@@ -168,7 +168,10 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     """``nsys profile ... COMMAND``, then ``nsys export --type sqlite``; nsys returns the program's exit code."""
     from tracer import rundir
 
-    window = [*(["--delay", f"{delay_s:g}"] if delay_s else []), *(["--duration", f"{duration_s:g}"] if duration_s else [])]
+    window = [
+        *(["--delay", f"{delay_s:g}"] if delay_s else []),
+        *(["--duration", f"{duration_s:g}"] if duration_s else []),
+    ]
     cmd = [nsys, *NSYS_COMMAND_ARGS, *window, "-o", str(tmp / "report"), *argv]
     t0 = time.perf_counter()
     child = subprocess.Popen(cmd)

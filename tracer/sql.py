@@ -5,7 +5,8 @@ keeps the views open for many queries (``tracer sql``'s prompt). The views (see 
 docs/sql.md):
 
 - ``events``: every interval of the timeline, plus ``source`` (the file or run it came from) and ``dur_ns``;
-- ``kernels``, ``copies`` (memcpys, with ``direction``, ``gb_per_s`` and ``src_mem`` / ``dst_mem``), ``memsets``, ``ranges`` (NVTX /
+- ``kernels``, ``copies`` (memcpys, with ``direction``, ``gb_per_s`` and ``src_mem`` / ``dst_mem``), ``memsets``,
+  ``ranges`` (NVTX /
   record_function ranges on host threads), ``ops`` (framework operators), ``calls`` (CUDA runtime / driver
   calls);
 - ``lanes``: one row per (source, rank, device, stream) with its busy time

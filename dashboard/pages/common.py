@@ -11,11 +11,11 @@ from dash import html
 
 from dashboard.data import (
     RunInfo,
-    quoted,
     backend_text,
     command_text,
     device_text,
     params_text,
+    quoted,
     run_date,
     speedups,
     variant_text,

@@ -134,23 +134,23 @@ TIMELINE_CONFIG = {**GRAPH_CONFIG, "doubleClick": "autosize"}
 
 #: Clientside: which events ask for a window. Relayouts that touch no x-axis key (autosize, dragmode,
 #: selections) return no_update, so they never reach — and never cancel — the server callback.
-WANT_JS = """
-function(relayout, selected, reset) {
+WANT_JS = f"""
+function(relayout, selected, reset) {{
     const nu = window.dash_clientside.no_update;
     const fired = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
-    if (fired.some(p => p.startsWith("%(reset)s."))) {
-        return {whole: reset || 0};
-    }
-    if (fired.some(p => p.startsWith("%(minimap)s."))) {
+    if (fired.some(p => p.startsWith("{ids.TL_RESET}."))) {{
+        return {{whole: reset || 0}};
+    }}
+    if (fired.some(p => p.startsWith("{ids.TL_MINIMAP}."))) {{
         const r = selected && selected.range && selected.range.x;
-        return r ? {range_ms: [r[0], r[1]]} : nu;
-    }
-    if (relayout && Object.keys(relayout).some(k => k.startsWith("xaxis."))) {
-        return {relayout: relayout};
-    }
+        return r ? {{range_ms: [r[0], r[1]]}} : nu;
+    }}
+    if (relayout && Object.keys(relayout).some(k => k.startsWith("xaxis."))) {{
+        return {{relayout: relayout}};
+    }}
     return nu;
-}
-""" % {"reset": ids.TL_RESET, "minimap": ids.TL_MINIMAP}
+}}
+"""
 
 
 def wanted_window(view: TimelineView, want: Any, current: Window) -> Window:

@@ -170,7 +170,9 @@ def concurrent_devices_ns(events: pd.DataFrame) -> dict[int, int]:
     s_all, e_all = work["start_ns"].to_numpy(), work["end_ns"].to_numpy()
     parts = [iv.union(s_all[key == k], e_all[key == k]) for k in np.unique(key)]
     pos = np.concatenate([p[0] for p in parts] + [p[1] for p in parts])
-    delta = np.concatenate([np.ones(p[0].size, np.int64) for p in parts] + [-np.ones(p[1].size, np.int64) for p in parts])
+    delta = np.concatenate(
+        [np.ones(p[0].size, np.int64) for p in parts] + [-np.ones(p[1].size, np.int64) for p in parts]
+    )
     order = np.lexsort((delta, pos))
     pos, delta = pos[order], delta[order]
     level = np.cumsum(delta)[:-1]

@@ -44,7 +44,9 @@ def copy_summary(events: pd.DataFrame) -> pd.DataFrame:
     )
     iv.checked_sum(df["bytes"], "of bytes copied")  # bounds every per-direction total below
     iv.checked_sum(df["dur"], "copy time (ns)")
-    g = df.groupby([*DEVICE_COLUMNS, "copy_kind"]).agg(count=("dur", "size"), bytes=("bytes", "sum"), total_ns=("dur", "sum"))
+    g = df.groupby([*DEVICE_COLUMNS, "copy_kind"]).agg(
+        count=("dur", "size"), bytes=("bytes", "sum"), total_ns=("dur", "sum")
+    )
     g["gb_per_s"] = np.where(g["total_ns"] > 0, g["bytes"] / g["total_ns"].clip(lower=1), 0.0)  # B/ns == GB/s
     return g.reset_index()[cols]
 

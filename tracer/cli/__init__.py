@@ -15,7 +15,6 @@ from typer.core import TyperCommand, TyperGroup
 from tracer.errors import TracerError
 
 
-
 def _plain_flags(params: list) -> None:
     """Flags take no value: show none in --help (Typer 0.2x prints ``<bool>`` beside them)."""
     for p in params:

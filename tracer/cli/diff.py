@@ -6,7 +6,7 @@ import csv
 import io
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import orjson
 import typer
@@ -130,7 +130,7 @@ def diff(
                      "duration, a share of A's total, or both, e.g. '1us,1%' (the default), '5%', '0.5ms'."),
     ] = "1us,1%",
     step: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--step", help="Compare one profiler step of each: ProfilerStep#STEP's host work and the GPU "
                      "work it launched."),
     ] = None,

@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -46,7 +46,7 @@ def export(
         Path, typer.Option("--output", "-o", help="The file to write; its suffix picks the format unless --to.")
     ],
     to: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--to",
             help="nsys-sqlite (.sqlite), nvtxt (.nvtxt), chrome (.json, .json.gz) or parquet (.parquet); "

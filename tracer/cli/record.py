@@ -104,7 +104,8 @@ def record(
     delay: Annotated[float | None, typer.Option("--delay", help="With a command: start recording at the first "
                                                                 "optimizer step after this many seconds.")] = None,
     duration: Annotated[float | None, typer.Option("--duration", help="With a command: stop at the first optimizer "
-                                                                      "step this many seconds after the start.")] = None,
+                                                                      "step this many seconds after the "
+                                                                      "start.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With a command: the run directory's name "
                                                             "(default: SCRIPT-YYYYmmdd-HHMMSS).")] = None,
 ) -> None:
@@ -134,7 +135,7 @@ def record(
         raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
     from rich.console import Console
 
-    from scenarios import parse_param_args, ScenarioError
+    from scenarios import ScenarioError, parse_param_args
     from tracer.record import record as do_record
 
     try:

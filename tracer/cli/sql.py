@@ -262,8 +262,12 @@ def sql(
     query: Annotated[
         str | None, typer.Option("--query", "-q", help="The SQL to run (then every argument is a target).")
     ] = None,
-    fmt: Annotated[Format, typer.Option("--format", "-f", help="table, csv or json (an array of objects).")] = Format.table,
-    max_rows: Annotated[int, typer.Option("--max-rows", help="Rows a table shows at most (csv and json: all).")] = MAX_ROWS,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="table, csv or json (an array of objects).")
+    ] = Format.table,
+    max_rows: Annotated[
+        int, typer.Option("--max-rows", help="Rows a table shows at most (csv and json: all).")
+    ] = MAX_ROWS,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,

@@ -2,7 +2,8 @@
 
 One module per format; this registry, keyed by format name and by file suffix, is how the CLI and library
 callers find them. The input formats' table (:data:`tracer.formats.FORMATS`) names, for each format tracer
-reads, the exporter here that writes it (:attr:`Exporter.reads_back_as` is the other way round). Every exporter has the same shape, ``write(timeline, dest, *, final, progress) ->
+reads, the exporter here that writes it (:attr:`Exporter.reads_back_as` is the other way round). Every
+exporter has the same shape, ``write(timeline, dest, *, final, progress) ->
 ExportResult``: it writes ``dest`` (a temporary file beside the final one; :func:`export_timeline` renames it
 into place only when the whole file is written), and says what it wrote and what it could not represent.
 

@@ -183,7 +183,9 @@ def _flows(
     return out
 
 
-def build(timeline: Timeline, *, progress: ProgressFn | None = None) -> tuple[dict[str, Any], list[bytes], ExportResult]:
+def build(
+    timeline: Timeline, *, progress: ProgressFn | None = None
+) -> tuple[dict[str, Any], list[bytes], ExportResult]:
     """The trace's header dict and its events as JSON fragments (one per chunk, comma-joined inside)."""
     ev = timeline.events.reset_index(drop=True)
     result = ExportResult(format="chrome", path=Path())

@@ -5,12 +5,15 @@ The tables, columns and ENUM rows are Nsight Systems' own (copied into ``_nsys_s
 
 | timeline kind | table | notes |
 | --- | --- | --- |
-| kernel | CUPTI_ACTIVITY_KIND_KERNEL | demangledName = the name; shortName = its base name; grid, block, registers and shared memory are not in the timeline and are written as 0 |
-| memcpy | CUPTI_ACTIVITY_KIND_MEMCPY | copyKind from the direction (and which side is an array); srcKind/dstKind from src_mem/dst_mem |
+| kernel | CUPTI_ACTIVITY_KIND_KERNEL | demangledName = the name; shortName = its base name; grid, block, ... = 0 |
+| memcpy | CUPTI_ACTIVITY_KIND_MEMCPY | copyKind from the direction; srcKind/dstKind from src_mem/dst_mem |
 | memset | CUPTI_ACTIVITY_KIND_MEMSET | memKind from dst_mem; the value set is unknown, written as 0 |
-| runtime, driver | CUPTI_ACTIVITY_KIND_RUNTIME | eventClass 0 (CUDA runtime) or 1 (CUDA driver), as nsys 2025 stores both |
+| runtime, driver | CUPTI_ACTIVITY_KIND_RUNTIME | eventClass 0 (runtime) or 1 (driver), as nsys 2025 stores both |
 | range | NVTX_EVENTS | push/pop (59) where a thread's ranges nest, start/end (60) where they do not |
-| cpu_op, gpu_range, sync, other | TRACER_EVENTS | tracer's own table (nsys has no place for framework ops); nsys ignores it |
+| cpu_op, gpu_range, sync, other | TRACER_EVENTS | tracer's own table (nsys has none for framework ops) |
+
+Grid, block, registers and shared memory are not in the timeline; they are written as 0.
+nsys ignores TRACER_EVENTS.
 
 GPU rows carry the process that launched them (``globalPid``), found through the correlation id, as nsys
 records it (Kineto files the device index there instead). Process and thread ids are packed into nsys'
@@ -24,9 +27,9 @@ that nothing of the timeline is lost in the file.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -34,8 +37,8 @@ import orjson
 import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
-from tracer.layout import sub_tracks
 from tracer.exporters._nsys_schema import ENUM_TABLES, SCHEMA_META_ROWS, TABLE_DDL
+from tracer.layout import sub_tracks
 from tracer.nsys_enums import (
     EVENT_CLASS_DRIVER,
     EVENT_CLASS_RUNTIME,
@@ -409,7 +412,10 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
         con.execute(TRACER_META_DDL)
         _executemany(
             con, "TRACER_META", ["name", "value"],
-            [("tracer_version", tracer_version()), ("timeline_meta", orjson.dumps(meta.to_dict(), default=str).decode())],
+            [
+                ("tracer_version", tracer_version()),
+                ("timeline_meta", orjson.dumps(meta.to_dict(), default=str).decode()),
+            ],
         )
 
         create("StringIds")

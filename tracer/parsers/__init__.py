@@ -262,7 +262,8 @@ def read_parquet(p: Path, **_: Any) -> Timeline:
 
 
 def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
-    """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large (:func:`cache_path`)."""
+    """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large
+    (:func:`cache_path`)."""
     try:
         size = p.stat().st_size
     except OSError as exc:

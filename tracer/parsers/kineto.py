@@ -12,44 +12,45 @@ from __future__ import annotations
 import decimal
 import re
 from collections import Counter
-from typing import Any, Iterator, Union
+from collections.abc import Iterator
+from typing import Any, Union
 
 import msgspec
 import numpy as np
 import pandas as pd
 
 from tracer.errors import TraceFormatError
+from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 from tracer.timeline import (
     CLOCK_UNIX,
     COLUMNS,
-    HUGE_BYTES,
-    MAX_EVENT_BYTES,
-    NEGATIVE_BYTES,
     COPY_KINDS,
     HOST_DEVICE,
     HOST_STREAM,
+    HUGE_BYTES,
     KINDS,
+    MAX_EVENT_BYTES,
     MEM_KINDS,
+    NEGATIVE_BYTES,
     Timeline,
     TraceMeta,
     build_events,
     validate,
 )
-from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
 # reference cycle. Left tracked, the millions of them a large trace decodes into set off full collections
 # over and over while decoding (on a 114 MB trace: 0.6 s to decode tracked, 0.2 s untracked).
 class _Args(msgspec.Struct, gc=False):
-    device: Union[int, None] = None
-    stream: Union[int, None] = None
-    correlation: Union[int, None] = None
-    bytes: Union[int, None] = None
-    name: Union[str, None] = None  # "M" metadata events carry their name here
+    device: int | None = None
+    stream: int | None = None
+    correlation: int | None = None
+    bytes: int | None = None
+    name: str | None = None  # "M" metadata events carry their name here
     # tracer's own Chrome export draws some rows on another track and keeps their real pid/tid here
-    tracer_pid: Union[int, None] = None
-    tracer_tid: Union[int, None] = None
+    tracer_pid: int | None = None
+    tracer_tid: int | None = None
 
 
 #: ts / dur are kept as the bytes of their JSON number (msgspec.Raw) and turned into integer ns from that
@@ -70,37 +71,37 @@ class _X(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     name: str = ""
     # pid/tid are ints in torch traces but strings in the profiler's own "Spans"/"Traces" rows (and in
     # PyTorch 1.8's GPU rows: tid "stream 7")
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    pid: int | str | None = None
+    tid: int | str | None = None
     ts: msgspec.Raw = _NO_RAW
     dur: msgspec.Raw = _NO_RAW
-    args: Union[_Args, None] = None
+    args: _Args | None = None
 
 
 class _B(msgspec.Struct, gc=False, tag_field="ph", tag="B"):
     cat: str = ""
     name: str = ""
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    pid: int | str | None = None
+    tid: int | str | None = None
     ts: msgspec.Raw = _NO_RAW
-    args: Union[_Args, None] = None
+    args: _Args | None = None
 
 
 class _E(msgspec.Struct, gc=False, tag_field="ph", tag="E"):
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
+    pid: int | str | None = None
+    tid: int | str | None = None
     ts: msgspec.Raw = _NO_RAW
 
 
 class _M(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
     name: str = ""
-    pid: Union[int, str, None] = None
-    tid: Union[int, str, None] = None
-    args: Union[_Args, None] = None
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: _Args | None = None
 
 
 _OTHER_PHASES = "i I C b n e S T p F s t f P N O D R c ( )".split()
-_Tagged = Union[
+_Tagged = Union[  # noqa: UP007 (a Union built from a tuple has no X | Y spelling)
     (_X, _B, _E, _M)
     + tuple(
         msgspec.defstruct(f"_Skip{i}", [], gc=False, tag_field="ph", tag=ph)
@@ -123,14 +124,14 @@ class _Loose(msgspec.Struct, gc=False):
 
 
 #: an entry of "traceEvents" that may not even be an object
-_LooseItem = Union[_Loose, None, bool, int, float, str, list]
+_LooseItem = _Loose | None | bool | int | float | str | list
 
 
 class _Trace(msgspec.Struct):
     # Only delimited here: each msgspec.Raw is a view of one event's bytes, decoded later a chunk at a time.
     # The top-level fields are read loosely (Any) and checked in _parse: a field of an unexpected type is
     # ignored, not a reason to refuse the trace.
-    traceEvents: Union[list[msgspec.Raw], msgspec.UnsetType] = msgspec.UNSET
+    traceEvents: list[msgspec.Raw] | msgspec.UnsetType = msgspec.UNSET
     baseTimeNanoseconds: Any = None
     deviceProperties: Any = None
     schemaVersion: Any = None
@@ -423,7 +424,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _DIGITS_RE = re.compile(r"\s*[+-]?\d{1,19}\s*")
 
 
-def _to_int(value: Any) -> Union[int, None]:
+def _to_int(value: Any) -> int | None:
     """An int within int64, a string of digits, or an integral float below 2**53 → int; anything else →
     None."""
     t = type(value)
@@ -439,7 +440,7 @@ def _to_int(value: Any) -> Union[int, None]:
     return None
 
 
-def _to_size(value: Any) -> Union[int, None]:
+def _to_size(value: Any) -> int | None:
     """args.bytes read loosely: like :func:`_to_int`, but a number beyond int64 stays a number (±2**64), so
     that it is skipped as an implausible size rather than quietly read as no size at all."""
     t = type(value)
@@ -455,14 +456,14 @@ def _to_size(value: Any) -> Union[int, None]:
 _LONG_DIGITS_RE = re.compile(r"\s*[+-]?\d{20,}\s*")
 
 
-def _to_id(value: Any) -> Union[int, str, None]:
+def _to_id(value: Any) -> int | str | None:
     """pid / tid: an int within int64 or a string, as the typed decode gives them."""
     if type(value) is str:
         return value
     return _to_int(value)
 
 
-def _firm_args(args: Any) -> Union[_Args, None]:
+def _firm_args(args: Any) -> _Args | None:
     if type(args) is not dict:
         return None
     name = args.get("name")

@@ -15,6 +15,15 @@ import numpy as np
 import pandas as pd
 
 from tracer.errors import TraceFormatError
+from tracer.nsys_enums import (
+    COPY_KIND_BY_OPER,
+    EVENT_CLASS_DRIVER,
+    MEM_KIND_LABEL,
+    NVTX_MARK,
+    NVTX_PUSHPOP,
+    NVTX_STARTEND,
+    mem_of_id,
+)
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
     COPY_KINDS,
@@ -30,16 +39,6 @@ from tracer.timeline import (
     empty_events,
     validate,
 )
-from tracer.nsys_enums import (
-    COPY_KIND_BY_OPER,
-    EVENT_CLASS_DRIVER,
-    MEM_KIND_LABEL,
-    NVTX_MARK,
-    NVTX_PUSHPOP,
-    NVTX_STARTEND,
-    mem_of_id,
-)
-
 
 #: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
 _COLUMN_RE = re.compile(r'"([^"]+)"')

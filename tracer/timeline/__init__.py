@@ -301,6 +301,7 @@ def drop_impossible(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]
 
 
 # The rest of the timeline package, importable from here (they import this module's names above).
+from tracer.timeline.combine import align, concat  # noqa: E402
 from tracer.timeline.keys import (  # noqa: E402
     DEVICE_COLUMNS,
     LANE_COLUMNS,
@@ -313,7 +314,6 @@ from tracer.timeline.keys import (  # noqa: E402
     lane_title,
 )
 from tracer.timeline.links import launch_links  # noqa: E402
-from tracer.timeline.combine import align, concat  # noqa: E402
 
 __all__ = [
     "CLOCK_NSYS_SESSION", "CLOCK_UNIX", "COLUMNS", "COPY_KINDS", "DEVICE_COLUMNS", "GPU_WORK_KINDS", "HOST_DEVICE",
