@@ -23,4 +23,5 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "warning: could not install chromium; browser tests will fail under CI" >&2
 fi
+./scripts/check.sh
 exec .venv/bin/python -m pytest "$@"
