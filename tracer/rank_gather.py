@@ -42,11 +42,13 @@ def rank_info(env: Mapping[str, str] | None = None) -> RankInfo | None:
     rank, world = env.get("RANK", ""), env.get("WORLD_SIZE", "")
     if not (rank.isdigit() and world.isdigit()) or int(world) < 2:
         return None
-    # torchrun gives every worker of one launch the same run id (a uuid under --standalone, "none" without
-    # --rdzv-id), restart count and master port; the local workers also share their parent, the agent.
-    parts = [env.get(k, "") for k in ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR",
-                                      "MASTER_PORT")]
-    parts.append(str(os.getppid()))
+    # torchrun gives every worker of one launch the same run id (a uuid under --standalone, the --rdzv-id of a
+    # multi-node job, else "none"), restart count and master address and port. Without a real run id the
+    # launcher's pid (the local workers' parent, the agent) tells two launches on one port apart.
+    run_id = env.get("TORCHELASTIC_RUN_ID", "")
+    parts = [run_id, *(env.get(k, "") for k in ("TORCHELASTIC_RESTART_COUNT", "MASTER_ADDR", "MASTER_PORT"))]
+    if run_id in ("", "none"):
+        parts.append(str(os.getppid()))
     key = hashlib.sha1("|".join(parts).encode()).hexdigest()[:12]
     return RankInfo(int(rank), int(world), key)
 
