@@ -214,7 +214,7 @@ def record(
     if spec.multi_process:  # one process per rank (ddp): the ranks are started and recorded as a job
         from tracer.record_ranks import record_job
 
-        return record_job(spec, plan, values, params, out=out, backend=backend, nsys=nsys, say=say)  # type: ignore[no-any-return]
+        return record_job(spec, plan, values, params, out=out, backend=backend, nsys=nsys, say=say)
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
     stages: dict[str, float] = {}

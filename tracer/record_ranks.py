@@ -35,11 +35,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from tracer.errors import TracerError
+
+if TYPE_CHECKING:
+    from tracer.record import RecordedRun
+    from tracer.rundir import RunMeta
 
 #: How long the other ranks get to end by themselves once one failed (and after SIGTERM, before SIGKILL), s.
 GRACE_S = 5.0
@@ -123,7 +127,11 @@ def rank_environment(rank: int, world: int, port: int, base: Mapping[str, str] |
         lo = loopback_interface()
         if lo is not None:
             env["GLOO_SOCKET_IFNAME"] = lo
-    # the ranks import the same tracer and scenarios as this process
+    return with_tracer_on_path(env)
+
+
+def with_tracer_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this tracer's source root first on PYTHONPATH: a child imports the same tracer and scenarios."""
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     return env
@@ -244,7 +252,7 @@ def rank_devices(world: int, on_gpu: bool, gpus: int) -> tuple[str, list[str], s
 
 
 def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, str], *, out: str | os.PathLike[str],
-               backend: str, nsys: str | None, say: Callable[[str], None]) -> Any:
+               backend: str, nsys: str | None, say: Callable[[str], None]) -> RecordedRun:
     """Record the multi-process scenario ``spec`` (checked already: ``plan``, ``values``) and write its run
     under ``out``; return the :class:`tracer.record.RecordedRun`. Raises :class:`RanksFailedError` (after
     writing the run) when a rank failed or hung, ScenarioFailedError (writing nothing) when no rank saved a
@@ -320,7 +328,7 @@ def _results(work: Path, world: int) -> dict[int, dict[str, Any]]:
 
 def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]], outcomes: list[RankOutcome],
           work: Path, devices: list[str], dist_backend: str, note: str | None, backend: str,
-          details: dict[str, Any], created: _dt.datetime, wall: float) -> Any:
+          details: dict[str, Any], created: _dt.datetime, wall: float) -> RunMeta:
     """meta.json of the job: the scenario's fields from the lowest rank that finished, the job's from all."""
     from tracer import rundir
     from tracer.record import _environment
@@ -389,7 +397,7 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
     for k, v in params.items():
         job += ["--param", f"{k}={v}"]
     cmd = [nsys, *NSYS_COMMAND_ARGS, "-o", str(tmp / "report"), *job]
-    env = rank_environment(0, 1, 0)  # only for PYTHONPATH; the launcher sets each rank's own
+    env = with_tracer_on_path(dict(os.environ))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env)
     wall = time.perf_counter() - t0
@@ -400,9 +408,14 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
     outcomes = [RankOutcome(**o) for o in orjson.loads(job_file.read_bytes())]
     report = tmp / rundir.NSYS_REPORT
     if report.exists():
-        failed = export_nsys_sqlite(nsys, report, tmp / rundir.NSYS_SQLITE)
+        sqlite = tmp / rundir.NSYS_SQLITE
+        failed = export_nsys_sqlite(nsys, report, sqlite)
         if failed:
             raise TracerError(report.name, failed)
+        if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
+            from tracer.record import _gzip_file
+
+            _gzip_file(sqlite)
     details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_COMMAND_ARGS)}
     return outcomes, wall, details
 
