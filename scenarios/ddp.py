@@ -129,15 +129,16 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
 def check(ctx: Context, p: dict[str, Any], init: torch.nn.Module, X: torch.Tensor, Y: torch.Tensor,
           trained: torch.nn.Module, losses: torch.Tensor, world: int) -> None:
     """The DDP model against one process trained on whole minibatches; the ranks' parameters against rank 0's."""
-    single = init  # trained in place: it is not used again
+    device = next(trained.parameters()).device  # on the rank's GPU: at the GPU sizes the CPU would take minutes
+    single = init.to(device)  # trained in place: it is not used again
     opt = torch.optim.SGD(single.parameters(), lr=p["lr"])
     for s in range(p["steps"]):
-        F.cross_entropy(single(X[s]), Y[s]).backward()
+        F.cross_entropy(single(X[s].to(device)), Y[s].to(device)).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
     got = [t.detach().cpu() for t in trained.parameters()]
     ctx.check_close("ddp parameters == one process on whole minibatches", got,
-                    [t.detach() for t in single.parameters()], rtol=1e-4, atol=1e-5)
+                    [t.detach().cpu() for t in single.parameters()], rtol=1e-4, atol=1e-5)
     flat = torch.cat([t.flatten() for t in trained.parameters()]).detach()
     first = flat.clone()
     dist.broadcast(first, src=0)

@@ -267,6 +267,9 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
     world = int(values["ranks"])
     gpus = torch.cuda.device_count() if plan.on_gpu else 0
     dist_backend, devices, note = rank_devices(world, plan.on_gpu, gpus)
+    if plan.on_gpu and dist_backend == "gloo":  # the ranks run on the CPU: its defaults, as the ranks take them
+        values = spec.resolve_params(params, on_gpu=False)
+        world = int(values["ranks"])
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], f"{dist_backend}-{world}ranks", created.astimezone())
     stages: dict[str, float] = {}
@@ -358,7 +361,7 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
         scenario=spec.name,
         variant=values["variant"],
         variants=first.get("variants", list(spec.variants)),
-        params=values,
+        params=first.get("params", values),
         mode="processes",
         devices=devices,
         lanes=[{"index": r, "label": f"rank{r}", "device": d, "rank": r} for r, d in enumerate(devices)],
