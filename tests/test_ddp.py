@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -163,3 +165,22 @@ def test_the_nsys_backend_profiles_the_launcher(tmp_path: Path, monkeypatch: pyt
     meta = read_meta(run)
     assert meta.backend == "nsys" and meta.exit_code == 0 and [p["rank"] for p in meta.processes] == [0, 1]
     assert meta.checks and all(c["ok"] for c in meta.checks.values())
+
+
+def test_sigterm_to_the_launcher_stops_every_rank(tmp_path: Path) -> None:
+    # a recorder told to stop (SIGTERM) leaves no rank running behind it
+    code = (
+        "import os, signal, sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from tracer.record_ranks import launch\n"
+        "sleeper = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
+        "try:\n"
+        "    launch([sleeper, sleeper], ['cpu', 'cpu'], Path(sys.argv[1]), timeout_s=60, grace_s=0.5)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('stopped')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    assert proc.stdout.strip() == "stopped", proc.stderr
+    assert proc.returncode == 0

@@ -146,6 +146,7 @@ def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: P
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     t0 = time.perf_counter()
+    previous_term = _interrupt_on_sigterm()
     try:
         for rank, cmd in enumerate(commands):
             with open(log_dir / LOG.format(rank=rank), "wb") as log:
@@ -155,6 +156,9 @@ def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: P
     except BaseException:  # Ctrl-C, SIGTERM of the recorder: no rank outlives it
         _stop(procs, grace_s)
         raise
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
     wall = time.perf_counter() - t0
     outcomes = []
     for rank, p in enumerate(procs):
@@ -164,6 +168,20 @@ def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: P
             last_line=last_line(log_dir / LOG.format(rank=rank)), timed_out=rank in timed_out,
             torn_down=rank in torn_down and rank not in timed_out, ended_s=round(ended.get(rank, wall), 3)))
     return outcomes, wall
+
+
+def _interrupt_on_sigterm() -> Any:
+    """SIGTERM to the launcher becomes a KeyboardInterrupt (so the ranks are stopped, not orphaned); returns the
+    handler it replaced, or None where none can be set (not the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, on_term)
 
 
 def _wait(procs: list[subprocess.Popen[bytes]], t0: float, timeout_s: float,
