@@ -163,7 +163,8 @@ def test_the_nsys_backend_profiles_the_launcher(tmp_path: Path, monkeypatch: pyt
     assert {p.name for p in run.iterdir()} == {"report.nsys-rep", "report.sqlite", "timeline.parquet", "meta.json",
                                               "summary.json"}
     meta = read_meta(run)
-    assert meta.backend == "nsys" and meta.exit_code == 0 and [p["rank"] for p in meta.processes] == [0, 1]
+    assert meta.backend == "nsys" and meta.exit_code == 0 and meta.missing_ranks == []
+    assert [(p["rank"], p["ended"], p["exit_code"]) for p in meta.processes] == [(0, "exit", 0), (1, "exit", 0)]
     assert meta.checks and all(c["ok"] for c in meta.checks.values())
 
 

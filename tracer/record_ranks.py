@@ -308,7 +308,7 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
             traces = sorted(work.glob("rank*.json.gz"))
             failed = [o for o in sorted(outcomes, key=lambda o: o.ended_s) if o.failed]
             recorded = traces or (tmp / rundir.NSYS_REPORT).exists()
-            if not recorded or not results and not failed:
+            if not recorded or (not results and not failed):
                 raise ScenarioFailedError(f"scenario {spec.name}", "no rank saved a trace: "
                                           + "; ".join(o.describe() for o in failed or outcomes))
             bad = [f"rank {r}: {k}: {c['detail']}" for r, res in results.items() for k, c in res["checks"].items()
@@ -359,8 +359,10 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
               if s.get("rank") is not None}
     processes = []
     for o in outcomes:
+        # no status file: the rank was killed before it could write one, or (under nsys) recorded nothing itself
+        ended = "timeout" if o.timed_out else "torn down" if o.torn_down else "exit"
         entry = dict(status.get(o.rank) or {"pid": o.pid, "rank": o.rank, "world_size": len(outcomes),
-                                            "ended": "killed", "files": []})
+                                            "ended": ended, "files": []})
         entry.update(exit_code=o.exit_code, last_line=o.last_line, timed_out=o.timed_out, torn_down=o.torn_down,
                      device=o.device)
         processes.append(entry)
@@ -401,7 +403,9 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
         environment=env,
         exit_code=exit_code,
         processes=processes,
-        missing_ranks=sorted(o.rank for o in outcomes if not (status.get(o.rank) or {}).get("files")),
+        # under nsys one report holds every rank: no rank has a trace of its own to miss
+        missing_ranks=[] if backend == "nsys" else sorted(o.rank for o in outcomes
+                                                          if not (status.get(o.rank) or {}).get("files")),
     )
 
 
