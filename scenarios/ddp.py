@@ -44,6 +44,15 @@ def parse_fail(text: str) -> tuple[int, str] | None:
     return int(rank), how
 
 
+def check_params(p: dict[str, Any]) -> None:
+    """What the parameters must satisfy together: checked by the recorder before any rank starts."""
+    if p["batch"] % p["ranks"]:
+        raise ParamError(f"--param batch={p['batch']}: must divide evenly over the {p['ranks']} ranks (equal shards)")
+    fail = parse_fail(p["fail"])
+    if fail is not None and fail[0] >= p["ranks"]:
+        raise ParamError(f"--param fail={p['fail']}: there is no rank {fail[0]} among {p['ranks']} ranks")
+
+
 def make_model(gen: torch.Generator, inputs: int, hidden: int, classes: int) -> torch.nn.Module:
     """The MLP, its weights drawn from ``gen`` (every rank draws the same ones)."""
     model = torch.nn.Sequential(torch.nn.Linear(inputs, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, classes))
@@ -69,8 +78,6 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     if world != p["ranks"]:
         raise ParamError(f"--param ranks={p['ranks']} but the job has WORLD_SIZE={world}")
     steps, batch = p["steps"], p["batch"]
-    if batch % world:
-        raise ParamError(f"--param batch={batch}: must divide evenly over the {world} ranks (equal shards)")
     fail = parse_fail(p["fail"])
     device = torch.device(ctx.plan.devices[0])
     backend = "nccl" if device.type == "cuda" else "gloo"
@@ -168,5 +175,6 @@ SCENARIO = register(
         lanes=(1, 1),
         details=__doc__ or "",
         multi_process=True,
+        check=check_params,
     )
 )

@@ -96,6 +96,8 @@ class Scenario:
     #: one process per rank (its ``ranks`` parameter): ``run`` is one rank's work, and the recorder starts the
     #: ranks with torchrun's environment (tracer/record_ranks.py) instead of calling :func:`run_scenario` itself
     multi_process: bool = False
+    #: checks the parameters together before anything runs (ParamError), where one alone cannot tell
+    check: Callable[[dict[str, Any]], None] | None = None
 
     def all_params(self) -> tuple[Param, ...]:
         common = (
@@ -226,6 +228,8 @@ def prepare(name: str, device: str = "auto", params: Mapping[str, Any] | None = 
     scenario = get(name)
     plan = resolve_devices(device)
     values = scenario.resolve_params(params or {}, plan.on_gpu)
+    if scenario.check is not None:
+        scenario.check(values)
     variants = scenario.selected_variants(values["variant"], plan)
     return scenario, plan, values, variants
 

@@ -140,6 +140,18 @@ def test_a_rank_outside_a_job_is_refused_in_one_line() -> None:
         parse_fail("x")
 
 
+@pytest.mark.parametrize(("param", "says"), [
+    ("batch=15", "--param batch=15: must divide evenly over the 2 ranks (equal shards)"),
+    ("fail=2", "--param fail=2: there is no rank 2 among 2 ranks"),
+    ("fail=1:later", "--param fail=1:later: write RANK or RANK:raise or RANK:hang (or none)"),
+])
+def test_bad_parameters_are_refused_before_any_rank_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          param: str, says: str) -> None:
+    assert main(["record", "ddp", "--device", "cpu", "--out", str(tmp_path), "-p", "ranks=2", "-p", param]) == 2
+    assert capsys.readouterr().err.strip() == f"tracer: error: {says}"
+    assert not any(tmp_path.iterdir())
+
+
 def test_tracer_scenarios_lists_ddp_with_its_parameters(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["scenarios", "--json"]) == 0
     (ddp,) = [s for s in json.loads(capsys.readouterr().out) if s["name"] == "ddp"]
