@@ -475,6 +475,7 @@ MODE_MEANING = {
     "multi-gpu": "one lane per GPU",
     "streams": "CUDA streams of one GPU stand in for devices",
     "cpu-threads": "CPU threads stand in for devices",
+    "processes": "one process per rank (a lane is a rank)",
 }
 #: meta.json's ``backend`` -> the profiler's name.
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
@@ -545,7 +546,7 @@ def device_text(meta: RunMeta | dict[str, Any], summary: dict[str, Any] | None =
         device = (
             f"{len(gpus)} × {distinct[0]}" if len(gpus) > 1 and len(distinct) == 1 else ", ".join(distinct)
         )
-    elif m.mode == "cpu-threads" or m.devices == ["cpu"]:
+    elif m.mode == "cpu-threads" or (m.devices and set(m.devices) == {"cpu"}):  # ranks on the CPU: cpu, cpu
         device = "CPU"
     elif summary is not None and not summary.get("devices"):
         device = "CPU (no GPU activity in the trace)"

@@ -15,7 +15,7 @@ import pytest
 
 import scenarios
 from tests.conftest import install_fake_nsys, run_cli
-from tests.test_scenarios import NAMES, SMALL
+from tests.test_scenarios import MULTI_PROCESS, NAMES, SMALL
 from tracer import record as rec
 from tracer.cli import main
 from tracer.errors import ToolMissingError, UsageError
@@ -356,7 +356,7 @@ def test_tracer_scenarios_lists_them(capsys: pytest.CaptureFixture[str]) -> None
     assert "side-stream" in out and "pinned" in out and "variant" in out
     assert main(["scenarios", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [s["name"] for s in listed] == NAMES
+    assert [s["name"] for s in listed] == NAMES + MULTI_PROCESS
     assert {"name", "cpu", "gpu", "help", "type"} <= set(listed[0]["params"][0])
     assert main(["scenarios", "nope"]) == 2
 

@@ -155,6 +155,18 @@ def _start(out: Path) -> None:
         _capture.begin()
 
 
+def start_windowed(out: Path) -> Capture:
+    """This process's capture, saving into ``out`` like the start-up hook's (same file names, same status file,
+    saved on exit, on an exception and on SIGTERM), but recording only inside :meth:`Capture.recording`: for a
+    process tracer starts itself, such as one rank of a multi-process scenario (tracer/record_ranks.py)."""
+    global _capture
+    with _lock:
+        if _capture is None:
+            _capture = Capture(out)
+            _capture.begin(record=False)
+        return _capture
+
+
 def current() -> Capture | None:
     """The running capture of this process, if any."""
     return _capture
@@ -185,7 +197,8 @@ class Capture:
         self.notes: list[str] = []  # said in the status file: pauses, a recording stopped
 
     # -- life cycle ---------------------------------------------------------------------------------------
-    def begin(self) -> None:
+    def begin(self, *, record: bool = True) -> None:
+        """Hook the exits and optimizer steps; with ``record``, start recording (now, or after the delay)."""
         import torch  # noqa: F401 - imported already; here for the hooks below
 
         self.out.mkdir(parents=True, exist_ok=True)
@@ -193,8 +206,21 @@ class Capture:
         _hook_optimizer_steps()
         atexit.register(self.finish)
         _hook_exit_paths()
-        if self.window[0] <= 0:
+        if record and self.window[0] <= 0:
             self._start_profiler()
+        elif not record:
+            self.window_done = True  # no delay or duration to watch: only recording() starts and stops it
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Record the block (a scenario's profiled window): the trace is saved when it ends, however it ends."""
+        with _lock:
+            self._start_profiler()
+        try:
+            yield
+        finally:
+            with _lock:
+                self._stop_profiler()
 
     def _start_profiler(self) -> None:
         from torch.profiler import ProfilerAction, profile, schedule
