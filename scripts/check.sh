@@ -6,3 +6,4 @@ cd "$(dirname "$0")/.."
 py=.venv/bin/python
 step() { local t0=$SECONDS; "$@"; echo "check: $* ok ($((SECONDS - t0)) s)"; }
 step "$py" -m ruff check --quiet .
+step "$py" -m mypy --no-error-summary  # types: strict on tracer/, files and levels in pyproject.toml

@@ -215,7 +215,7 @@ def build_kineto(case: Case, out_dir: Path) -> Path:
     if case.mutation in _BYTES_LEVEL:
         data = mutate(raw, rng)  # type: ignore[arg-type]
     else:
-        data = mutate(json.loads(raw), rng)  # type: ignore[arg-type]
+        data = mutate(json.loads(raw), rng)
     out = out_dir / ("trace.json.gz" if rng.random() < 0.5 else "trace.json")
     out.write_bytes(gzip.compress(data, 1) if out.suffix == ".gz" else data)
     return out
