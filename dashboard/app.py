@@ -45,7 +45,7 @@ def create_app(
         suppress_callback_exceptions=True,
         update_title=None,  # type: ignore[arg-type]  # (None turns it off, as Dash's docs say; its hint omits it)
     )
-    app.tracer_store = store  # type: ignore[attr-defined]
+    app.tracer_store = store  # type: ignore[attr-defined]  # (the pages' callbacks find the store on the app)
     guard_server(app.server, request_limit_bytes(store.max_upload_bytes))
     app.layout = html.Div(
         [

@@ -32,7 +32,7 @@ class _PlainFlags:
         _plain_flags(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)  # type: ignore[misc]
+        opt = super().get_help_option(ctx)  # type: ignore[misc]  # (a mixin: the click command has it)
         if opt is not None:
             _plain_flags([opt])
         return opt

@@ -161,6 +161,7 @@ class _TraceTail(msgspec.Struct):
 
 
 class _LooseTraceTail(_TraceTail):
+    # (a looser element type on purpose: msgspec decodes each event as it is, for _firm to sort out)
     traceEvents: list[_LooseItem] = []  # type: ignore[assignment]
 
 

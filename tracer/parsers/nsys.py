@@ -457,6 +457,7 @@ def _concat(parts: list[dict[str, object]]) -> pd.DataFrame:
         if col == "bytes" or col == "correlation":
             cols[col] = pd.array(np.concatenate([np.asarray(v, dtype=object) for v in values]), dtype="Int64")
         elif col in ("kind", "copy_kind", "name", "src_mem", "dst_mem"):
+            # (each part's text columns are lists of str; the parts are typed loosely, as object)
             cols[col] = [x for v in values for x in v]  # type: ignore[attr-defined]
         else:
             cols[col] = np.concatenate([np.asarray(v) for v in values])
