@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -466,7 +466,7 @@ def speedup_of(meta: RunMeta | dict[str, Any]) -> float | None:
     return found[0][0] if found else None
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
 
 

@@ -246,7 +246,7 @@ def run_scenario(
     scenario, plan, values, variants = prepare(name, device, params)
     torch.manual_seed(values["seed"])
     ctx = Context(scenario.name, plan, values, lanes=values["lanes"], on_phase=on_phase, profiler=profiler)
-    ctx.variants = variants  # type: ignore[attr-defined]
+    ctx.variants = variants
     try:
         scenario.run(ctx, values)
         ctx.sync()

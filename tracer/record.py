@@ -315,7 +315,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
     @contextlib.contextmanager
     def profiler() -> Iterator[None]:
         say("profiling")
-        prof = profile(**settings)
+        prof: Any = profile(**settings)  # (torch leaves its __enter__ and __exit__ untyped)
         holder["prof"] = prof
         t0 = time.perf_counter()
         with quiet_kineto():  # start and stop print USDT marker lines (torch 2.13, CPU build)

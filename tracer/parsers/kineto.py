@@ -13,10 +13,11 @@ import decimal
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, TypeAlias, Union, cast
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracer.errors import TraceFormatError
@@ -101,13 +102,17 @@ class _M(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
 
 
 _OTHER_PHASES = "i I C b n e S T p F s t f P N O D R c ( )".split()
-_Tagged = Union[  # noqa: UP007 (a Union built from a tuple has no X | Y spelling)
-    (_X, _B, _E, _M)
-    + tuple(
-        msgspec.defstruct(f"_Skip{i}", [], gc=False, tag_field="ph", tag=ph)
-        for i, ph in enumerate(_OTHER_PHASES)
-    )
-]
+if TYPE_CHECKING:
+    # (what mypy sees: the phases read, and the skipped ones, made at run time, as any Struct)
+    _Tagged: TypeAlias = _X | _B | _E | _M | msgspec.Struct
+else:
+    _Tagged = Union[  # noqa: UP007 (a Union built from a tuple has no X | Y spelling)
+        (_X, _B, _E, _M)
+        + tuple(
+            msgspec.defstruct(f"_Skip{i}", [], gc=False, tag_field="ph", tag=ph)
+            for i, ph in enumerate(_OTHER_PHASES)
+        )
+    ]
 
 
 class _Loose(msgspec.Struct, gc=False):
@@ -124,7 +129,7 @@ class _Loose(msgspec.Struct, gc=False):
 
 
 #: an entry of "traceEvents" that may not even be an object
-_LooseItem = _Loose | None | bool | int | float | str | list
+_LooseItem = _Loose | None | bool | int | float | str | list[Any]
 
 
 class _Trace(msgspec.Struct):
@@ -156,6 +161,7 @@ class _TraceTail(msgspec.Struct):
 
 
 class _LooseTraceTail(_TraceTail):
+    # (a looser element type on purpose: msgspec decodes each event as it is, for _firm to sort out)
     traceEvents: list[_LooseItem] = []  # type: ignore[assignment]
 
 
@@ -328,9 +334,10 @@ def _fixed_point(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, np.nd
     return ns, sub, ok
 
 
-def _round_half_even(floor: np.ndarray, sub: np.ndarray) -> np.ndarray:
+def _round_half_even(floor: npt.NDArray[np.int64], sub: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """floor + sub·1e-9 ns rounded to whole ns, halves to even."""
-    return floor + ((sub > _SUB_HALF) | ((sub == _SUB_HALF) & (floor % 2 == 1)))
+    up: npt.NDArray[np.bool_] = (sub > _SUB_HALF) | ((sub == _SUB_HALF) & (floor % 2 == 1))
+    return floor + up
 
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -445,7 +452,7 @@ def _to_size(value: Any) -> int | None:
     that it is skipped as an implausible size rather than quietly read as no size at all."""
     t = type(value)
     if t is int:
-        return value
+        return cast(int, value)
     if t is float and abs(value) >= 2.0**53:  # (nan is not, and stays missing)
         return int(max(min(value, 2.0**64), -(2.0**64)))
     if t is str and _LONG_DIGITS_RE.fullmatch(value):
@@ -592,7 +599,7 @@ def _lane_from_text(value: Any) -> int:
     return -1
 
 
-class _Codes(dict):
+class _Codes(dict[str, int]):
     """str -> code, numbering strings as they are first looked up (``codes[s]`` never raises)."""
 
     def __missing__(self, key: str) -> int:
@@ -618,7 +625,8 @@ def decode(data: bytes, source: str) -> _Trace:
 
 
 def _is_bare_array(data: bytes) -> bool:
-    first = _LEADING_SPACE.match(data).end()  # (data.lstrip() would copy the whole trace)
+    m = _LEADING_SPACE.match(data)  # (data.lstrip() would copy the whole trace)
+    first = m.end() if m else 0  # (it always matches, maybe nothing)
     return data[first : first + 1] == b"["
 
 
@@ -694,7 +702,7 @@ class _FastChunks:
 
 
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
-_PARTS = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
+_PARTS: tuple[str, ...] = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
 _PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
 
 
@@ -718,12 +726,12 @@ class _Columns:
         if len(self.kind_of_cat) != len(self.cats):
             self.kind_of_cat = np.array([_kind_of_cat(c) for c in self.cats], dtype=np.int8)
         kind = self.kind_of_cat[cat]
-        keep = kind >= 0
-        if not keep.all():
-            xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
-            kind = kind[keep]
+        known = kind >= 0
+        if not known.all():
+            xs = [xs[i] for i in np.flatnonzero(known).tolist()]
+            kind = kind[known]
             if times is not None:
-                times = (times[0][keep], times[1][keep])
+                times = (times[0][known], times[1][known])
         if times is None:
             start, end, usable = _event_times(xs, skipped)
             if not usable.all():
@@ -767,7 +775,7 @@ class _Columns:
             tid[on_gpu] = np.where(tid[on_gpu] < 0, stream[on_gpu], tid[on_gpu])
         n_bytes, bytes_na, bad_bytes = _bytes_column([a.bytes for a in args])
         correlation, correlation_na = _nullable_int_column([a.correlation for a in args])
-        keep = None
+        keep: npt.NDArray[np.bool_] | None = None
         if len(on_gpu):
             # GPU work with no device to put it on would silently vanish from every per-GPU figure: say so
             lost = on_gpu[device[on_gpu] < 0]
@@ -991,8 +999,9 @@ def _careful_chunks(events: list[msgspec.Raw], skipped: Counter[str]) -> Iterato
 def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[str]) -> Timeline:
     if fast is None:
         trace = decode(data, source)
+        events = [] if isinstance(trace.traceEvents, msgspec.UnsetType) else trace.traceEvents
         has_events = trace.traceEvents is not msgspec.UNSET
-        chunks: Iterator[list[Any]] = _careful_chunks(trace.traceEvents if has_events else [], skipped)
+        chunks: Iterator[list[Any]] = _careful_chunks(events, skipped)
     else:
         chunks, has_events = iter(fast), True
     meta = TraceMeta(format="kineto", source=source)
