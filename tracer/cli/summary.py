@@ -67,7 +67,7 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     return out
 
 
-def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100) -> list[Any]:
+def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_collectives: int = 10) -> list[Any]:
     """Rich renderables for a summary (a :class:`tracer.analysis.summary.Summary`, or its JSON as a dict), for a
     terminal ``width`` characters wide: each registered analysis's text blocks, in text order."""
     from tracer.analysis.registry import TextOptions, text_analyses
@@ -75,7 +75,7 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100) -> l
 
     if not isinstance(summary, Summary):
         summary = Summary.from_dict(summary)
-    options = TextOptions(max_ranges=max_ranges)
+    options = TextOptions(max_ranges=max_ranges, max_collectives=max_collectives)
     blocks = [b for a in text_analyses() for b in a.blocks(summary.part(a.name), summary, options)]
     return render_blocks(blocks, width=width)
 
@@ -120,6 +120,12 @@ def summary(
         typer.Option("--job", help="Read every trace found as the ranks of ONE job (torch.profiler's per-rank "
                      "files, HTA's rank-N layout): one timeline, GPUs keyed rank/device. Rank from the trace's "
                      "distributedInfo, else the file name, else the order; clocks put on Unix time."),
+    ] = False,
+    collectives: Annotated[
+        int, typer.Option("--collectives", metavar="N", help="Collectives listed in the text, by start skew.")
+    ] = 10,
+    all_collectives: Annotated[
+        bool, typer.Option("--all-collectives", help="List every collective matched across ranks in the text.")
     ] = False,
 ) -> None:
     """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
@@ -192,7 +198,8 @@ def summary(
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
             sys.stdout.flush()
         else:
-            for renderable in render_summary(result, width=console.width):
+            shown = -1 if all_collectives else max(collectives, 0)
+            for renderable in render_summary(result, width=console.width, max_collectives=shown):
                 console.print(renderable)
             console.print()
     if failed:

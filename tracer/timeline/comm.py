@@ -133,8 +133,8 @@ def mark_by_name(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def inherit_from_host(events: pd.DataFrame) -> pd.DataFrame:
-    """Comm kernels the trace gave no process group or sequence number take them (and the collective, message
-    size and group size, where their own say less) from the host record their launch call ran inside: the
+    """Comm kernels the trace gave no process group or sequence number take them (and the collective as called,
+    message size and group size, where their own say less) from the host record their launch call ran inside: the
     innermost ``record_param_comms`` (or other comm op carrying metadata) of the launching thread that encloses
     the call, else the innermost ``nccl:*`` range (which gives the collective only). In place; returns
     ``events``."""
@@ -174,7 +174,9 @@ def inherit_from_host(events: pd.DataFrame) -> pd.DataFrame:
         w, s = work[ok], src[ok]
         own = new["collective"].cat.codes.to_numpy()[w]
         theirs = coll[s]
-        take = (own == COLLECTIVES.index("other")) & (theirs != COLLECTIVES.index("other"))
+        # the collective as called (the host's) over the kernel's name: older NCCL runs an alltoall, and at
+        # scale an allreduce, as ncclKernel_SendRecv; matching across ranks needs the call
+        take = (theirs != COLLECTIVES.index("other")) & (theirs != own)
         if take.any():
             codes = new["collective"].cat.codes.to_numpy().copy()
             codes[w[take]] = theirs[take]
