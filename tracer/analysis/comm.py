@@ -317,10 +317,10 @@ def clock_offsets(part: pd.DataFrame) -> dict[int, tuple[int | None, int | None]
     interval is (0, 0); a rank sharing nothing with it gets (None, None). lo > hi means no single offset fits
     every instance (the clocks drift, or a match is wrong)."""
     ref = int(part["rank"].min())
-    mine = part[part["rank"] == ref].set_index("key")[["start_ns", "end_ns"]]
+    mine = part.loc[part["rank"] == ref, ["key", "start_ns", "end_ns"]]
     out: dict[int, tuple[int | None, int | None]] = {ref: (0, 0)}
     for rank, rows in part[part["rank"] != ref].groupby("rank"):
-        j = rows.set_index("key")[["start_ns", "end_ns"]].join(mine, rsuffix="_ref", how="inner")
+        j = rows[["key", "start_ns", "end_ns"]].merge(mine, on="key", suffixes=("", "_ref"), how="inner")
         if j.empty:
             out[int(rank)] = (None, None)
             continue
