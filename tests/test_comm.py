@@ -368,3 +368,15 @@ def test_the_nsys_export_keeps_nccl_kernels_as_kernels(tmp_path: Path) -> None:
     assert len(nccl) == 21  # read back from their names (the export carries no collective metadata)
     mine = pd.Series([d.comm_ns for d in device_comm(back)])
     assert mine.tolist() == [d.comm_ns for d in device_comm(t.events)]
+
+
+def test_summary_clock_fix_moves_a_rank_whose_clock_is_behind(tmp_path: Path, capsys: Any) -> None:
+    paths = _hand_job(tmp_path, rank1_shift_us=-100)
+    assert main(["summary", "--json", "--no-cache", "--job", *map(str, paths)]) == 0
+    before = json.loads(capsys.readouterr().out)["collective_ranks"]["ranks"][1]
+    assert before["clock_fix_ns"] == 80_000
+    assert main(["summary", "--json", "--no-cache", "--clock-fix", "--job", *map(str, paths)]) == 0
+    out = capsys.readouterr()
+    after = json.loads(out.out)["collective_ranks"]["ranks"][1]
+    assert (after["clock_fix_ns"], after["offset_lo_ns"]) == (0, 0)
+    assert "rank 1: clock moved by 80.0 µs (--clock-fix)" in out.err

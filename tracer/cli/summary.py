@@ -96,6 +96,25 @@ def _progress(console: Any, path: Path) -> Any:
 PROGRESS_MIN_BYTES = 20_000_000
 
 
+def _fix_clocks(timeline: Any) -> Any:
+    """``timeline`` with each rank moved by the collectives' clock fix (tracer.analysis.comm), said on stderr."""
+    from tracer.analysis.comm import collectives, shift_ranks
+    from tracer.timeline import Timeline
+
+    fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
+    moved = {r: f for r, f in fixes.items() if f}
+    for rank, fix in sorted(fixes.items()):
+        if fix is None:
+            print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
+                  "as it is", file=sys.stderr)
+        elif fix:
+            print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
+    if not moved:
+        return timeline
+    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
+    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
+
+
 @app.command(cls=TracerCommand)
 def summary(
     paths: Annotated[
@@ -127,6 +146,12 @@ def summary(
     all_collectives: Annotated[
         bool, typer.Option("--all-collectives", help="List every collective matched across ranks in the text.")
     ] = False,
+    clock_fix: Annotated[
+        bool,
+        typer.Option("--clock-fix", help="With --job: move each rank's clock by the smallest shift that makes every "
+                     "matched collective consistent (none ends on one rank before it starts on another); said on "
+                     "stderr. Without it the ranks stay on the clocks their traces were written with."),
+    ] = False,
 ) -> None:
     """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
 
@@ -153,7 +178,8 @@ def summary(
         found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
 
         def read(_path: Path) -> Any:
-            return load_job(traces, load=lambda p: load_trace(p, cache=not no_cache, on_cache_write=say_cached))
+            timeline = load_job(traces, load=lambda p: load_trace(p, cache=not no_cache, on_cache_write=say_cached))
+            return _fix_clocks(timeline) if clock_fix else timeline
     else:
         def read(path: Path) -> Any:
             return load_trace(path, cache=not no_cache, on_cache_write=say_cached)
