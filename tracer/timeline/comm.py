@@ -19,7 +19,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from tracer.timeline import COLLECTIVES
+from tracer.timeline import COLLECTIVES, KINDS
 
 #: Normalised collective words (lower case, no "_") → the collective, tried as prefixes in this order (the
 #: longer first: "reducescatter" before "reduce", "allgather" before "gather", "sendrecv" before "send").
@@ -103,32 +103,26 @@ def mark_by_name(events: pd.DataFrame) -> pd.DataFrame:
     (changed in place: call it before the frame is handed over)."""
     if events.empty:
         return events
-    kinds = events["kind"]
-    candidates = kinds.isin(("kernel", "range", "gpu_range", "cpu_op")).to_numpy()
+    kind_codes = events["kind"].cat.codes.to_numpy()  # (the kind's categories are KINDS, fixed)
+    name_codes = events["name"].cat.codes.to_numpy()
     coll = events["collective"]
-    codes = coll.cat.codes.to_numpy().copy()
+    codes = coll.cat.codes.to_numpy()
     other = COLLECTIVES.index("other")
-    open_rows = candidates & ((codes == 0) | (codes == other))
-    if not open_rows.any():
-        return events
-    names = events["name"]
-    name_codes = names.cat.codes.to_numpy()
-    kind_codes = kinds.cat.codes.to_numpy()
-    pair = pd.DataFrame({"k": kind_codes[open_rows], "n": name_codes[open_rows]})
-    distinct = pair.drop_duplicates()
-    lookup: dict[tuple[int, int], int] = {}
-    kind_names = list(kinds.cat.categories)
-    name_cats = names.cat.categories
-    for k, n in zip(distinct["k"].tolist(), distinct["n"].tolist()):
-        found = collective_of_name(str(name_cats[n]), str(kind_names[k])) if n >= 0 else ""
-        lookup[(k, n)] = COLLECTIVES.index(found)
-    by_name = np.array([lookup[(k, n)] for k, n in zip(pair["k"].tolist(), pair["n"].tolist())], dtype=np.int8)
-    rows = np.flatnonzero(open_rows)
-    current = codes[rows]
+    name_cats = events["name"].cat.categories
+    # one decision per distinct (kind, name), looked up for every row at once
+    table = np.zeros((len(KINDS), max(len(name_cats), 1)), dtype=np.int8)
+    for kind in ("kernel", "range", "gpu_range", "cpu_op"):
+        k = KINDS.index(kind)
+        for n in np.unique(name_codes[kind_codes == k]).tolist():
+            if n >= 0:
+                table[k, n] = COLLECTIVES.index(collective_of_name(str(name_cats[n]), kind))
+    by_name = table[kind_codes, np.maximum(name_codes, 0)]
     # a name that says more than the metadata's "other" wins; a name of no communication leaves what was read
-    better = (by_name > 0) & ((current == 0) | (by_name != other))
-    codes[rows[better]] = by_name[better]
-    events["collective"] = pd.Categorical.from_codes(codes, dtype=coll.dtype)
+    better = (by_name > 0) & ((codes == 0) | ((codes == other) & (by_name != other)))
+    if better.any():
+        codes = codes.copy()
+        codes[better] = by_name[better]
+        events["collective"] = pd.Categorical.from_codes(codes, dtype=coll.dtype)
     return inherit_from_host(events)
 
 
@@ -141,8 +135,8 @@ def inherit_from_host(events: pd.DataFrame) -> pd.DataFrame:
     from tracer.timeline.links import launch_links
 
     coll = events["collective"].cat.codes.to_numpy()
-    kind = events["kind"].to_numpy()
-    is_comm_kernel = (coll > 0) & (kind == "kernel")
+    kind = events["kind"].cat.codes.to_numpy()
+    is_comm_kernel = (coll > 0) & (kind == KINDS.index("kernel"))
     if not is_comm_kernel.any():
         return events
     pg_codes = events["pg"].cat.codes.to_numpy()
@@ -151,7 +145,7 @@ def inherit_from_host(events: pd.DataFrame) -> pd.DataFrame:
     needs = is_comm_kernel & ((seq_na & no_pg) | (coll == COLLECTIVES.index("other")))
     if not needs.any():
         return events
-    host = (coll > 0) & np.isin(kind, ("cpu_op", "range"))
+    host = (coll > 0) & ((kind == KINDS.index("cpu_op")) | (kind == KINDS.index("range")))
     if not host.any():
         return events
     links = launch_links(events)
