@@ -380,3 +380,27 @@ def test_summary_clock_fix_moves_a_rank_whose_clock_is_behind(tmp_path: Path, ca
     after = json.loads(out.out)["collective_ranks"]["ranks"][1]
     assert (after["clock_fix_ns"], after["offset_lo_ns"]) == (0, 0)
     assert "rank 1: clock moved by 80.0 µs (--clock-fix)" in out.err
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    # (what a hostile or older trace writes) -> (collective, pg, seq, group_size, bytes) of the record
+    ({"Collective name": "allreduce", "Seq": "12", "Process Group Name": "0"}, ("allreduce", "0", 12, 0, None)),
+    ({"Collective name": "allreduce", "Seq": "x", "Group size": -3}, ("allreduce", "", None, 0, None)),
+    ({"Collective name": 5, "Process Group Name": [1]}, ("other", "", None, 0, None)),  # its name still says comm
+    ({"Collective name": "broadcast", "Process Group ID": 3, "In msg nelems": 10, "dtype": "Double"},
+     ("broadcast", "3", None, 0, 80)),
+    ({"Collective name": "allgather", "In msg nelems": 2**60, "Out msg nelems": 2**60, "dtype": "Float"},
+     ("allgather", "", None, 0, None)),  # 4 EiB: no size a message can have
+    ({"Collective name": "allreduce", "In msg nelems": -1, "dtype": "Float"}, ("allreduce", "", None, 0, None)),
+])
+def test_collective_metadata_of_any_shape_is_read_or_left_out(tmp_path: Path, args: dict[str, Any],
+                                                              expected: tuple[Any, ...]) -> None:
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(_rank_trace(0, [_x("cpu_op", "record_param_comms", 10, 5, 1, 1, **args),
+                                            _x("cpu_op", "aten::add", 20, 5, 1, 1)])))
+    ev = load_trace(p, cache=False).events
+    row = ev[ev["name"] == "record_param_comms"].iloc[0]
+    got = (str(row["collective"]), str(row["pg"]), None if pd.isna(row["seq"]) else int(row["seq"]),
+           int(row["group_size"]), None if pd.isna(row["bytes"]) else int(row["bytes"]))
+    assert got == expected
+    assert str(ev.loc[ev["name"] == "aten::add", "collective"].iloc[0]) == ""
