@@ -392,6 +392,7 @@ def test_summary_clock_fix_moves_a_rank_whose_clock_is_behind(tmp_path: Path, ca
     ({"Collective name": "allgather", "In msg nelems": 2**60, "Out msg nelems": 2**60, "dtype": "Float"},
      ("allgather", "", None, 0, None)),  # 4 EiB: no size a message can have
     ({"Collective name": "allreduce", "In msg nelems": -1, "dtype": "Float"}, ("allreduce", "", None, 0, None)),
+    ({"Collective name": "allreduce", "Seq": 2**64 - 1, "Group size": 2**40}, ("allreduce", "", None, 0, None)),
 ])
 def test_collective_metadata_of_any_shape_is_read_or_left_out(tmp_path: Path, args: dict[str, Any],
                                                               expected: tuple[Any, ...]) -> None:

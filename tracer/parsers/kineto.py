@@ -848,7 +848,7 @@ class _Columns:
             out["collective"][i] = COLLECTIVES.index(normalise_collective(a.collective or "") or "other")
             pg = a.pg_name if a.pg_name is not None else a.pg_id
             out["pg"][i] = self.pgs[str(pg)] if pg is not None else 0
-            if a.seq is not None:
+            if a.seq is not None and 0 <= a.seq < 2**63:  # (msgspec hands over uint64 too)
                 out["seq"][i], out["seq_na"][i] = a.seq, False
             if a.group_size is not None and 0 < a.group_size < 2**31:
                 out["group_size"][i] = a.group_size

@@ -151,8 +151,9 @@ def inherit_from_host(events: pd.DataFrame) -> pd.DataFrame:
     links = launch_links(events)
     if links.empty:
         return events
-    work = links["work_row"].to_numpy()
-    call = links["call_row"].to_numpy()
+    # (links name index labels; what follows works on positions)
+    work = events.index.get_indexer(links["work_row"].to_numpy())
+    call = events.index.get_indexer(links["call_row"].to_numpy())
     pick = needs[work]
     work, call = work[pick], call[pick]
     if not work.size:
