@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.timeline import DeviceKey
+from tracer.timeline import KINDS, DeviceKey
 
 #: NCCL-tests' bus bandwidth factor per collective, for a group of n ranks (doc/PERFORMANCE.md there):
 #: allreduce 2(n−1)/n; allgather, reducescatter, alltoall (n−1)/n; broadcast, reduce, point-to-point 1.
@@ -211,29 +211,33 @@ def instances(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows that stand for one rank's part in one collective instance, with their matching key (columns
     rank, collective, pg, seq, key, matched_by, start_ns, end_ns, bytes, group_size), and where they were found
     ("gpu" or "host"; "" where the timeline has no communication)."""
-    coll = events["collective"]
-    comm = (coll != "").to_numpy()
-    kind = events["kind"].to_numpy()
-    on_gpu = comm & (kind == "kernel") & (events["device"].to_numpy() >= 0)
+    # (codes, not strings: the categoricals' categories are fixed, and a job's frame holds millions of rows)
+    comm = events["collective"].cat.codes.to_numpy() > 0
+    kind = events["kind"].cat.codes.to_numpy()
+    on_gpu = comm & (kind == KINDS.index("kernel")) & (events["device"].to_numpy() >= 0)
     where = "gpu"
     rows = on_gpu
     if not rows.any():
         where = "host"
-        rows = comm & (kind == "range")
+        rows = comm & (kind == KINDS.index("range"))
         if not rows.any():
-            rows = comm & (kind == "cpu_op")
+            rows = comm & (kind == KINDS.index("cpu_op"))
     if not rows.any():
         return pd.DataFrame(), ""
-    sub = events[rows]
+    idx = np.flatnonzero(rows)  # (column by column: the few comm rows, not a copy of the whole frame)
+
+    def col(name: str) -> pd.Series:
+        return events[name].iloc[idx]
+
     df = pd.DataFrame({
-        "rank": sub["rank"].to_numpy(np.int64),
-        "collective": sub["collective"].astype(str).to_numpy(),
-        "pg": sub["pg"].astype(str).to_numpy(),
-        "seq": sub["seq"].to_numpy(dtype=np.float64, na_value=np.nan),
-        "start_ns": sub["start_ns"].to_numpy(),
-        "end_ns": sub["end_ns"].to_numpy(),
-        "bytes": sub["bytes"].to_numpy(dtype=np.float64, na_value=np.nan),
-        "group_size": sub["group_size"].to_numpy(np.int64),
+        "rank": col("rank").to_numpy(np.int64),
+        "collective": col("collective").astype(str).to_numpy(dtype=object),
+        "pg": col("pg").astype(str).to_numpy(dtype=object),
+        "seq": col("seq").to_numpy(dtype=np.float64, na_value=np.nan),
+        "start_ns": col("start_ns").to_numpy(),
+        "end_ns": col("end_ns").to_numpy(),
+        "bytes": col("bytes").to_numpy(dtype=np.float64, na_value=np.nan),
+        "group_size": col("group_size").to_numpy(np.int64),
     })
     # host records: a wait() recorded as record_param_comms is no collective of its own
     df = df.sort_values(["rank", "start_ns", "end_ns"], kind="stable").reset_index(drop=True)
@@ -244,7 +248,7 @@ def instances(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     df["matched_by"] = np.where(by_seq, "seq", "order")
     # by seq: the process group and its number name the instance (the collective too, as a check); by order:
     # the process group, the collective and its place
-    df["key"] = df["matched_by"] + "|" + df["pg"] + "|" + df["collective"] + "|" + df["seq"].astype(str)
+    df["key"] = df.groupby(["matched_by", "pg", "collective", "seq"], sort=False).ngroup().to_numpy(np.int64)
     return df, where
 
 
