@@ -405,3 +405,14 @@ def test_collective_metadata_of_any_shape_is_read_or_left_out(tmp_path: Path, ar
            int(row["group_size"]), None if pd.isna(row["bytes"]) else int(row["bytes"]))
     assert got == expected
     assert str(ev.loc[ev["name"] == "aten::add", "collective"].iloc[0]) == ""
+
+
+def test_the_comm_summary_reads_back_from_its_json(tmp_path: Path) -> None:
+    from tracer.analysis.summary import Summary
+
+    s = analyze(load_job(_hand_job(tmp_path, rank1_shift_us=-100)))
+    doc = s.to_dict()
+    back = Summary.from_dict(json.loads(json.dumps(doc)))
+    assert back.to_dict() == doc
+    assert back.part("collectives") == s.part("collectives")
+    assert back.part("comm") == s.part("comm")
