@@ -392,3 +392,6 @@ BUILTIN = (TRACE, DEVICES, LANES, SPAN, GPU_NAMES, CONCURRENCY, EVENTS, THREADS,
            COPIES, RANGES)
 for _analysis in BUILTIN:
     register(_analysis)
+
+# The communication analyses register after these (their JSON keys last).
+import tracer.analysis.builtin_comm  # noqa: E402, F401

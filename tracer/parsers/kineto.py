@@ -24,6 +24,7 @@ from tracer.errors import TraceFormatError
 from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 from tracer.timeline import (
     CLOCK_UNIX,
+    COLLECTIVES,
     COLUMNS,
     COPY_KINDS,
     HOST_DEVICE,
@@ -38,6 +39,7 @@ from tracer.timeline import (
     build_events,
     validate,
 )
+from tracer.timeline.comm import mark_by_name, message_bytes, normalise_collective
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -52,6 +54,15 @@ class _Args(msgspec.Struct, gc=False):
     # tracer's own Chrome export draws some rows on another track and keeps their real pid/tid here
     tracer_pid: int | None = None
     tracer_tid: int | None = None
+    # A collective's metadata, as PyTorch writes it on record_param_comms and (newer Kineto) on the NCCL kernel
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    pg_id: int | None = msgspec.field(default=None, name="Process Group ID")  # (before "Process Group Name")
+    seq: int | None = msgspec.field(default=None, name="Seq")
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    dtype: str | None = None
 
 
 #: ts / dur are kept as the bytes of their JSON number (msgspec.Raw) and turned into integer ns from that
@@ -482,7 +493,19 @@ def _firm_args(args: Any) -> _Args | None:
         name=name if type(name) is str else None,
         tracer_pid=_to_int(args.get("tracer_pid")),
         tracer_tid=_to_int(args.get("tracer_tid")),
+        collective=_str_or_none(args.get("Collective name")),
+        pg_name=_str_or_none(args.get("Process Group Name")) or _to_int(args.get("Process Group Name")),
+        pg_id=_to_int(args.get("Process Group ID")),
+        seq=_to_int(args.get("Seq")),
+        group_size=_to_int(args.get("Group size")),
+        in_nelems=_to_int(args.get("In msg nelems")),
+        out_nelems=_to_int(args.get("Out msg nelems")),
+        dtype=_str_or_none(args.get("dtype")),
     )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if type(value) is str else None
 
 
 def _text(value: Any) -> str:
@@ -704,6 +727,7 @@ class _FastChunks:
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
 _PARTS: tuple[str, ...] = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
 _PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
+_PARTS += ("collective", "pg", "seq", "seq_na", "group_size")
 
 
 class _Columns:
@@ -711,6 +735,8 @@ class _Columns:
 
     def __init__(self) -> None:
         self.cats, self.names = _Codes(), _Codes()
+        self.pgs = _Codes()
+        self.pgs[""]  # code 0: no process group
         self.kind_of_cat = np.zeros(0, dtype=np.int8)  # -1: a category that is skipped
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
 
@@ -788,12 +814,16 @@ class _Columns:
             if rows.any():
                 skipped[reason] += int(rows.sum())
                 keep = ~rows if keep is None else keep & ~rows
+        comm = self._comm(args, n_bytes, bytes_na)
         if keep is not None:
             xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
             kind, start, end, pid, tid = kind[keep], start[keep], end[keep], pid[keep], tid[keep]
             device, stream, pid_given = device[keep], stream[keep], pid_given[keep]
             n_bytes, bytes_na = n_bytes[keep], bytes_na[keep]
             correlation, correlation_na = correlation[keep], correlation_na[keep]
+            comm = {k: v[keep] for k, v in comm.items()}
+        for k, v in comm.items():
+            self.parts[k].append(v)
         p = self.parts
         p["start"].append(start)
         p["end"].append(end)
@@ -809,9 +839,36 @@ class _Columns:
         p["correlation"].append(correlation)
         p["correlation_na"].append(correlation_na)
 
+    def _comm(self, args: list[_Args], n_bytes: np.ndarray, bytes_na: np.ndarray) -> dict[str, np.ndarray]:
+        """The collective columns of a chunk's rows from their args (tracer.timeline.comm reads the names later);
+        a collective's message size goes into ``bytes`` where the row has none (changed in place)."""
+        n = len(args)
+        out: dict[str, np.ndarray] = {
+            "collective": np.zeros(n, dtype=np.int8),
+            "pg": np.zeros(n, dtype=np.int32),
+            "seq": np.zeros(n, dtype=np.int64),
+            "seq_na": np.ones(n, dtype=bool),
+            "group_size": np.zeros(n, dtype=np.int32),
+        }
+        rows = [i for i, a in enumerate(args) if a.collective is not None]
+        for i in rows:  # (a few per step: the collectives, not the kernels)
+            a = args[i]
+            out["collective"][i] = COLLECTIVES.index(normalise_collective(a.collective or "") or "other")
+            pg = a.pg_name if a.pg_name is not None else a.pg_id
+            out["pg"][i] = self.pgs[str(pg)] if pg is not None else 0
+            if a.seq is not None and 0 <= a.seq < 2**63:  # (msgspec hands over uint64 too)
+                out["seq"][i], out["seq_na"][i] = a.seq, False
+            if a.group_size is not None and 0 < a.group_size < 2**31:
+                out["group_size"][i] = a.group_size
+            size = message_bytes(a.in_nelems, a.out_nelems, a.dtype)
+            if bytes_na[i] and size is not None and 0 <= size <= MAX_EVENT_BYTES:
+                n_bytes[i], bytes_na[i] = size, False
+        return out
+
     def columns(self, base_ns: int) -> dict[str, Any]:
         """The canonical columns, rows in time order (the parts are consumed)."""
-        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool}
+        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool,
+                 "collective": np.int8, "pg": np.int32, "seq_na": bool, "group_size": np.int32}
         col = {
             k: np.concatenate(v) if v else np.zeros(0, dtype=empty.get(k, np.int64))
             for k, v in self.parts.items()
@@ -880,6 +937,10 @@ class _Columns:
             "correlation": pd.arrays.IntegerArray(col["correlation"], col["correlation_na"]),
             "src_mem": pd.Categorical.from_codes(col["src_mem"], dtype=COLUMNS["src_mem"]),
             "dst_mem": pd.Categorical.from_codes(col["dst_mem"], dtype=COLUMNS["dst_mem"]),
+            "collective": pd.Categorical.from_codes(col["collective"], dtype=COLUMNS["collective"]),
+            "pg": pd.Categorical.from_codes(col["pg"], categories=pd.Index(list(self.pgs))),
+            "seq": pd.arrays.IntegerArray(col["seq"], col["seq_na"]),
+            "group_size": col["group_size"],
         }
 
 
@@ -1045,7 +1106,7 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
             ignored["baseTimeNanoseconds"] = "not an integer"
         else:
             base_ns = base
-    ev = build_events(cols.columns(base_ns))
+    ev = mark_by_name(build_events(cols.columns(base_ns)))
 
     props = trace.deviceProperties
     for prop in props if type(props) is list else ():

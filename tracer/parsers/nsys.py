@@ -39,6 +39,7 @@ from tracer.timeline import (
     empty_events,
     validate,
 )
+from tracer.timeline.comm import mark_by_name
 
 #: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
 _COLUMN_RE = re.compile(r'"([^"]+)"')
@@ -352,7 +353,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     meta.extra["skipped"] = dict(sorted(skipped.items())) or None
     if notes:
         meta.extra["notes"] = notes
-    return Timeline(validate(_concat(parts), source), meta)
+    # NCCL kernels stay kernels; their collective is read from their names (nsys writes no collective args)
+    return Timeline(validate(mark_by_name(_concat(parts)), source), meta)
 
 
 def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], meta: TraceMeta) -> None:
