@@ -417,3 +417,36 @@ def test_the_comm_summary_reads_back_from_its_json(tmp_path: Path) -> None:
     assert back.to_dict() == doc
     assert back.part("collectives") == s.part("collectives")
     assert back.part("comm") == s.part("comm")
+
+
+@pytest.mark.parametrize("paths", [HTA_PAIR, [HTA_NCCL], [ROCM_RCCL]], ids=["hta-pair", "hta-nccl", "rocm-rccl"])
+def test_one_compute_for_the_per_gpu_and_the_comm_tables(paths: list[Path]) -> None:
+    """compute = kernels that are not communication, in both tables; the copy overlap is copy hidden behind that
+    compute (computed here independently: plain numpy unions)."""
+    from tracer.analysis.overlap import device_overlap
+
+    events = load_job(paths).events if len(paths) > 1 else load_trace(paths[0]).events
+    comm = {DeviceKey(d.rank, d.device): d for d in device_comm(events)}
+    assert comm, "the trace has comm kernels"
+
+    def union(s: np.ndarray, e: np.ndarray) -> list[tuple[int, int]]:
+        out: list[tuple[int, int]] = []
+        for a, b in sorted(zip(s.tolist(), e.tolist())):
+            if out and a <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], b))
+            elif b > a:
+                out.append((a, b))
+        return out
+
+    def meet(x: list[tuple[int, int]], y: list[tuple[int, int]]) -> int:
+        return sum(max(0, min(b, d) - max(a, c)) for a, b in x for c, d in y)
+
+    for d in device_overlap(events):
+        key = d.key
+        rows = events[(events["rank"] == key.rank) & (events["device"] == d.device)]
+        k = rows[(rows["kind"] == "kernel") & (rows["collective"] == "")]
+        c = rows[rows["kind"] == "memcpy"]
+        comp = union(k["start_ns"].to_numpy(), k["end_ns"].to_numpy())
+        copy = union(c["start_ns"].to_numpy(), c["end_ns"].to_numpy())
+        assert d.compute_ns == sum(b - a for a, b in comp) == comm[key].compute_ns
+        assert d.overlap_ns == meet(comp, copy)

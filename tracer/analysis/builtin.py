@@ -108,7 +108,7 @@ def _devices_blocks(r: list[DeviceOverlap], s: Summary, _o: TextOptions) -> list
          pct_text(d.copy_hidden_pct), ms(d.busy_ns))
         for d in r
     )
-    return [Table("Per GPU (ms): compute = kernels, copy = memcpys, overlap = copy hidden behind compute",
+    return [Table("Per GPU (ms): compute = kernels (not comm), copy = memcpys, overlap = copy hidden behind compute",
                   tuple(Column(c, no_wrap=True) for c in cols), rows, gpus or None)]
 
 

@@ -54,7 +54,7 @@ class DeviceOverlap:
 
     @property
     def copy_hidden_frac(self) -> float | None:
-        """Share of copy time that ran while a kernel ran too (None when there is no copy)."""
+        """Share of copy time that ran while a compute kernel ran too (None when there is no copy)."""
         return hidden_frac(self.overlap_ns, self.copy_ns)
 
     @property
@@ -111,9 +111,10 @@ def _set(rows: pd.DataFrame) -> iv.Intervals:
 
 
 def device_sets(events: pd.DataFrame, device: int | DeviceKey) -> dict[str, iv.Intervals]:
-    """The normalised interval sets of one device: compute, copy, overlap, busy."""
+    """The normalised interval sets of one device: compute (kernels that are not communication: NCCL/RCCL
+    kernels are the ``comm`` analysis's), copy, overlap (copy hidden behind compute), busy (all GPU work)."""
     work = on_device(gpu_work(events), device)
-    compute = _set(work[work["kind"] == "kernel"])
+    compute = _set(work[(work["kind"] == "kernel") & (work["collective"] == "")])
     copy = _set(work[work["kind"] == "memcpy"])
     return {"compute": compute, "copy": copy, "overlap": iv.intersect(compute, copy), "busy": _set(work)}
 
