@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-
-from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, Handle, Lane, rand, seeded, speedup_beyond
+from tracer.scenarios.registry import Param, Scenario, register
+from tracer.scenarios.runtime import Context, Handle, Lane, rand, seeded, speedup_beyond
 
 
 @dataclass(frozen=True)

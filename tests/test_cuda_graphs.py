@@ -13,9 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tracer.dashboard.figures import launch_of
+from tracer.dashboard.model import prepare
 
-from dashboard.figures import launch_of
-from dashboard.model import prepare
 from tracer.analysis.ranges import range_launches, range_summary
 from tracer.parsers import load_trace
 

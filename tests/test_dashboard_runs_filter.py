@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tracer.dashboard.data as data
+from tracer.dashboard import ids
+from tracer.dashboard.app import create_app
+from tracer.dashboard.data import RunStore
+from tracer.dashboard.pages import runs
 
-import dashboard.data as data
-from dashboard import ids
-from dashboard.app import create_app
-from dashboard.data import RunStore
-from dashboard.pages import runs
 from tests.conftest import DATA
 from tests.test_dashboard_hostile import DashClient
 

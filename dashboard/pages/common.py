@@ -8,8 +8,7 @@ from typing import Any
 
 import numpy as np
 from dash import html
-
-from dashboard.data import (
+from tracer.dashboard.data import (
     RunInfo,
     backend_text,
     command_text,
@@ -20,8 +19,9 @@ from dashboard.data import (
     speedups,
     variant_text,
 )
-from dashboard.figures import Window
-from dashboard.model import TimelineView
+from tracer.dashboard.figures import Window
+from tracer.dashboard.model import TimelineView
+
 from tracer.analysis.overlap import DeviceOverlap
 from tracer.analysis.summary import Summary
 from tracer.errors import TracerError, UsageError

@@ -21,10 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
-
-from dashboard import ids
-from dashboard.data import RunStore
-from dashboard.figures import (
+from tracer.dashboard import ids
+from tracer.dashboard.data import RunStore
+from tracer.dashboard.figures import (
     Window,
     clamp_window,
     fmt_duration,
@@ -33,8 +32,8 @@ from dashboard.figures import (
     minimap_shapes,
     timeline_figure,
 )
-from dashboard.model import TimelineView
-from dashboard.pages.common import (
+from tracer.dashboard.model import TimelineView
+from tracer.dashboard.pages.common import (
     GRAPH_CONFIG,
     alert,
     device_cards,
@@ -48,6 +47,7 @@ from dashboard.pages.common import (
     window_from_state,
     window_text,  # the status line's one unit
 )
+
 from tracer.errors import TracerError, UsageError
 
 
@@ -225,7 +225,7 @@ def _update(
     click: Any,
     viewport: Any,
 ) -> tuple[Any, Any, Any, Any, Any]:
-    from dashboard.figures import launch_of
+    from tracer.dashboard.figures import launch_of
 
     key = run_of_state(state)
     view = store.view(key)
