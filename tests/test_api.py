@@ -69,3 +69,74 @@ def test_import_tracer_stays_light() -> None:
     code = "import sys, tracer; print('torch' in sys.modules, 'pandas' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+def test_rank_info_needs_a_job_of_two_or_more() -> None:
+    from tracer.rank_gather import rank_info
+
+    assert rank_info({"RANK": "0", "WORLD_SIZE": "1"}) is None and rank_info({}) is None
+    a = rank_info({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"})
+    b = rank_info({"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"})
+    c = rank_info({"RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "29501", "TORCHELASTIC_RUN_ID": "x"})
+    assert a and b and c and a.key == b.key != c.key and (a.rank, b.rank, b.world_size) == (0, 1, 2)
+
+
+def test_the_rank_that_completes_the_set_builds_it_once(tmp_path: Path) -> None:
+    import gzip
+
+    from tracer.rank_gather import RankInfo, arrive, staged_processes
+
+    out = tmp_path / "runs"
+    ranks = [RankInfo(r, 3, "k") for r in (2, 0, 1)]
+    arrivals = []
+    for info in ranks:
+        gz = tmp_path / f"t{info.rank}.json.gz"
+        gz.write_bytes(gzip.compress(b'{"traceEvents": []}'))
+        arrivals.append(arrive(gz, out, info, 1, f"first-to-arrive-was-{info.rank}"))
+    # the first arrival named the run; only the last completed it
+    assert {a.name for a in arrivals} == {"first-to-arrive-was-2"}
+    assert [a.complete for a in arrivals] == [False, False, True]
+    assert [p["rank"] for p in staged_processes(arrivals[-1].staging)] == [0, 1, 2]
+    assert not list(tmp_path.glob("t*.json.gz"))  # each trace was moved in, not copied
+
+
+DDP_HANDLER = """
+import sys, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+import tracer
+dist.init_process_group("gloo")
+model = DDP(torch.nn.Linear(16, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+sched = torch.profiler.schedule(wait=0, warmup=0, active=2, repeat=1)
+with torch.profiler.profile(schedule=sched, on_trace_ready=tracer.handler(out=sys.argv[1], name="job")) as prof:
+    for _ in range(3):
+        loss = model(torch.randn(4, 16)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+        prof.step()
+dist.destroy_process_group()
+"""
+
+
+def test_the_handler_under_torchrun_writes_one_run_for_the_job(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import shutil
+
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not shutil.which(torchrun):
+        pytest.skip("torchrun is not beside this Python")
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")  # these machines' gloo needs the loopback named
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    (tmp_path / "ddp.py").write_text(DDP_HANDLER)
+    out = tmp_path / "runs"
+    subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", str(tmp_path / "ddp.py"), str(out)],
+                   check=True, capture_output=True, text=True, timeout=240)
+    assert [p.name for p in out.iterdir()] == ["job"]  # one run, no staging folder left
+    run = out / "job"
+    assert sorted(p.name.split("-")[0] for p in (run / "traces").iterdir()) == ["rank0", "rank1"]
+    meta = read_meta(run)
+    assert sorted(p["rank"] for p in meta.processes) == [0, 1] and meta.mode == "api"
+    ev = read_timeline_parquet(run / "timeline.parquet").events
+    assert sorted(ev["rank"].unique().tolist()) == [0, 1]
+    steps = ev[(ev["kind"] == "range") & ev["name"].astype(str).str.startswith("ProfilerStep#")]
+    assert steps.groupby("rank").size().to_dict() == {0: 2, 1: 2}

@@ -52,31 +52,36 @@ def _stem() -> str:
     return command_stem(argv)
 
 
-def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | None = None,
-              profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
-    """Make a run directory under ``out`` from one torch.profiler Chrome trace (plain or gzipped JSON, moved in);
-    return its path and summary. Named ``name``, else ``<script>-<YYYYmmdd-HHMMSS>``; ``-2``, ``-3`` … when taken."""
+def _gzip_into(trace: Path, dest: Path) -> None:
+    """Move a Chrome trace to ``dest`` gzipped (moved as it is when it is gzipped already)."""
+    with open(trace, "rb") as head:
+        gzipped = head.read(2) == b"\x1f\x8b"
+    if gzipped:
+        shutil.move(str(trace), dest)
+    else:
+        with open(trace, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+        trace.unlink()
+
+
+def _run_name(name: str | None, created: _dt.datetime) -> str:
+    return name or f"{_stem()}-{created.astimezone():%Y%m%d-%H%M%S}"
+
+
+def _publish(wanted: Path, fill: Callable[[Path], list[dict[str, Any]]], created: _dt.datetime,
+             profiler: dict[str, Any] | None) -> tuple[Path, dict[str, Any]]:
+    """Write a run under ``wanted`` (or ``wanted-2`` ...) atomically: ``fill(tmp)`` puts the trace(s) in place and
+    returns the processes recorded; then meta.json, timeline and summary."""
     from tracer import rundir
     from tracer.io import temp_dir_beside, writing
     from tracer.record import _environment
     from tracer.record_command import finish_run
 
-    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    wanted = Path(out) / (name or f"{_stem()}-{created.astimezone():%Y%m%d-%H%M%S}")
     tmp = temp_dir_beside(wanted)
     try:
         with writing(wanted):
-            dest = tmp / rundir.TRACE
-            with open(trace, "rb") as head:
-                gzipped = head.read(2) == b"\x1f\x8b"
-            if gzipped:
-                shutil.move(str(trace), dest)
-            else:
-                with open(trace, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as dst:
-                    shutil.copyfileobj(src, dst)
-                trace.unlink()
+            processes = fill(tmp)
             env = _environment()
-            rank = os.environ.get("RANK", "")
             meta = rundir.RunMeta(
                 mode="api",
                 torch_version=env["torch_version"],
@@ -88,13 +93,48 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
                 command=list(sys.argv),
                 cwd=os.getcwd(),
                 profiler=dict(profiler or {}),
-                processes=[{"pid": os.getpid(), "rank": int(rank) if rank.isdigit() else None}],
+                processes=processes,
             )
             final, derived = finish_run(tmp, wanted, meta)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final, derived.summary
+
+
+def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | None = None,
+              profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Make a run directory under ``out`` from one torch.profiler Chrome trace (plain or gzipped JSON, moved in);
+    return its path and summary. Named ``name``, else ``<script>-<YYYYmmdd-HHMMSS>``; ``-2``, ``-3`` … when taken."""
+    from tracer import rundir
+
+    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+
+    def fill(tmp: Path) -> list[dict[str, Any]]:
+        _gzip_into(trace, tmp / rundir.TRACE)
+        rank = os.environ.get("RANK", "")
+        return [{"pid": os.getpid(), "rank": int(rank) if rank.isdigit() else None}]
+
+    return _publish(Path(out) / _run_name(name, created), fill, created, profiler)
+
+
+def write_job_run(staging: Path, *, out: str | os.PathLike[str], name: str,
+                  profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
+    """Make one run directory (``traces/``: a trace per rank) from a complete staging folder of
+    :mod:`tracer.rank_gather`, then remove the folder."""
+    from tracer import rank_gather, rundir
+
+    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+
+    def fill(tmp: Path) -> list[dict[str, Any]]:
+        (tmp / rundir.TRACES_DIR).mkdir()
+        for t in rank_gather.staged_traces(staging):
+            os.replace(t, tmp / rundir.TRACES_DIR / t.name)
+        return [dict(p) for p in rank_gather.staged_processes(staging)]
+
+    result = _publish(Path(out) / name, fill, created, profiler)
+    shutil.rmtree(staging, ignore_errors=True)
+    return result
 
 
 @contextmanager
@@ -145,19 +185,39 @@ def profile(out: str | os.PathLike[str] = "runs", name: str | None = None, steps
 
 def handler(out: str | os.PathLike[str] = "runs", name: str | None = None) -> Callable[[Any], None]:
     """An ``on_trace_ready`` for a ``torch.profiler.profile`` you already have: every trace it is handed (each
-    cycle of a schedule) becomes a run directory under ``out``. The runs written are in ``.runs``."""
+    cycle of a schedule) becomes a run directory under ``out``. The runs written are in ``.runs``.
+
+    Under torchrun (``RANK`` and ``WORLD_SIZE`` > 1 in the environment) the ranks' traces of one cycle become ONE
+    run, ``traces/`` holding a trace per rank, written by whichever rank finishes the set
+    (:mod:`tracer.rank_gather`); that rank's ``.runs`` lists it."""
     import tempfile
 
+    from tracer import rank_gather
+
     written: list[Path] = []
+    cycles = [0]
+    info = rank_gather.rank_info()
 
     def on_trace_ready(prof: Any) -> None:
+        cycles[0] += 1
         fd, raw = tempfile.mkstemp(prefix="tracer-handler-", suffix=".json")
         os.close(fd)
         try:
             prof.export_chrome_trace(raw)
-            cycle = f"{name}-{len(written) + 1}" if name and written else name
-            path, _ = write_run(Path(raw), out=out, name=cycle, profiler={"via": "handler"})
-            written.append(path)
+            cycle = f"{name}-{cycles[0]}" if name and cycles[0] > 1 else name
+            if info is None:
+                path, _ = write_run(Path(raw), out=out, name=cycle, profiler={"via": "handler"})
+                written.append(path)
+                return
+            created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+            # gzipped straight into the staging folder, under a name no reader of it counts as a trace
+            gz = rank_gather.staging_dir(Path(out), info, cycles[0]) / f".rank{info.rank}.json.gz.tmp"
+            _gzip_into(Path(raw), gz)
+            arrival = rank_gather.arrive(gz, Path(out), info, cycles[0], _run_name(cycle, created))
+            if arrival.complete:
+                path, _ = write_job_run(arrival.staging, out=out, name=arrival.name,
+                                        profiler={"via": "handler", "world_size": info.world_size})
+                written.append(path)
         finally:
             Path(raw).unlink(missing_ok=True)
 
