@@ -1,5 +1,6 @@
-"""The installed layout (issue 18): one version source, tracer.dashboard / tracer.scenarios from the repository's
-top-level folders in a wheel, an editable install and a bare checkout on PYTHONPATH alike.
+"""The installed layout (issue 18): one version source; tracer.dashboard / tracer.scenarios from the repository's
+top-level folders (through the links tracer/dashboard and tracer/scenarios) in a wheel, an editable install and a
+bare checkout on PYTHONPATH alike.
 
 The wheel itself is built, checked and smoke-run by scripts/check_wheel.sh (scripts/check.sh); these are the
 fast checks that need no build."""
@@ -15,7 +16,6 @@ from pathlib import Path
 import pytest
 
 import tracer
-from tracer import _source_tree
 from tracer.cli import main
 from tracer.exporters import tracer_version
 
@@ -26,27 +26,28 @@ PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 
 
-def _packages_on_disk() -> set[str]:
-    """Every folder with an __init__.py, by the name a wheel installs it under."""
-    found: set[str] = set()
-    for folder, name in (("tracer", "tracer"), ("dashboard", "tracer.dashboard"), ("scenarios", "tracer.scenarios")):
-        for init in (ROOT / folder).rglob("__init__.py"):
-            rel = init.parent.relative_to(ROOT / folder).parts
-            if "__pycache__" not in rel:
-                found.add(".".join((name, *rel)))
-    return found
+#: The repository's top-level folders and the name each has inside tracer.
+MAPPED = {"dashboard": "tracer.dashboard", "scenarios": "tracer.scenarios"}
 
 
-def test_the_package_list_names_every_package_folder() -> None:
-    # packages.find cannot follow package-dir, so the list is by hand: a new subpackage left off it would be
-    # missing from the wheel (and only the wheel smoke would notice)
-    assert set(SETUPTOOLS["packages"]) == _packages_on_disk()
+def test_the_top_level_folders_are_linked_into_the_package() -> None:
+    for folder, name in MAPPED.items():
+        link = ROOT / "tracer" / name.rpartition(".")[2]
+        # relative, so that it holds in every checkout and copy of the tree
+        assert link.is_symlink() and os.readlink(link) == f"../{folder}", link
+        assert link.resolve() == (ROOT / folder).resolve()
 
 
-def test_the_mapping_is_the_same_in_pyproject_and_in_the_source_tree_finder() -> None:
-    assert SETUPTOOLS["package-dir"] == _source_tree.MAPPED
-    assert all(not name.startswith(("dashboard", "scenarios")) for name in SETUPTOOLS["packages"])
-    assert set(SETUPTOOLS["package-data"]) <= set(SETUPTOOLS["packages"])
+def test_setuptools_finds_every_package_under_tracer_and_nothing_else() -> None:
+    from setuptools import find_packages
+
+    found = set(find_packages(str(ROOT), include=SETUPTOOLS["packages"]["find"]["include"]))
+    on_disk = {".".join(Path(folder).relative_to(ROOT).parts)
+               for folder, _, files in os.walk(ROOT / "tracer", followlinks=True) if "__init__.py" in files}
+    assert found == on_disk
+    assert {"tracer.dashboard", "tracer.dashboard.pages", "tracer.scenarios"} <= found
+    assert all(name == "tracer" or name.startswith("tracer.") for name in found)
+    assert set(SETUPTOOLS["package-data"]) <= found
 
 
 def test_one_version_source() -> None:
@@ -92,35 +93,6 @@ def test_the_old_import_pattern_catches_what_it_should() -> None:
         assert not OLD_IMPORT.search(line), line
 
 
-def _checkout(tmp: Path, *, installed: bool) -> Path:
-    """A tracer package folder: beside dashboard/ and scenarios/ (a checkout) or holding them (an install)."""
-    pkg = tmp / "tracer"
-    home = pkg if installed else tmp
-    for folder in ("dashboard", "scenarios"):
-        (home / folder).mkdir(parents=True)
-        (home / folder / "__init__.py").write_text("")
-    pkg.mkdir(exist_ok=True)
-    return pkg
-
-
-def test_the_finder_maps_exactly_the_two_names(tmp_path: Path) -> None:
-    finder = _source_tree.SourceTreeFinder(str(_checkout(tmp_path, installed=False).parent))
-    spec = finder.find_spec("tracer.dashboard")
-    assert spec is not None and spec.origin == str(tmp_path / "dashboard" / "__init__.py")
-    assert spec.submodule_search_locations == [str(tmp_path / "dashboard")]
-    assert finder.find_spec("tracer.analysis") is None and finder.find_spec("dashboard") is None
-    assert finder.find_spec("tracer.dashboard.app") is None  # found through tracer.dashboard's __path__
-
-
-def test_the_finder_is_not_installed_over_an_installed_layout(tmp_path: Path) -> None:
-    before = list(sys.meta_path)
-    assert _source_tree.install(str(_checkout(tmp_path / "wheel", installed=True))) is False
-    assert _source_tree.install(str(tmp_path / "bare" / "tracer")) is False  # no dashboard/ anywhere near
-    # already there: this very test session imported tracer from the checkout
-    assert _source_tree.install(str(_checkout(tmp_path / "src", installed=False))) is False
-    assert sys.meta_path == before
-
-
 def test_a_bare_checkout_on_pythonpath_runs_the_mapped_packages(tmp_path: Path) -> None:
     # what the GPU machine does: no install at all, only PYTHONPATH=<repository root>; cwd elsewhere
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -130,8 +102,8 @@ def test_a_bare_checkout_on_pythonpath_runs_the_mapped_packages(tmp_path: Path) 
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines() == [str(ROOT / "dashboard" / "ids.py"), str(ROOT / "scenarios" / "registry.py"),
-                                        "[]"]
+    assert proc.stdout.splitlines() == [str(ROOT / "tracer" / "dashboard" / "ids.py"),
+                                        str(ROOT / "tracer" / "scenarios" / "registry.py"), "[]"]
     listed = subprocess.run([sys.executable, "-m", "tracer.scenarios", "list"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr

@@ -6,10 +6,7 @@ on first use, so ``import tracer`` stays light (no torch, no pandas).
 
 from __future__ import annotations
 
-import os
 from typing import Any
-
-from tracer import _source_tree
 
 __all__ = ["handler", "profile"]
 
@@ -17,9 +14,6 @@ __all__ = ["handler", "profile"]
 #: export's provenance and meta.json. Read from here, not from the installed metadata, it is right in a source
 #: tree on PYTHONPATH too (the GPU machine runs tracer that way), where no metadata exists.
 __version__ = "0.1.0"
-
-# A checkout on PYTHONPATH keeps dashboard/ and scenarios/ beside this package, not in it (tracer/_source_tree.py).
-_source_tree.install(os.path.dirname(os.path.abspath(__file__)))
 
 
 def __getattr__(name: str) -> Any:
