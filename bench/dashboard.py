@@ -245,6 +245,7 @@ def _default_screenshot_run() -> Path:
 def screenshot(run: Path, out: Path) -> None:
     """The timeline page of ``run`` with the mouse on a copy (its hover shows size and bandwidth)."""
     from playwright.sync_api import sync_playwright
+
     from tracer.dashboard import ids
     from tracer.dashboard.app import create_app
     from tracer.dashboard.data import RunStore
@@ -309,6 +310,7 @@ def main(argv: list[str] | None = None) -> None:
         return
 
     from playwright.sync_api import sync_playwright
+
     from tracer.dashboard import ids
     from tracer.dashboard.app import create_app
     from tracer.dashboard.data import RunStore
@@ -330,7 +332,6 @@ def main(argv: list[str] | None = None) -> None:
         paths.append(p)
     store = RunStore(paths, examples=False, runs_dir=None)
     from tracer.dashboard.model import prepare
-
     from tracer.parsers import load_trace
 
     # warm up imports and plotly's validators so the first size is not charged for them

@@ -13,12 +13,12 @@ from urllib.parse import parse_qs, urlencode
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 from flask import Flask, abort, request
+from werkzeug.exceptions import HTTPException
+
 from tracer.dashboard import ids
 from tracer.dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, quoted, request_limit_bytes
 from tracer.dashboard.pages import compare, runs, timeline
 from tracer.dashboard.pages.common import error_message, on_error
-from werkzeug.exceptions import HTTPException
-
 from tracer.errors import TracerError
 
 ASSETS = Path(__file__).parent / "assets"

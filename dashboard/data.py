@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
-from tracer.dashboard.model import TimelineView, prepare
 
 from tracer import rundir
+from tracer.dashboard.model import TimelineView, prepare
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.formats import GZIP_MAGIC, stem

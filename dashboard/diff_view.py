@@ -11,11 +11,11 @@ import numpy as np
 import plotly.graph_objects as go
 from dash import dcc, html
 from plotly.subplots import make_subplots
+
+from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys, ms_text, ratio_text, signed_ms_text
 from tracer.dashboard import ids
 from tracer.dashboard.figures import escape_label
 from tracer.dashboard.model import N_CLASSES, TimelineView
-
-from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys, ms_text, ratio_text, signed_ms_text
 
 # The diff's component ids live in dashboard/ids.py; these names are kept for the tests that use them.
 DIFF_SECTION = ids.DIFF_SECTION

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+
 from tracer.dashboard.lod import Blocks, merge_blocks
 from tracer.dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
-
 from tracer.layout import rank_prefix
 from tracer.timeline import Timeline
 

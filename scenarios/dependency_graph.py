@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
 from tracer.scenarios.registry import Param, Scenario, register
 from tracer.scenarios.runtime import Context, Handle, Lane, rand, seeded, speedup_beyond
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+
 from tracer.scenarios.registry import Param, Scenario, register
 from tracer.scenarios.runtime import Check, Context, Handle, Lane, ParamError, seeded, speedup_beyond
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
 from tracer.scenarios.runtime import (
     Context,
     DevicePlan,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from tracer.scenarios.registry import Param, ParamError, Scenario, register
 from tracer.scenarios.runtime import Context, Lane, rand, seeded, speedup_beyond
 

@@ -54,11 +54,11 @@ def record_cpu_run(out_dir: Path) -> Path:
 def screenshot(run: Path, out: Path, width: int = 1400) -> None:
     """The whole timeline page of ``run`` at ``width`` pixels into ``out`` (as tall as the page is)."""
     from playwright.sync_api import sync_playwright
+
+    from tracer.cli.dashboard import make_server, server_url, stop_server
     from tracer.dashboard import ids
     from tracer.dashboard.app import create_app
     from tracer.dashboard.data import RunStore
-
-    from tracer.cli.dashboard import make_server, server_url, stop_server
 
     store = RunStore([run], examples=False, runs_dir=None)
     key = store.initial_run

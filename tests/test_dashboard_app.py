@@ -11,13 +11,13 @@ import dash
 import numpy as np
 import plotly.graph_objects as go
 import pytest
+
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app, route, upload
 from tracer.dashboard.data import RunStore, device_text, params_text, speedup_of, speedups
 from tracer.dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
 from tracer.dashboard.model import CLASS_INDEX, depth_subs, prepare
 from tracer.dashboard.pages import common, compare, runs, timeline
-
 from tracer.discover import discover
 from tracer.errors import TracerError, UsageError
 from tracer.parsers import load_trace

@@ -23,13 +23,13 @@ from typing import Any
 
 import dash
 import pytest
+
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app, upload
 from tracer.dashboard.data import RunStore, request_limit_bytes, upload_filename
 from tracer.dashboard.figures import compare_figure, minimap_figure, timeline_figure
 from tracer.dashboard.model import prepare
 from tracer.dashboard.pages import compare, timeline
-
 from tracer.parsers import load_trace
 
 DATA = Path(__file__).parent / "data"

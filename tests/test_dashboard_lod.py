@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from tracer.dashboard.lod import busy_fraction, merge_blocks, sort_order
 from tracer.dashboard.model import nesting_depth
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import tracer.dashboard.data as data
+from tests.conftest import DATA
+from tests.test_dashboard_hostile import DashClient
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.pages import runs
-
-from tests.conftest import DATA
-from tests.test_dashboard_hostile import DashClient
 
 SIDE = DATA / "copy_side_stream.json.gz"
 

@@ -369,9 +369,8 @@ def test_compare_page_shows_the_diff_under_the_timelines():
 
 def test_diff_figure_bars_are_the_largest_differences_and_escaped():
     pytest.importorskip("plotly")
-    from tracer.dashboard.diff_view import diff_figure
-
     from tracer.analysis.diff import ItemDiff, TraceDiff
+    from tracer.dashboard.diff_view import diff_figure
 
     items = [ItemDiff("kernel", f"k{i}", 1, 1 + i, 1000, 1000 + 10**6 * i, "increased") for i in range(1, 15)]
     items.append(ItemDiff("cpu_op", "<a href='x'>op</a>", 5, 0, 7, 0, "removed"))

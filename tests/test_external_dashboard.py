@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tracer.dashboard.figures import full_window, minimap_figure, timeline_figure
 from tracer.dashboard.model import prepare
-
 from tracer.parsers import load_trace
 
 EXTERNAL = Path(__file__).parent / "data" / "external"

@@ -8,6 +8,9 @@ from typing import Any
 
 import numpy as np
 from dash import html
+
+from tracer.analysis.overlap import DeviceOverlap
+from tracer.analysis.summary import Summary
 from tracer.dashboard.data import (
     RunInfo,
     backend_text,
@@ -21,9 +24,6 @@ from tracer.dashboard.data import (
 )
 from tracer.dashboard.figures import Window
 from tracer.dashboard.model import TimelineView
-
-from tracer.analysis.overlap import DeviceOverlap
-from tracer.analysis.summary import Summary
 from tracer.errors import TracerError, UsageError
 from tracer.timeline import device_title
 

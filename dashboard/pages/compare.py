@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+
 from tracer.dashboard import ids
 from tracer.dashboard.data import RunStore, quoted
 from tracer.dashboard.diff_view import add_highlight, highlight_text, item_of
@@ -22,7 +23,6 @@ from tracer.dashboard.pages.common import (
     window_from_state,
     window_text,
 )
-
 from tracer.errors import TracerError, UsageError
 
 
@@ -77,9 +77,8 @@ def diff_part(views, labels: tuple[str, str]) -> tuple[Any, list[list[str]]]:
     """The diff of the two runs (first against second) under the timelines: where the time went, the largest
     differences as a table and as bars; with the ``[kind, name]`` of the table's rows (what a click chooses).
     A diff the analysis refuses is a message there, and the page stays."""
-    from tracer.dashboard.diff_view import diff_section, table_items
-
     from tracer.analysis.diff import diff_timelines
+    from tracer.dashboard.diff_view import diff_section, table_items
 
     try:
         d = diff_timelines(views[0].timeline, views[1].timeline)

@@ -6,6 +6,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+
 from tracer.dashboard import ids
 from tracer.dashboard.data import (
     RunInfo,

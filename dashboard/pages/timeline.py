@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
+
 from tracer.dashboard import ids
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import (
@@ -47,7 +48,6 @@ from tracer.dashboard.pages.common import (
     window_from_state,
     window_text,  # the status line's one unit
 )
-
 from tracer.errors import TracerError, UsageError
 
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 
 import numpy as np
+
 from tracer.dashboard import ids
 from tracer.dashboard.data import bundled_examples_dir
 from tracer.dashboard.figures import short_lane_label
 from tracer.dashboard.model import CLASS_INDEX, N_CLASSES
-
 from tracer.discover import discover
 
 from .conftest import DATA

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from tracer.dashboard import ids
 
 from .conftest import DATA, Served, _need_chromium
@@ -21,7 +22,6 @@ def cpu_served(tmp_path_factory):
     _need_chromium()
     from tracer.dashboard.app import create_app
     from tracer.dashboard.data import RunStore
-
     from tracer.parsers import load_trace
     from tracer.storage import write_timeline_parquet
     from tracer.timeline import Timeline
