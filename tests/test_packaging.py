@@ -39,7 +39,7 @@ def test_the_top_level_folders_are_linked_into_the_package() -> None:
 
 
 def test_setuptools_finds_every_package_under_tracer_and_nothing_else() -> None:
-    from setuptools import find_packages
+    from setuptools import find_packages  # type: ignore[import-untyped]  # (no stubs)
 
     found = set(find_packages(str(ROOT), include=SETUPTOOLS["packages"]["find"]["include"]))
     on_disk = {".".join(Path(folder).relative_to(ROOT).parts)
