@@ -6,8 +6,8 @@
 #
 # The fresh environment is a venv without pip whose only link to .venv is a .pth line naming .venv's
 # site-packages: tracer itself comes from the wheel alone, its dependencies (torch, pandas, Dash ...) from .venv.
-# A clean venv that installs them too took 2 min 57 s here (21 s for the venv, 2 min 35 s for 1.5 GB of
-# dependencies, all from this machine's local index) against a few seconds for this; docs/packaging.md.
+# A clean venv that installs them too took 2 min 56 s here (21 s for the venv, 2 min 35 s for 1.5 GB of
+# dependencies, all from this machine's local index) against 4.5 s for this, under the same load; docs/packaging.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -26,7 +26,8 @@ quiet() {  # quiet on success, the whole log and the failing command on failure
 # Built from a copy of the files git would commit: setuptools reads the SOURCES.txt an earlier build left in
 # *.egg-info back in, so a build in place still ships a file whose package-data rule was deleted.
 mkdir "$work/src"
-git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+git ls-files -z --cached --others --exclude-standard \
+  | while IFS= read -r -d '' f; do if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\0' "$f"; fi; done \
   | tar -c --null -T - -f - | tar -x -C "$work/src" -f -
 # --no-isolation: the build uses .venv's setuptools (the test extra has it) instead of fetching one
 quiet "$py" -m build --no-isolation --outdir "$work/dist" "$work/src"
