@@ -43,9 +43,9 @@ def create_app(
         title="tracer",
         assets_folder=str(ASSETS),
         suppress_callback_exceptions=True,
-        update_title=None,
+        update_title=None,  # type: ignore[arg-type]  # (None turns it off, as Dash's docs say; its hint omits it)
     )
-    app.tracer_store = store  # type: ignore[attr-defined]
+    app.tracer_store = store  # type: ignore[attr-defined]  # (the pages' callbacks find the store on the app)
     guard_server(app.server, request_limit_bytes(store.max_upload_bytes))
     app.layout = html.Div(
         [
@@ -71,7 +71,8 @@ def create_app(
                 type="dot",
                 delay_show=300,
                 color="#0072B2",
-                target_components={ids.PAGE: "children"},  # page changes only, not every zoom
+                # page changes only, not every zoom (Dash's generated hint for this dict is an empty TypedDict)
+                target_components={ids.PAGE: "children"},  # type: ignore[arg-type]
             ),
         ],
         className="app",

@@ -20,7 +20,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
@@ -466,7 +466,7 @@ def speedup_of(meta: RunMeta | dict[str, Any]) -> float | None:
     return found[0][0] if found else None
 
 
-def _is_number(v: Any) -> bool:
+def _is_number(v: Any) -> TypeGuard[float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v)
 
 
@@ -475,6 +475,7 @@ MODE_MEANING = {
     "multi-gpu": "one lane per GPU",
     "streams": "CUDA streams of one GPU stand in for devices",
     "cpu-threads": "CPU threads stand in for devices",
+    "processes": "one process per rank (a lane is a rank)",
 }
 #: meta.json's ``backend`` -> the profiler's name.
 BACKEND_NAMES = {"torch": "torch.profiler", "nsys": "Nsight Systems"}
@@ -545,7 +546,7 @@ def device_text(meta: RunMeta | dict[str, Any], summary: dict[str, Any] | None =
         device = (
             f"{len(gpus)} × {distinct[0]}" if len(gpus) > 1 and len(distinct) == 1 else ", ".join(distinct)
         )
-    elif m.mode == "cpu-threads" or m.devices == ["cpu"]:
+    elif m.mode == "cpu-threads" or (m.devices and set(m.devices) == {"cpu"}):  # ranks on the CPU: cpu, cpu
         device = "CPU"
     elif summary is not None and not summary.get("devices"):
         device = "CPU (no GPU activity in the trace)"

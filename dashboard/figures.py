@@ -142,7 +142,7 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
         corr = sub["correlation"].to_numpy(dtype="float64", na_value=np.nan)
         starts = sub["start_ns"].to_numpy() - view.t0_ns
         durs = sub["end_ns"].to_numpy() - sub["start_ns"].to_numpy()
-        for j, b in enumerate(np.flatnonzero(single)):
+        for j, b in enumerate(np.flatnonzero(single).tolist()):
             name = names[j] if len(names[j]) <= 110 else names[j][:107] + "…"
             where = f"GPU {devs[j]} · stream {streams[j]}" if devs[j] >= 0 else f"thread {tids[j]}"
             where = rank_prefix(int(ranks[j]), view.multi_rank) + where

@@ -250,7 +250,7 @@ def prepare(timeline: Timeline) -> TimelineView:
 
     by_device: dict[DeviceKey, list[Lane]] = {}
     for lane in layout.lanes:
-        if lane.on_gpu:
+        if lane.device_key is not None:
             by_device.setdefault(lane.device_key, []).append(lane)
     for gpu in _gpus(timeline, layout):
         dev = gpu.device

@@ -61,12 +61,12 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     names = [f"alone-{lane.index}" for lane in ctx.lanes]
     if all(k in ctx.times_s for k in names) and "together" in ctx.times_s:
         total = sum(ctx.times_s[k] for k in names)
-        together = ctx.times_s["together"]
+        together_s = ctx.times_s["together"]
         ctx.derived["sum of alone times (s)"] = total
         # together does every lane's work, so it cannot be shorter than any lane alone (beyond noise)
         ctx.derive(
-            {"speedup (sum alone / together)": total / together, "ratio together / sum": together / total},
-            unless=part_longer_than_whole(("together", together), {k: ctx.times_s[k] for k in names}),
+            {"speedup (sum alone / together)": total / together_s, "ratio together / sum": together_s / total},
+            unless=part_longer_than_whole(("together", together_s), {k: ctx.times_s[k] for k in names}),
         )
 
 

@@ -93,6 +93,11 @@ class Scenario:
     details: str = ""  # a paragraph for docs and `tracer scenarios NAME`
     #: variants that need two or more GPUs (left out of "all" otherwise)
     multi_gpu_variants: tuple[str, ...] = field(default=())
+    #: one process per rank (its ``ranks`` parameter): ``run`` is one rank's work, and the recorder starts the
+    #: ranks with torchrun's environment (tracer/record_ranks.py) instead of calling :func:`run_scenario` itself
+    multi_process: bool = False
+    #: checks the parameters together before anything runs (ParamError), where one alone cannot tell
+    check: Callable[[dict[str, Any]], None] | None = None
 
     def all_params(self) -> tuple[Param, ...]:
         common = (
@@ -141,6 +146,7 @@ class Scenario:
             "description": self.description,
             "variants": list(self.variants),
             "params": [p.describe() for p in self.all_params()],
+            "multi_process": self.multi_process,
         }
 
 
@@ -159,6 +165,7 @@ def _load_all() -> None:
     from tracer.scenarios import (  # noqa: F401
         compute_copy,
         cpu_gpu_copy,
+        ddp,
         dependency_graph,
         independent_ops,
         mlp_data_parallel,
@@ -175,6 +182,7 @@ ORDER = (
     "small-ops",
     "cpu-gpu-copy",
     "dependency-graph",
+    "ddp",
 )
 
 
@@ -220,6 +228,8 @@ def prepare(name: str, device: str = "auto", params: Mapping[str, Any] | None = 
     scenario = get(name)
     plan = resolve_devices(device)
     values = scenario.resolve_params(params or {}, plan.on_gpu)
+    if scenario.check is not None:
+        scenario.check(values)
     variants = scenario.selected_variants(values["variant"], plan)
     return scenario, plan, values, variants
 
@@ -236,13 +246,13 @@ def run_scenario(
     scenario, plan, values, variants = prepare(name, device, params)
     torch.manual_seed(values["seed"])
     ctx = Context(scenario.name, plan, values, lanes=values["lanes"], on_phase=on_phase, profiler=profiler)
-    ctx.variants = variants  # type: ignore[attr-defined]
+    ctx.variants = variants
     try:
         scenario.run(ctx, values)
         ctx.sync()
     finally:
         ctx.close()
-    if plan.mode == "cpu-threads":
+    if plan.mode == "cpu-threads" and not scenario.multi_process:  # a rank's lane is unused: the rank is the lane
         ctx.note(
             f"cpu-threads: each lane is a thread running torch with {ctx.intra_op_threads} intra-op thread, "
             f"on {usable_cores()} CPU core(s) shared with whatever else runs here; at most that many lanes "

@@ -318,6 +318,8 @@ class Context:
         self.checks: dict[str, Check] = {}
         self.derived: dict[str, float] = {}
         self.notes: list[str] = []
+        #: the variants this run does (set by :func:`tracer.scenarios.registry.run_scenario` from the parameters)
+        self.variants: list[str] = []
         self.phases: list[str] = []
         self.profiled_window_s: float | None = None
         #: torch's intra-op threads in every thread of this run (None: torch's default, left alone on GPUs)

@@ -79,11 +79,11 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
                 ctx.check_close(f"one stream is finite (size {size})", [torch.isfinite(t).all() for t in out[key]],
                                 [torch.tensor(True)] * chains)
     for size in sizes:
-        a, b = ctx.times_s.get(f"one-stream-{size}"), ctx.times_s.get(f"streams-{size}")
-        if a and b:
-            ctx.derive({f"speedup size {size} (one stream / streams)": a / b},
-                       unless=speedup_beyond(a / b, *ctx.max_speedup(chains)))
-            ctx.derived[f"us per product size {size}, one stream"] = a / (chains * length) * 1e6
+        one_s, many_s = ctx.times_s.get(f"one-stream-{size}"), ctx.times_s.get(f"streams-{size}")
+        if one_s and many_s:
+            ctx.derive({f"speedup size {size} (one stream / streams)": one_s / many_s},
+                       unless=speedup_beyond(one_s / many_s, *ctx.max_speedup(chains)))
+            ctx.derived[f"us per product size {size}, one stream"] = one_s / (chains * length) * 1e6
 
 
 SCENARIO = register(

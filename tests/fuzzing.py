@@ -207,15 +207,15 @@ def build_kineto(case: Case, out_dir: Path) -> Path:
     rng = random.Random(case.seed)
     mutate = KINETO_MUTATIONS[case.mutation]
     if case.mutation in _GZ_LEVEL:
-        data = mutate(case.source.read_bytes(), rng)  # type: ignore[arg-type]
+        data = mutate(case.source.read_bytes(), rng)  # type: ignore[arg-type]  # (a bytes-level mutation)
         out = out_dir / "trace.json.gz"
         out.write_bytes(data)
         return out
     raw = gzip.decompress(case.source.read_bytes())
     if case.mutation in _BYTES_LEVEL:
-        data = mutate(raw, rng)  # type: ignore[arg-type]
+        data = mutate(raw, rng)  # type: ignore[arg-type]  # (a bytes-level mutation)
     else:
-        data = mutate(json.loads(raw), rng)  # type: ignore[arg-type]
+        data = mutate(json.loads(raw), rng)
     out = out_dir / ("trace.json.gz" if rng.random() < 0.5 else "trace.json")
     out.write_bytes(gzip.compress(data, 1) if out.suffix == ".gz" else data)
     return out
@@ -387,7 +387,7 @@ def _run_child(path: Path) -> tuple[int, str, str]:
 
 def _text(stream: io.TextIOWrapper) -> str:
     stream.flush()
-    return stream.buffer.getvalue().decode("utf-8", "replace")  # type: ignore[attr-defined]
+    return stream.buffer.getvalue().decode("utf-8", "replace")  # type: ignore[attr-defined]  # (over a BytesIO)
 
 
 def run_case(case: Case, work: Path, *, timeout: float = 60.0, reference: dict | None = None) -> Outcome:

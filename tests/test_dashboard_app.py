@@ -14,7 +14,7 @@ import pytest
 
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app, route, upload
-from tracer.dashboard.data import RunStore, device_text, params_text, speedup_of, speedups
+from tracer.dashboard.data import RunInfo, RunStore, device_text, params_text, speedup_of, speedups
 from tracer.dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
 from tracer.dashboard.model import CLASS_INDEX, depth_subs, prepare
 from tracer.dashboard.pages import common, compare, runs, timeline
@@ -460,7 +460,7 @@ def _text(component) -> str:
     return " ".join(walk(component).split())
 
 
-def _examples(scenario: str) -> list:
+def _examples(scenario: str) -> tuple[RunStore, list[RunInfo]]:
     store = RunStore([], examples=True, runs_dir=None)
     return store, [i for i in store.runs() if i.meta.get("scenario") == scenario]
 

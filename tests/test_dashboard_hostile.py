@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ def _status_text(resp: Any, component: str) -> str:
 
 
 @pytest.fixture
-def quiet_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+def quiet_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
     """Fails the test if anything (Flask's "Exception on ..." traceback, say) is logged at WARNING+."""
     caplog.set_level(logging.WARNING)
     yield caplog

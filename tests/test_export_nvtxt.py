@@ -52,7 +52,7 @@ def test_every_interval_is_a_range_with_its_exact_times(tmp_path: Path, name: st
 def test_lanes_are_named_threads(tmp_path: Path) -> None:
     timeline = load_trace(DATA / "copy_side_stream.json.gz", cache=False)
     head, ranges = _read(export_timeline(timeline, tmp_path / "t.nvtxt").path)
-    lanes = dict(re.match(r"^#   (\d+) = (.*)$", h).groups() for h in head if re.match(r"^#   \d+ = ", h))
+    lanes = {m[1]: m[2] for h in head if (m := re.match(r"^#   (\d+) = (.*)$", h))}
     by_label = {v: int(k) for k, v in lanes.items()}
     assert by_label["thread 424 (python3)"] == 424  # the real thread keeps its id, for merging into a report
     assert by_label["GPU 0 · stream 7 · kernels"] >= SYNTHETIC_TID_BASE

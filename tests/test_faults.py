@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,7 @@ def test_a_full_disk_during_record_is_one_line_and_leaves_nothing(
 
 
 @pytest.fixture
-def tiny_disk(tmp_path: Path) -> Path:
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     """A 96 KiB tmpfs: a real full disk. Needs root and a working mount(8) (a container may refuse it)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a tmpfs needs root and mount(8)")

@@ -14,15 +14,16 @@ OLD = Path(__file__).parent / "data" / "external" / "extrap_ex-gpu.s1000.sqlite.
 
 def _union_ns(rows: list[tuple[int, int]]) -> int:
     """Length of the union of [start, end) intervals, by hand (independent of tracer's interval code)."""
-    total, reach_s, reach_e = 0, None, None
+    total = 0
+    reach: tuple[int, int] | None = None  # the stretch covered so far: (start, end)
     for s, e in sorted(rows):
-        if reach_e is None or s > reach_e:
-            if reach_e is not None:
-                total += reach_e - reach_s
-            reach_s, reach_e = s, e
+        if reach is None or s > reach[1]:
+            if reach is not None:
+                total += reach[1] - reach[0]
+            reach = (s, e)
         else:
-            reach_e = max(reach_e, e)
-    return total + (reach_e - reach_s if reach_e is not None else 0)
+            reach = (reach[0], max(reach[1], e))
+    return total + (reach[1] - reach[0] if reach is not None else 0)
 
 
 def test_an_older_export_reads_with_counts_and_figures_from_its_own_rows(tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import install_fake_nsys, run_cli
-from tests.test_scenarios import NAMES, SMALL
+from tests.test_scenarios import MULTI_PROCESS, NAMES, SMALL
 from tracer import record as rec
 from tracer import scenarios
 from tracer.cli import main
 from tracer.errors import ToolMissingError, UsageError
+from tracer.rundir import RUN_SCHEMA_VERSION
 
 RUN_FILES = {"trace.json.gz", "timeline.parquet", "meta.json", "summary.json"}
 
@@ -55,7 +56,7 @@ def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.Ca
     assert {p.name for p in run.iterdir()} == RUN_FILES
 
     meta = json.loads((run / "meta.json").read_text())
-    assert meta["schema_version"] == rec.RUN_SCHEMA_VERSION
+    assert meta["schema_version"] == RUN_SCHEMA_VERSION
     assert meta["scenario"] == name and meta["variant"] == "all" and meta["backend"] == "torch"
     assert meta["mode"] == "cpu-threads" and meta["devices"] == ["cpu"] and len(meta["lanes"]) == 3
     assert meta["params"]["lanes"] == 3
@@ -169,7 +170,7 @@ def test_two_runs_in_the_same_second_get_distinct_names(tmp_path: Path, monkeypa
 
     class Frozen(dt.datetime):
         @classmethod
-        def now(cls, tz=None):  # type: ignore[override]
+        def now(cls, tz=None):
             return fixed
 
     # Replace the module as tracer.record sees it, never the attribute of the real datetime module: a global
@@ -356,7 +357,7 @@ def test_tracer_scenarios_lists_them(capsys: pytest.CaptureFixture[str]) -> None
     assert "side-stream" in out and "pinned" in out and "variant" in out
     assert main(["scenarios", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [s["name"] for s in listed] == NAMES
+    assert [s["name"] for s in listed] == NAMES + MULTI_PROCESS
     assert {"name", "cpu", "gpu", "help", "type"} <= set(listed[0]["params"][0])
     assert main(["scenarios", "nope"]) == 2
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import install_fake_nsys
 from tracer.cli import main
+from tracer.errors import UsageError
 from tracer.job import load_job
 from tracer.record_command import CommandNotFoundError, command_stem, record_command, resolve, run_command
 from tracer.rundir import read_meta
@@ -47,7 +48,7 @@ def test_a_missing_command_is_127_and_writes_nothing(tmp_path: Path) -> None:
         run_command(["no-such-program-tracer-test"], tmp_path / "cap")
     assert err.value.exit_code == 127 and "command not found" in str(err.value)
     assert not (tmp_path / "cap").exists()
-    with pytest.raises(Exception, match="no command") as empty:
+    with pytest.raises(UsageError, match="no command") as empty:
         resolve([])
     assert empty.value.exit_code == 2  # a usage error, not a missing program
 

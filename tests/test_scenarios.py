@@ -41,6 +41,8 @@ NAMES = [
     "cpu-gpu-copy",
     "dependency-graph",
 ]
+#: Scenarios of one process per rank, listed after the others (tests/test_ddp.py runs them through the recorder).
+MULTI_PROCESS = ["ddp"]
 
 #: Sizes small enough that every variant of every scenario runs in well under a second on two cores.
 SMALL: dict[str, dict[str, str]] = {
@@ -54,9 +56,10 @@ SMALL: dict[str, dict[str, str]] = {
 }
 
 
-def test_registry_lists_the_seven_scenarios_in_order() -> None:
+def test_registry_lists_the_scenarios_in_order() -> None:
     listed = scenarios.all_scenarios()
-    assert [s.name for s in listed] == NAMES
+    assert [s.name for s in listed] == NAMES + MULTI_PROCESS
+    assert [s.name for s in listed if s.multi_process] == MULTI_PROCESS
     for s in listed:
         assert s.description and "\n" not in s.description
         assert s.variants

@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,12 +26,12 @@ from tracer.storage import write_timeline_parquet
 from tracer.timeline import Timeline, TraceMeta, build_events
 
 
-def memcpy(ts: float, dur: float, nbytes: object, corr: int = 1) -> dict:
+def memcpy(ts: float | str, dur: float | str, nbytes: object, corr: int = 1) -> dict:
     return {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
             "ts": ts, "dur": dur, "args": {"device": 0, "stream": 7, "bytes": nbytes, "correlation": corr}}
 
 
-def kernel(ts: float, dur: float, corr: int = 1) -> dict:
+def kernel(ts: float | str, dur: float | str, corr: int = 1) -> dict:
     return {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": ts, "dur": dur,
             "args": {"device": 0, "stream": 7, "correlation": corr}}
 
@@ -85,7 +86,7 @@ def test_a_copy_of_256_tib_is_still_a_copy() -> None:
     assert "skipped" not in tl.meta.extra and tl.events["bytes"].tolist() == [2**48]
 
 
-def _parquet(path: Path, rows: list[tuple[int, int, object]]) -> Path:
+def _parquet(path: Path, rows: Sequence[tuple[int, int, object]]) -> Path:
     """A stored timeline of memcpys (start, end, bytes), written without any parser's checks."""
     n = len(rows)
     ev = build_events({
@@ -224,7 +225,7 @@ def test_no_cache_where_the_directory_is_not_writable(tmp_path: Path, monkeypatc
     OSError` and failed the whole summary of a readable trace."""
     p = _big_trace(tmp_path / "t.json", 2)
     written: list[Path] = []
-    monkeypatch.setattr(parsers.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # (the os module tracer.parsers uses)
     assert len(load_trace(p, on_cache_write=written.append).events) == 2
     assert not cache_path(p).exists() and written == []
     monkeypatch.undo()

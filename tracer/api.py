@@ -221,5 +221,5 @@ def handler(out: str | os.PathLike[str] = "runs", name: str | None = None) -> Ca
         finally:
             Path(raw).unlink(missing_ok=True)
 
-    on_trace_ready.runs = written  # type: ignore[attr-defined]
+    on_trace_ready.runs = written  # type: ignore[attr-defined]  # (the handler carries the runs it wrote)
     return on_trace_ready

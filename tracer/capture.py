@@ -31,10 +31,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -110,7 +110,7 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             return None
         # Stay installed until torch is really imported: `importlib.util.find_spec("torch")` (transformers'
         # is_torch_available) asks without importing
-        spec = None
+        spec: importlib.machinery.ModuleSpec | None = None
         for finder in sys.meta_path:
             if finder is self:
                 continue
@@ -129,7 +129,7 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             def exec_module(self, module: ModuleType) -> None:
                 if hook in sys.meta_path:
                     sys.meta_path.remove(hook)  # once, and never for torch's own submodules
-                loader.exec_module(module)  # type: ignore[union-attr]
+                loader.exec_module(module)
                 try:
                     _start(out)
                 except Exception as exc:  # noqa: BLE001 - never break the user's program for a recording
@@ -153,6 +153,18 @@ def _start(out: Path) -> None:
             return
         _capture = Capture(out)
         _capture.begin()
+
+
+def start_windowed(out: Path) -> Capture:
+    """This process's capture, saving into ``out`` like the start-up hook's (same file names, same status file,
+    saved on exit, on an exception and on SIGTERM), but recording only inside :meth:`Capture.recording`: for a
+    process tracer starts itself, such as one rank of a multi-process scenario (tracer/record_ranks.py)."""
+    global _capture
+    with _lock:
+        if _capture is None:
+            _capture = Capture(out)
+            _capture.begin(record=False)
+        return _capture
 
 
 def current() -> Capture | None:
@@ -185,7 +197,8 @@ class Capture:
         self.notes: list[str] = []  # said in the status file: pauses, a recording stopped
 
     # -- life cycle ---------------------------------------------------------------------------------------
-    def begin(self) -> None:
+    def begin(self, *, record: bool = True) -> None:
+        """Hook the exits and optimizer steps; with ``record``, start recording (now, or after the delay)."""
         import torch  # noqa: F401 - imported already; here for the hooks below
 
         self.out.mkdir(parents=True, exist_ok=True)
@@ -193,8 +206,21 @@ class Capture:
         _hook_optimizer_steps()
         atexit.register(self.finish)
         _hook_exit_paths()
-        if self.window[0] <= 0:
+        if record and self.window[0] <= 0:
             self._start_profiler()
+        elif not record:
+            self.window_done = True  # no delay or duration to watch: only recording() starts and stops it
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[None]:
+        """Record the block (a scenario's profiled window): the trace is saved when it ends, however it ends."""
+        with _lock:
+            self._start_profiler()
+        try:
+            yield
+        finally:
+            with _lock:
+                self._stop_profiler()
 
     def _start_profiler(self) -> None:
         from torch.profiler import ProfilerAction, profile, schedule
@@ -396,7 +422,9 @@ def _watch_other_profilers() -> None:
     cls = autograd_profiler.profile
     if getattr(cls, "_tracer_watched", False):
         return
-    prepare, exit_ = cls._prepare_trace, cls.__exit__
+    # (torch leaves both untyped)
+    prepare = cast(Callable[..., Any], cls._prepare_trace)
+    exit_ = cast(Callable[..., Any], cls.__exit__)
 
     def _prepare_trace(self: Any, *args: Any, **kwargs: Any) -> Any:
         c = _capture
@@ -414,9 +442,10 @@ def _watch_other_profilers() -> None:
                 self._tracer_counted = False
                 c.other_profiler_stops()
 
-    cls._prepare_trace = _prepare_trace
-    cls.__exit__ = __exit__
-    cls._tracer_watched = True
+    # Patching torch's class in place is the point: every session, whoever started it, goes through these.
+    cls._prepare_trace = _prepare_trace  # type: ignore[method-assign]
+    cls.__exit__ = __exit__  # type: ignore[method-assign]
+    cls._tracer_watched = True  # type: ignore[attr-defined]  # our marker: patched once per process
 
 
 def _hook_exit_paths() -> None:

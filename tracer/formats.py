@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # (not at run time: the timeline imports pandas)
     from tracer.exporters import Exporter
@@ -71,7 +71,7 @@ class TraceFormat:
 
     def load_reader(self) -> Reader:
         module, function = self.reader.split(":")
-        return getattr(importlib.import_module(module), function)
+        return cast(Reader, getattr(importlib.import_module(module), function))
 
     def writer(self) -> Exporter | None:
         """The exporter that writes this format (None where tracer writes none)."""

@@ -29,9 +29,10 @@ exporters.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracer.timeline import DeviceKey, LaneKey, TraceMeta, is_multi_rank, lane_title
@@ -124,7 +125,7 @@ class Layout:
     @property
     def devices(self) -> list[DeviceKey]:
         """The GPUs that have a lane, in display order."""
-        return list(dict.fromkeys(ln.device_key for ln in self.lanes if ln.on_gpu))
+        return list(dict.fromkeys(ln.device_key for ln in self.lanes if ln.device_key is not None))
 
     def members(self) -> list[np.ndarray]:
         """Per lane, the positions of its rows, ascending (one stable sort for all lanes)."""
@@ -146,7 +147,7 @@ class Layout:
         return Layout(lanes, new[self.lane_of_row], self.multi_rank)
 
 
-def _small_int(n: int) -> type:
+def _small_int(n: int) -> type[np.signedinteger[Any]]:
     """The narrowest signed integer holding -1 … n (numpy sorts 16-bit keys by radix, far faster)."""
     return np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
 
@@ -163,8 +164,8 @@ def lay_out(events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = Non
     pos = np.flatnonzero(sel) if rows is not None else None
     lane_of_row = np.full(n, -1, dtype=np.int64)
 
-    def col(name: str) -> np.ndarray:
-        arr = events[name].to_numpy()
+    def col(name: str) -> npt.NDArray[np.int64]:
+        arr: np.ndarray = events[name].to_numpy()
         return (arr if pos is None else arr[pos]).astype(np.int64, copy=False)
 
     if (n if pos is None else pos.size) == 0:
@@ -190,8 +191,9 @@ def lay_out(events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = Non
     lanes = []
     for i, r in enumerate(first.tolist()):
         prefix = rank_prefix(int(rank[r]), multi)
+        key: LaneKey | ThreadKey
         if on_gpu[r]:
-            key: LaneKey | ThreadKey = LaneKey(int(rank[r]), int(a[r]), int(b[r]))
+            key = LaneKey(int(rank[r]), int(a[r]), int(b[r]))
             name = lane_title(key, False)
         else:
             key = ThreadKey(int(rank[r]), int(a[r]), int(b[r]))
@@ -224,7 +226,8 @@ def nesting_depth(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     ended = np.searchsorted(np.sort(e), s, side="right")
-    return np.maximum(rank - ended, 0)
+    depth: npt.NDArray[np.int64] = np.maximum(rank - ended, 0)
+    return depth
 
 
 def sub_tracks(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:

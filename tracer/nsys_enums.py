@@ -87,7 +87,7 @@ def mem_of_id(value: object) -> str:
     """An ENUM_CUDA_MEM_KIND id as read from an export → src_mem / dst_mem value; NULL (None, or pandas' NaN /
     NA) is ""."""
     try:
-        return MEM_BY_ID.get(int(value), "other")  # type: ignore[call-overload]
+        return MEM_BY_ID.get(int(value), "other")  # type: ignore[call-overload]  # (int() refusing: caught)
     except (TypeError, ValueError):
         return ""
 

@@ -206,9 +206,13 @@ def record(
     if backend == "nsys" and not plan.on_gpu and NSYS_NEEDS_GPU:
         raise UsageError("--backend nsys", "nsys traces CUDA and NVTX and needs a GPU; on the CPU use --backend torch")
 
+    say = progress or (lambda _msg: None)
+    if spec.multi_process:  # one process per rank (ddp): the ranks are started and recorded as a job
+        from tracer.record_ranks import record_job
+
+        return record_job(spec, plan, values, params, out=out, backend=backend, nsys=nsys, say=say)
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
-    say = progress or (lambda _msg: None)
     stages: dict[str, float] = {}
     tmp = temp_dir_beside(wanted)
     try:
@@ -307,7 +311,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
     @contextlib.contextmanager
     def profiler() -> Iterator[None]:
         say("profiling")
-        prof = profile(**settings)
+        prof: Any = profile(**settings)  # (torch leaves its __enter__ and __exit__ untyped)
         holder["prof"] = prof
         t0 = time.perf_counter()
         with quiet_kineto():  # start and stop print USDT marker lines (torch 2.13, CPU build)

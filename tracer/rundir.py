@@ -120,7 +120,8 @@ class RunMeta:
     variants: list[str] = field(default_factory=list)
     #: every parameter's value, the defaults included (variant, lanes and seed too)
     params: dict[str, Any] = field(default_factory=dict)
-    #: how lanes stand in for devices: "multi-gpu", "streams" or "cpu-threads"
+    #: how lanes stand in for devices: "multi-gpu", "streams" or "cpu-threads"; "processes" for a scenario of
+    #: one process per rank (ddp: a lane is a rank, ``backend_details.distributed_backend`` says gloo or nccl)
     mode: str = ""
     #: the devices used: ["cuda:0", "cuda:1"], ["cpu"]
     devices: list[str] = field(default_factory=list)

@@ -8,7 +8,8 @@ docs/sql.md):
 - ``kernels``, ``copies`` (memcpys, with ``direction``, ``gb_per_s`` and ``src_mem`` / ``dst_mem``), ``memsets``,
   ``ranges`` (NVTX /
   record_function ranges on host threads), ``ops`` (framework operators), ``calls`` (CUDA runtime / driver
-  calls);
+  calls), ``comm`` (NCCL / RCCL kernels and collectives' host records: ``collective``, ``pg``, ``seq``,
+  ``group_size``; also columns of ``events``);
 - ``lanes``: one row per (source, rank, device, stream) with its busy time
   (:func:`tracer.analysis.lanes.lane_stats`);
 - ``range_gpu``: one row per range instance with the GPU work it launched, credited by the rule of
@@ -56,6 +57,8 @@ VIEWS: dict[str, str] = {
     "ranges": "NVTX / record_function ranges on host threads",
     "ops": "framework operators on host threads (cpu_op)",
     "calls": "CUDA runtime and driver API calls (correlation ties them to the GPU work they launched)",
+    "comm": "communication: NCCL/RCCL kernels and the host records of collectives, with collective, pg, seq, "
+    "group_size and bytes (the message size)",
     "lanes": "one per (source, rank, device, stream): work counts and busy time (union of its GPU work)",
     "range_gpu": "one per range instance: the GPU work it launched (tracer summary's rule), busy time and counts",
     "gpus": "one per GPU a trace names: its device index and name",
@@ -121,6 +124,11 @@ class _Source:
             assert self.path is not None
             self.timeline = load_trace(self.path, cache=self.cache)
         return self.timeline
+
+
+#: The communication columns of the events view (timeline schema 3).
+_COMM_COLUMNS = ("collective::VARCHAR AS collective, pg::VARCHAR AS pg, seq::BIGINT AS seq, "
+                 "group_size::INTEGER AS group_size")
 
 
 def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
@@ -224,6 +232,7 @@ class Session:
         for i, s in enumerate(self._sources):
             name = f"_tracer_source_{i}"
             mem, joined = "src_mem::VARCHAR AS src_mem, dst_mem::VARCHAR AS dst_mem", name
+            comm = _COMM_COLUMNS
             if s.parquet is not None:
                 # Scanned where it lies (projection and filters pushed down to the file), never copied.
                 dataset = ds.dataset(str(s.parquet), format="parquet")
@@ -231,6 +240,8 @@ class Session:
                 where = f" WHERE {_POSSIBLE}"
                 if "src_mem" not in dataset.schema.names:
                     mem, joined = self._mem_kinds_of_names(name)
+                if "collective" not in dataset.schema.names:
+                    comm = self._comm_of_names(name)
             else:
                 assert s.timeline is not None
                 con.register(name, s.timeline.events)
@@ -239,7 +250,7 @@ class Session:
                 f"SELECT {_literal(s.label)} AS source, rank::SMALLINT AS rank, start_ns, end_ns, "
                 "end_ns - start_ns AS dur_ns, kind::VARCHAR AS kind, copy_kind::VARCHAR AS copy_kind, "
                 "name::VARCHAR AS name, device, stream, pid, tid, bytes::BIGINT AS bytes, "
-                f"correlation::BIGINT AS correlation, {mem} FROM {joined}{where}"
+                f"correlation::BIGINT AS correlation, {mem}, {comm} FROM {joined}{where}"
             )
         con.execute("CREATE VIEW events AS " + " UNION ALL ".join(parts))
         gpu = "FROM events WHERE device >= 0 AND kind = "
@@ -255,6 +266,10 @@ class Session:
         con.execute(
             "CREATE VIEW memsets AS SELECT source, rank, device, stream, bytes, start_ns, end_ns, dur_ns, name, pid, "
             f"tid, correlation, dst_mem {gpu}'memset'"
+        )
+        con.execute(
+            "CREATE VIEW comm AS SELECT source, rank, kind, device, stream, collective, pg, seq, group_size, bytes, "
+            "name, start_ns, end_ns, dur_ns, pid, tid, correlation FROM events WHERE collective <> ''"
         )
         host = "source, rank, name, start_ns, end_ns, dur_ns, pid, tid"
         con.execute(f"CREATE VIEW ranges AS SELECT {host} FROM events WHERE kind = 'range'")
@@ -298,6 +313,22 @@ class Session:
             "coalesce(_src, '') AS src_mem, coalesce(_dst, '') AS dst_mem",
             f"{name} LEFT JOIN {name}_mem ON _k = kind::VARCHAR AND _n = name::VARCHAR",
         )
+
+    def _comm_of_names(self, name: str) -> str:
+        """The select list of the communication columns for the Parquet timeline registered as ``name``, written
+        before the timeline had them (schema < 3): the collective from each distinct (kind, name), as
+        tracer.storage fills it for pandas; no process group, sequence number or group size."""
+        from tracer.timeline.comm import collective_of_name
+
+        pairs = self._con.execute(
+            f"SELECT DISTINCT kind::VARCHAR, name::VARCHAR FROM {name} "
+            "WHERE kind::VARCHAR IN ('kernel', 'range', 'gpu_range', 'cpu_op')"
+        ).fetchall()
+        cases = [(k, n, collective_of_name(n, k)) for k, n in pairs]
+        whens = " ".join(f"WHEN kind::VARCHAR = {_literal(k)} AND name::VARCHAR = {_literal(n)} THEN {_literal(c)}"
+                         for k, n, c in cases if c)
+        collective = f"CASE {whens} ELSE '' END" if whens else "''"
+        return f"{collective} AS collective, '' AS pg, NULL::BIGINT AS seq, 0::INTEGER AS group_size"
 
     def _derive(self, sql: str) -> None:
         """Fill lanes / range_gpu if ``sql`` names them (a word match: a false hit only costs the computation)."""

@@ -19,12 +19,13 @@ from tracer.errors import TraceFormatError
 from tracer.io import atomic_path
 from tracer.nsys_enums import mem_kinds_from_name
 from tracer.timeline import COLUMNS, MEM_KINDS, SCHEMA_VERSION, Timeline, TraceMeta, validate
+from tracer.timeline.comm import mark_by_name
 
 META_KEY = b"tracer"
 
 #: Columns a later timeline schema added, and the version that did: a file written before has none, and they are
 #: derived on reading (:func:`_added_columns`).
-ADDED_COLUMNS: dict[str, int] = {"src_mem": 2, "dst_mem": 2}
+ADDED_COLUMNS: dict[str, int] = {"src_mem": 2, "dst_mem": 2, "collective": 3, "pg": 3, "seq": 3, "group_size": 3}
 
 
 def write_timeline_parquet(
@@ -76,10 +77,13 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
     # columns whose dtype is already right are taken as they are, not copied once more.)
     columns = {c: df[c].astype(t) if c != "name" else df[c].astype("category") for c, t in COLUMNS.items()
                if c in df.columns}
-    if len(columns) < len(COLUMNS):
-        columns.update(_added_columns(columns, [c for c in COLUMNS if c not in columns]))
+    absent = [c for c in COLUMNS if c not in columns]
+    if absent:
+        columns.update(_added_columns(columns, absent))
         columns = {c: columns[c] for c in COLUMNS}
     df = pd.DataFrame(columns, copy=False)
+    if "collective" in absent:
+        df = mark_by_name(df)  # (schema < 3: communication from the names, as a parse of the trace would say)
     meta = TraceMeta.from_dict(meta_dict)
     meta.extra.setdefault("stored_as", "parquet")
     for k in meta_dict:
@@ -94,6 +98,20 @@ def _added_columns(columns: dict[str, pd.Series], absent: list[str]) -> dict[str
     (Kineto's names, and the nsys parser's, which names copies as Kineto does)."""
     kinds = columns["kind"]
     n = len(kinds)
+    out: dict[str, pd.Series] = {}
+    for c in [c for c in absent if c not in ("src_mem", "dst_mem")]:
+        # communication columns: empty here, filled from the names once the frame is whole (read_timeline_parquet)
+        dtype = COLUMNS[c]
+        if c == "pg":
+            value: Any = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""])
+        elif isinstance(dtype, pd.CategoricalDtype):
+            value = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=dtype)
+        elif c == "seq":
+            value = pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+        else:
+            value = np.zeros(n, dtype=dtype)
+        out[c] = pd.Series(value, index=kinds.index)
+    absent = [c for c in absent if c in ("src_mem", "dst_mem")]
     codes = {c: np.zeros(n, dtype=np.int8) for c in absent}
     names = columns["name"]
     for kind in ("memcpy", "memset"):
@@ -106,4 +124,6 @@ def _added_columns(columns: dict[str, pd.Series], absent: list[str]) -> dict[str
             if c in codes:
                 lookup = np.array([MEM_KINDS.index(p[side]) for p in per_name], dtype=np.int8)
                 codes[c][rows] = lookup[sub.cat.codes.to_numpy()]
-    return {c: pd.Series(pd.Categorical.from_codes(codes[c], dtype=COLUMNS[c]), index=kinds.index) for c in absent}
+    out.update({c: pd.Series(pd.Categorical.from_codes(codes[c], dtype=COLUMNS[c]), index=kinds.index)
+                for c in absent})
+    return out

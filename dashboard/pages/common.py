@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-from dash import html
+from dash import dcc, html
 
 from tracer.analysis.overlap import DeviceOverlap
 from tracer.analysis.summary import Summary
@@ -267,7 +267,7 @@ def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
     return html.Div([html.H2(info.name), *facts], className="heading")
 
 
-def window_from_relayout(data: Any, axis: str = "xaxis") -> Window | str | None:
+def window_from_relayout(data: Any, axis: str = "xaxis") -> Window | Literal["full"] | None:
     """The x window (ns) a plotly relayout event asks for; "full" for autorange; None if it names none.
 
     Raises :class:`UsageError` for a range that is not two finite numbers (``inf``, NaN, ``1e308``, text):
@@ -350,7 +350,7 @@ def plot_width(viewport: dict[str, Any] | None) -> int:
     return int(max(400, min(width - 330, 4000)))
 
 
-GRAPH_CONFIG = {
+GRAPH_CONFIG: dcc.Graph.Config = {
     "displaylogo": False,
     "scrollZoom": True,
     "doubleClick": "autosize",

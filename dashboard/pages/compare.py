@@ -172,8 +172,9 @@ def _choose(store: RunStore, state: Any, trigger: Any, rows: Any, viewport: Any)
         item = None
     elif isinstance(trigger, dict) and trigger.get("type") == ids.DIFF_ROW:
         index = trigger.get("index")
-        ok = isinstance(index, int) and not isinstance(index, bool) and isinstance(rows, list)
-        item = item_of(rows[index]) if ok and 0 <= index < len(rows) else None
+        in_table = (isinstance(index, int) and not isinstance(index, bool) and isinstance(rows, list)
+                    and 0 <= index < len(rows))
+        item = item_of(rows[index]) if in_table else None
         if item is None:
             raise UsageError("diff table", f"no row {quoted(index)} in the table; reload the compare page")
         if item == current:

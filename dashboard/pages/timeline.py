@@ -18,7 +18,7 @@ tests' flake). Now:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 
@@ -63,7 +63,9 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     window = full_window(view)
     lanes = [k for k, _ in view.lanes]
     fig = timeline_figure(view, window, width_px=width, uirevision=key)
-    minimap_config = {**GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False}
+    minimap_config: dcc.Graph.Config = {
+        **GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False
+    }
     return html.Div(
         [
             run_heading(info, view),
@@ -130,7 +132,7 @@ def launch_text(view: TimelineView, link: dict[str, Any] | None) -> Any:
 
 #: The main chart's Plotly config: a double-click sets ``xaxis.autorange`` (the y axis is fixed), which the
 #: page answers by drawing the whole run again.
-TIMELINE_CONFIG = {**GRAPH_CONFIG, "doubleClick": "autosize"}
+TIMELINE_CONFIG: dcc.Graph.Config = {**GRAPH_CONFIG, "doubleClick": "autosize"}
 
 #: Clientside: which events ask for a window. Relayouts that touch no x-axis key (autosize, dragmode,
 #: selections) return no_update, so they never reach — and never cancel — the server callback.
@@ -166,7 +168,7 @@ def wanted_window(view: TimelineView, want: Any, current: Window) -> Window:
         pair = want["range_ms"]
         if not isinstance(pair, list) or len(pair) != 2:
             raise UsageError("zoom", "expected an x range of two numbers of ms")
-        asked: Window | str | None = window_from_ms(*pair)
+        asked: Window | Literal["full"] | None = window_from_ms(*pair)
     else:
         asked = window_from_relayout(want.get("relayout"))
     if asked is None:

@@ -11,10 +11,14 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS
+
+if TYPE_CHECKING:  # (playwright is imported where a browser starts)
+    from playwright.sync_api import Browser, Page
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -46,13 +50,13 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser):
+def page(browser: Browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1500, "height": 950})
     pg = context.new_page()
     pg.set_default_timeout(30_000)
     errors: list[str] = []
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    pg.js_errors = errors  # type: ignore[attr-defined]
+    pg.js_errors = errors  # type: ignore[attr-defined]  # (our own attribute: the tests read the page's JS errors)
     yield pg
     context.close()
 

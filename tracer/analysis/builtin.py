@@ -202,9 +202,10 @@ def _threads_blocks(r: list[HostThread], s: Summary, _o: TextOptions) -> list[Bl
     if not r or (s.devices and len(r) <= 1):
         return []
     span = s.span.span_ns
-    cols = ("pid", "tid", "thread", "ops", "busy ms", "of span", "CUDA calls")
-    rows = [(str(t.pid), str(t.tid), t.name[:20], f"{t.ops:,}", ms(t.busy_ns), pct(t.busy_ns, span), f"{t.launches:,}")
-            for t in r[:MAX_THREADS]]
+    cols: tuple[str, ...] = ("pid", "tid", "thread", "ops", "busy ms", "of span", "CUDA calls")
+    rows: list[tuple[str, ...]] = [
+        (str(t.pid), str(t.tid), t.name[:20], f"{t.ops:,}", ms(t.busy_ns), pct(t.busy_ns, span), f"{t.launches:,}")
+        for t in r[:MAX_THREADS]]
     if s.multi_rank:
         cols = ("rank", *cols)
         rows = [(str(t.rank), *row) for t, row in zip(r, rows)]
@@ -391,3 +392,6 @@ BUILTIN = (TRACE, DEVICES, LANES, SPAN, GPU_NAMES, CONCURRENCY, EVENTS, THREADS,
            COPIES, RANGES)
 for _analysis in BUILTIN:
     register(_analysis)
+
+# The communication analyses register after these (their JSON keys last).
+import tracer.analysis.builtin_comm  # noqa: E402, F401

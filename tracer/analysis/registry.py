@@ -73,6 +73,8 @@ class TextOptions:
 
     #: ranges listed before "N more ranges in --json"
     max_ranges: int = 12
+    #: collectives listed (by start skew) before "N more in --json"; -1: all
+    max_collectives: int = 10
 
 
 # ---------------------------------------------------------------------------------------------------- analyses

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 from tracer.analysis import builtin as _builtin  # noqa: F401 - registers the summary's own analyses
 from tracer.analysis import registry
@@ -45,7 +45,7 @@ class Summary(Mapping[str, Any]):
                  keep_timeline: bool = True) -> None:
         self._parts: dict[str, Any] = dict(parts)
         #: whether the timeline holds several ranks (labels then name the rank: "1/0")
-        self.multi_rank = multi_rank
+        self.multi_rank: bool = multi_rank
         self._timeline: Timeline | None = timeline if keep_timeline else None
         self._timeline_ref = weakref.ref(timeline) if timeline is not None else None
 
@@ -78,7 +78,7 @@ class Summary(Mapping[str, Any]):
 
     @property
     def trace(self) -> TraceInfo:
-        return self.part("trace")
+        return cast("TraceInfo", self.part("trace"))
 
     @property
     def format(self) -> str:
@@ -91,55 +91,55 @@ class Summary(Mapping[str, Any]):
     @property
     def devices(self) -> list[DeviceOverlap]:
         """Per GPU (rank, device): compute, copy, overlap, busy, counts, and ``copy_hidden_frac``."""
-        return self.part("devices")
+        return cast("list[DeviceOverlap]", self.part("devices"))
 
     def device(self, key: DeviceKey) -> DeviceOverlap | None:
         return next((d for d in self.devices if d.key == key), None)
 
     @property
     def lanes(self) -> list[LaneStat]:
-        return self.part("lanes")
+        return cast("list[LaneStat]", self.part("lanes"))
 
     @property
     def span(self) -> Span:
-        return self.part("span")
+        return cast("Span", self.part("span"))
 
     @property
     def gpu_names(self) -> dict[int, str]:
-        return self.part("gpu_names")
+        return cast("dict[int, str]", self.part("gpu_names"))
 
     @property
     def concurrency(self) -> Concurrency:
-        return self.part("concurrency")
+        return cast("Concurrency", self.part("concurrency"))
 
     @property
     def events(self) -> int:
-        return self.part("events")
+        return cast("int", self.part("events"))
 
     @property
     def threads(self) -> list[HostThread]:
-        return self.part("threads")
+        return cast("list[HostThread]", self.part("threads"))
 
     @property
     def run(self) -> dict[str, Any] | None:
-        return self.part("run")
+        return cast("dict[str, Any] | None", self.part("run"))
 
     @property
     def idle(self) -> list[DeviceIdle]:
-        return self.part("idle")
+        return cast("list[DeviceIdle]", self.part("idle"))
 
     @property
     def top_kernels(self) -> list[KernelStat]:
-        return self.part("top_kernels")
+        return cast("list[KernelStat]", self.part("top_kernels"))
 
     @property
     def copies(self) -> list[CopyStat]:
-        return self.part("copies")
+        return cast("list[CopyStat]", self.part("copies"))
 
     @property
     def ranges(self) -> Ranges | None:
         """Per range name; None where the summary was read from JSON without ranges."""
-        return self.part("ranges")
+        return cast("Ranges | None", self.part("ranges"))
 
     # ----- JSON
 

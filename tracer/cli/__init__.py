@@ -15,7 +15,7 @@ from typer.core import TyperCommand, TyperGroup
 from tracer.errors import TracerError
 
 
-def _plain_flags(params: list) -> None:
+def _plain_flags(params: list[Any]) -> None:
     """Flags take no value: show none in --help (Typer 0.2x prints ``<bool>`` beside them)."""
     for p in params:
         if getattr(p, "is_flag", False):
@@ -32,7 +32,7 @@ class _PlainFlags:
         _plain_flags(self.params)
 
     def get_help_option(self, ctx: Any) -> Any:
-        opt = super().get_help_option(ctx)  # type: ignore[misc]
+        opt = super().get_help_option(ctx)  # type: ignore[misc]  # (a mixin: the click command has it)
         if opt is not None:
             _plain_flags([opt])
         return opt
@@ -126,11 +126,12 @@ def main(argv: list[str] | None = None) -> int:
         # line and a hint instead of click's multi-line box, like every other bad input.
         if type(exc).__name__ == "NoArgsIsHelpError":  # bare `tracer`: the help is already printed
             return 0
-        if hasattr(exc, "format_message") and isinstance(getattr(exc, "exit_code", None), int):
+        code = getattr(exc, "exit_code", None)
+        if hasattr(exc, "format_message") and isinstance(code, int):
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "tracer"
             print(f"tracer: error: {exc.format_message()} (try '{where} --help')", file=sys.stderr)
-            return int(exc.exit_code)
+            return int(code)
         if type(exc).__name__ == "Abort":
             print("tracer: aborted", file=sys.stderr)
             return 130

@@ -67,7 +67,7 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     return out
 
 
-def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100) -> list[Any]:
+def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_collectives: int = 10) -> list[Any]:
     """Rich renderables for a summary (a :class:`tracer.analysis.summary.Summary`, or its JSON as a dict), for a
     terminal ``width`` characters wide: each registered analysis's text blocks, in text order."""
     from tracer.analysis.registry import TextOptions, text_analyses
@@ -75,8 +75,10 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100) -> l
 
     if not isinstance(summary, Summary):
         summary = Summary.from_dict(summary)
-    options = TextOptions(max_ranges=max_ranges)
-    blocks = [b for a in text_analyses() for b in a.blocks(summary.part(a.name), summary, options)]
+    options = TextOptions(max_ranges=max_ranges, max_collectives=max_collectives)
+    # (text_analyses() holds only analyses with blocks; the test says so to mypy)
+    blocks = [b for a in text_analyses() if a.blocks is not None
+              for b in a.blocks(summary.part(a.name), summary, options)]
     return render_blocks(blocks, width=width)
 
 
@@ -94,6 +96,25 @@ def _progress(console: Any, path: Path) -> Any:
 
 
 PROGRESS_MIN_BYTES = 20_000_000
+
+
+def _fix_clocks(timeline: Any) -> Any:
+    """``timeline`` with each rank moved by the collectives' clock fix (tracer.analysis.comm), said on stderr."""
+    from tracer.analysis.comm import collectives, shift_ranks
+    from tracer.timeline import Timeline
+
+    fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
+    moved = {r: f for r, f in fixes.items() if f}
+    for rank, fix in sorted(fixes.items()):
+        if fix is None:
+            print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
+                  "as it is", file=sys.stderr)
+        elif fix:
+            print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
+    if not moved:
+        return timeline
+    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
+    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
 
 
 @app.command(cls=TracerCommand)
@@ -121,6 +142,18 @@ def summary(
                      "files, HTA's rank-N layout): one timeline, GPUs keyed rank/device. Rank from the trace's "
                      "distributedInfo, else the file name, else the order; clocks put on Unix time."),
     ] = False,
+    collectives: Annotated[
+        int, typer.Option("--collectives", metavar="N", help="Collectives listed in the text, by start skew.")
+    ] = 10,
+    all_collectives: Annotated[
+        bool, typer.Option("--all-collectives", help="List every collective matched across ranks in the text.")
+    ] = False,
+    clock_fix: Annotated[
+        bool,
+        typer.Option("--clock-fix", help="With --job: move each rank's clock by the smallest shift that makes every "
+                     "matched collective consistent (none ends on one rank before it starts on another); said on "
+                     "stderr. Without it the ranks stay on the clocks their traces were written with."),
+    ] = False,
 ) -> None:
     """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
 
@@ -146,11 +179,12 @@ def summary(
         traces = list(found)
         found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
 
-        def read(_path: Path) -> Any:
-            return load_job(traces, load=lambda p: load_trace(p, cache=not no_cache, on_cache_write=say_cached))
+        def read(_path: Path) -> Any:  # (one job: every path at once)
+            timeline = load_job(traces, load=lambda p: load_trace(p, cache=not no_cache, on_cache_write=say_cached))
+            return _fix_clocks(timeline) if clock_fix else timeline
     else:
-        def read(path: Path) -> Any:
-            return load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+        def read(_path: Path) -> Any:
+            return load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
 
     for path in found:
         try:
@@ -192,7 +226,8 @@ def summary(
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
             sys.stdout.flush()
         else:
-            for renderable in render_summary(result, width=console.width):
+            shown = -1 if all_collectives else max(collectives, 0)
+            for renderable in render_summary(result, width=console.width, max_collectives=shown):
                 console.print(renderable)
             console.print()
     if failed:

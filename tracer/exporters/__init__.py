@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 from tracer.errors import UsageError
 from tracer.io import atomic_path, writing
@@ -58,7 +58,7 @@ class Exporter:
 
     def writer(self) -> _Writer:
         mod = importlib.import_module(f"tracer.exporters.{self.module}")
-        return getattr(mod, self.function)
+        return cast(_Writer, getattr(mod, self.function))
 
     @property
     def reads_back_as(self) -> str | None:

@@ -85,7 +85,7 @@ def _track_ids(
         taken[pid] = ln.rank
     gpu_pid: dict[DeviceKey, int] = {}
     spare_gpu = SYNTHETIC_GPU_PID_BASE + 0x8000
-    for key in sorted({t.lane.device_key for t in tracks if t.on_gpu}):
+    for key in sorted({t.lane.device_key for t in tracks if t.lane.device_key is not None}):
         d = key.device
         pid = d if d not in host_pids and d >= 0 else SYNTHETIC_GPU_PID_BASE + d
         if pid in taken:
@@ -106,7 +106,8 @@ def _track_ids(
     )
     for i in preferred:
         tr = tracks[i]
-        pid = gpu_pid[tr.lane.device_key] if tr.on_gpu else host_pid[(tr.rank, tr.pid)]
+        gpu = tr.lane.device_key
+        pid = gpu_pid[gpu] if gpu is not None else host_pid[(tr.rank, tr.pid)]
         own = tr.stream if tr.on_gpu else tr.tid
         # tid 0 is "unset" to Perfetto (it substitutes the pid), negative ids do not fit its uint32
         if own > 0 and (pid, own) not in used:

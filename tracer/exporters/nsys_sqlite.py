@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 import pandas as pd
 
@@ -159,7 +160,7 @@ def _fit_ids(ev: pd.DataFrame, used: np.ndarray, notes: list[str]) -> tuple[np.n
     return pid, tid
 
 
-def _owner_pids(ev: pd.DataFrame, pid: np.ndarray, gpu_rows: np.ndarray) -> np.ndarray:
+def _owner_pids(ev: pd.DataFrame, pid: npt.NDArray[np.int64], gpu_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
     """For GPU rows, the process that launched them: the pid of the API call that the timeline's launch join
     (:func:`tracer.timeline.launch_links`: same rank, process and correlation id) gives it.
 
@@ -167,7 +168,7 @@ def _owner_pids(ev: pd.DataFrame, pid: np.ndarray, gpu_rows: np.ndarray) -> np.n
     no call in the trace (its launch fell outside the capture) goes to the one process that calls CUDA, where
     there is only one.
     """
-    owner = pid[gpu_rows].copy()
+    owner: npt.NDArray[np.int64] = pid[gpu_rows].copy()
     if gpu_rows.size == 0:
         return owner
     kind = ev["kind"].astype(str).to_numpy()
@@ -193,7 +194,8 @@ def _executemany(con: sqlite3.Connection, table: str, columns: list[str], rows: 
 
 def _none(values: np.ndarray | pd.Series) -> list[Any]:
     """A column as Python values with NA as None (SQL NULL)."""
-    return pd.Series(values).astype(object).where(pd.notna(values), None).tolist()
+    column: list[Any] = pd.Series(values).astype(object).where(pd.notna(values), None).tolist()
+    return column
 
 
 def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn | None = None) -> ExportResult:
@@ -228,9 +230,9 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
                 con.execute(TABLE_DDL[table])
                 created.add(table)
 
-        for table, (ddl, rows) in ENUM_TABLES.items():
+        for table, (ddl, enum_rows) in ENUM_TABLES.items():
             con.execute(ddl)
-            _executemany(con, table, ["id", "name", "label"], list(rows))
+            _executemany(con, table, ["id", "name", "label"], list(enum_rows))
 
         gpu_mask = np.isin(kind, list(GPU_WORK_KINDS)) & (ev["device"].to_numpy() >= 0)
         gpu_rows = np.flatnonzero(gpu_mask)

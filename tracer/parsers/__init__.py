@@ -134,7 +134,7 @@ def iter_inflated(p: Path, data: bytes) -> Iterator[bytes]:
     try:
         while True:  # one gzip member per turn
             d = zlib.decompressobj(wbits=31)
-            buf = rest
+            buf: bytes | memoryview = rest
             while not d.eof:
                 block = d.decompress(buf, _INFLATE_BLOCK)
                 buf = d.unconsumed_tail

@@ -13,16 +13,18 @@ import decimal
 import re
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, TypeAlias, Union, cast
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from tracer.errors import TraceFormatError
 from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 from tracer.timeline import (
     CLOCK_UNIX,
+    COLLECTIVES,
     COLUMNS,
     COPY_KINDS,
     HOST_DEVICE,
@@ -37,6 +39,7 @@ from tracer.timeline import (
     build_events,
     validate,
 )
+from tracer.timeline.comm import mark_by_name, message_bytes, normalise_collective
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -51,6 +54,15 @@ class _Args(msgspec.Struct, gc=False):
     # tracer's own Chrome export draws some rows on another track and keeps their real pid/tid here
     tracer_pid: int | None = None
     tracer_tid: int | None = None
+    # A collective's metadata, as PyTorch writes it on record_param_comms and (newer Kineto) on the NCCL kernel
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
+    pg_id: int | None = msgspec.field(default=None, name="Process Group ID")  # (before "Process Group Name")
+    seq: int | None = msgspec.field(default=None, name="Seq")
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    dtype: str | None = None
 
 
 #: ts / dur are kept as the bytes of their JSON number (msgspec.Raw) and turned into integer ns from that
@@ -101,13 +113,17 @@ class _M(msgspec.Struct, gc=False, tag_field="ph", tag="M"):
 
 
 _OTHER_PHASES = "i I C b n e S T p F s t f P N O D R c ( )".split()
-_Tagged = Union[  # noqa: UP007 (a Union built from a tuple has no X | Y spelling)
-    (_X, _B, _E, _M)
-    + tuple(
-        msgspec.defstruct(f"_Skip{i}", [], gc=False, tag_field="ph", tag=ph)
-        for i, ph in enumerate(_OTHER_PHASES)
-    )
-]
+if TYPE_CHECKING:
+    # (what mypy sees: the phases read, and the skipped ones, made at run time, as any Struct)
+    _Tagged: TypeAlias = _X | _B | _E | _M | msgspec.Struct
+else:
+    _Tagged = Union[  # noqa: UP007 (a Union built from a tuple has no X | Y spelling)
+        (_X, _B, _E, _M)
+        + tuple(
+            msgspec.defstruct(f"_Skip{i}", [], gc=False, tag_field="ph", tag=ph)
+            for i, ph in enumerate(_OTHER_PHASES)
+        )
+    ]
 
 
 class _Loose(msgspec.Struct, gc=False):
@@ -124,7 +140,7 @@ class _Loose(msgspec.Struct, gc=False):
 
 
 #: an entry of "traceEvents" that may not even be an object
-_LooseItem = _Loose | None | bool | int | float | str | list
+_LooseItem = _Loose | None | bool | int | float | str | list[Any]
 
 
 class _Trace(msgspec.Struct):
@@ -156,6 +172,7 @@ class _TraceTail(msgspec.Struct):
 
 
 class _LooseTraceTail(_TraceTail):
+    # (a looser element type on purpose: msgspec decodes each event as it is, for _firm to sort out)
     traceEvents: list[_LooseItem] = []  # type: ignore[assignment]
 
 
@@ -328,9 +345,10 @@ def _fixed_point(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, np.nd
     return ns, sub, ok
 
 
-def _round_half_even(floor: np.ndarray, sub: np.ndarray) -> np.ndarray:
+def _round_half_even(floor: npt.NDArray[np.int64], sub: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """floor + sub·1e-9 ns rounded to whole ns, halves to even."""
-    return floor + ((sub > _SUB_HALF) | ((sub == _SUB_HALF) & (floor % 2 == 1)))
+    up: npt.NDArray[np.bool_] = (sub > _SUB_HALF) | ((sub == _SUB_HALF) & (floor % 2 == 1))
+    return floor + up
 
 
 _NUMBER_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
@@ -445,7 +463,7 @@ def _to_size(value: Any) -> int | None:
     that it is skipped as an implausible size rather than quietly read as no size at all."""
     t = type(value)
     if t is int:
-        return value
+        return cast(int, value)
     if t is float and abs(value) >= 2.0**53:  # (nan is not, and stays missing)
         return int(max(min(value, 2.0**64), -(2.0**64)))
     if t is str and _LONG_DIGITS_RE.fullmatch(value):
@@ -475,7 +493,19 @@ def _firm_args(args: Any) -> _Args | None:
         name=name if type(name) is str else None,
         tracer_pid=_to_int(args.get("tracer_pid")),
         tracer_tid=_to_int(args.get("tracer_tid")),
+        collective=_str_or_none(args.get("Collective name")),
+        pg_name=_str_or_none(args.get("Process Group Name")) or _to_int(args.get("Process Group Name")),
+        pg_id=_to_int(args.get("Process Group ID")),
+        seq=_to_int(args.get("Seq")),
+        group_size=_to_int(args.get("Group size")),
+        in_nelems=_to_int(args.get("In msg nelems")),
+        out_nelems=_to_int(args.get("Out msg nelems")),
+        dtype=_str_or_none(args.get("dtype")),
     )
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if type(value) is str else None
 
 
 def _text(value: Any) -> str:
@@ -592,7 +622,7 @@ def _lane_from_text(value: Any) -> int:
     return -1
 
 
-class _Codes(dict):
+class _Codes(dict[str, int]):
     """str -> code, numbering strings as they are first looked up (``codes[s]`` never raises)."""
 
     def __missing__(self, key: str) -> int:
@@ -618,7 +648,8 @@ def decode(data: bytes, source: str) -> _Trace:
 
 
 def _is_bare_array(data: bytes) -> bool:
-    first = _LEADING_SPACE.match(data).end()  # (data.lstrip() would copy the whole trace)
+    m = _LEADING_SPACE.match(data)  # (data.lstrip() would copy the whole trace)
+    first = m.end() if m else 0  # (it always matches, maybe nothing)
     return data[first : first + 1] == b"["
 
 
@@ -694,8 +725,9 @@ class _FastChunks:
 
 
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
-_PARTS = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
+_PARTS: tuple[str, ...] = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
 _PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
+_PARTS += ("collective", "pg", "seq", "seq_na", "group_size")
 
 
 class _Columns:
@@ -703,6 +735,8 @@ class _Columns:
 
     def __init__(self) -> None:
         self.cats, self.names = _Codes(), _Codes()
+        self.pgs = _Codes()
+        self.pgs[""]  # code 0: no process group
         self.kind_of_cat = np.zeros(0, dtype=np.int8)  # -1: a category that is skipped
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
 
@@ -718,12 +752,12 @@ class _Columns:
         if len(self.kind_of_cat) != len(self.cats):
             self.kind_of_cat = np.array([_kind_of_cat(c) for c in self.cats], dtype=np.int8)
         kind = self.kind_of_cat[cat]
-        keep = kind >= 0
-        if not keep.all():
-            xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
-            kind = kind[keep]
+        known = kind >= 0
+        if not known.all():
+            xs = [xs[i] for i in np.flatnonzero(known).tolist()]
+            kind = kind[known]
             if times is not None:
-                times = (times[0][keep], times[1][keep])
+                times = (times[0][known], times[1][known])
         if times is None:
             start, end, usable = _event_times(xs, skipped)
             if not usable.all():
@@ -767,7 +801,7 @@ class _Columns:
             tid[on_gpu] = np.where(tid[on_gpu] < 0, stream[on_gpu], tid[on_gpu])
         n_bytes, bytes_na, bad_bytes = _bytes_column([a.bytes for a in args])
         correlation, correlation_na = _nullable_int_column([a.correlation for a in args])
-        keep = None
+        keep: npt.NDArray[np.bool_] | None = None
         if len(on_gpu):
             # GPU work with no device to put it on would silently vanish from every per-GPU figure: say so
             lost = on_gpu[device[on_gpu] < 0]
@@ -780,12 +814,16 @@ class _Columns:
             if rows.any():
                 skipped[reason] += int(rows.sum())
                 keep = ~rows if keep is None else keep & ~rows
+        comm = self._comm(args, n_bytes, bytes_na)
         if keep is not None:
             xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
             kind, start, end, pid, tid = kind[keep], start[keep], end[keep], pid[keep], tid[keep]
             device, stream, pid_given = device[keep], stream[keep], pid_given[keep]
             n_bytes, bytes_na = n_bytes[keep], bytes_na[keep]
             correlation, correlation_na = correlation[keep], correlation_na[keep]
+            comm = {k: v[keep] for k, v in comm.items()}
+        for k, v in comm.items():
+            self.parts[k].append(v)
         p = self.parts
         p["start"].append(start)
         p["end"].append(end)
@@ -801,9 +839,36 @@ class _Columns:
         p["correlation"].append(correlation)
         p["correlation_na"].append(correlation_na)
 
+    def _comm(self, args: list[_Args], n_bytes: np.ndarray, bytes_na: np.ndarray) -> dict[str, np.ndarray]:
+        """The collective columns of a chunk's rows from their args (tracer.timeline.comm reads the names later);
+        a collective's message size goes into ``bytes`` where the row has none (changed in place)."""
+        n = len(args)
+        out: dict[str, np.ndarray] = {
+            "collective": np.zeros(n, dtype=np.int8),
+            "pg": np.zeros(n, dtype=np.int32),
+            "seq": np.zeros(n, dtype=np.int64),
+            "seq_na": np.ones(n, dtype=bool),
+            "group_size": np.zeros(n, dtype=np.int32),
+        }
+        rows = [i for i, a in enumerate(args) if a.collective is not None]
+        for i in rows:  # (a few per step: the collectives, not the kernels)
+            a = args[i]
+            out["collective"][i] = COLLECTIVES.index(normalise_collective(a.collective or "") or "other")
+            pg = a.pg_name if a.pg_name is not None else a.pg_id
+            out["pg"][i] = self.pgs[str(pg)] if pg is not None else 0
+            if a.seq is not None and 0 <= a.seq < 2**63:  # (msgspec hands over uint64 too)
+                out["seq"][i], out["seq_na"][i] = a.seq, False
+            if a.group_size is not None and 0 < a.group_size < 2**31:
+                out["group_size"][i] = a.group_size
+            size = message_bytes(a.in_nelems, a.out_nelems, a.dtype)
+            if bytes_na[i] and size is not None and 0 <= size <= MAX_EVENT_BYTES:
+                n_bytes[i], bytes_na[i] = size, False
+        return out
+
     def columns(self, base_ns: int) -> dict[str, Any]:
         """The canonical columns, rows in time order (the parts are consumed)."""
-        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool}
+        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool,
+                 "collective": np.int8, "pg": np.int32, "seq_na": bool, "group_size": np.int32}
         col = {
             k: np.concatenate(v) if v else np.zeros(0, dtype=empty.get(k, np.int64))
             for k, v in self.parts.items()
@@ -872,6 +937,10 @@ class _Columns:
             "correlation": pd.arrays.IntegerArray(col["correlation"], col["correlation_na"]),
             "src_mem": pd.Categorical.from_codes(col["src_mem"], dtype=COLUMNS["src_mem"]),
             "dst_mem": pd.Categorical.from_codes(col["dst_mem"], dtype=COLUMNS["dst_mem"]),
+            "collective": pd.Categorical.from_codes(col["collective"], dtype=COLUMNS["collective"]),
+            "pg": pd.Categorical.from_codes(col["pg"], categories=pd.Index(list(self.pgs))),
+            "seq": pd.arrays.IntegerArray(col["seq"], col["seq_na"]),
+            "group_size": col["group_size"],
         }
 
 
@@ -991,8 +1060,9 @@ def _careful_chunks(events: list[msgspec.Raw], skipped: Counter[str]) -> Iterato
 def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[str]) -> Timeline:
     if fast is None:
         trace = decode(data, source)
+        events = [] if isinstance(trace.traceEvents, msgspec.UnsetType) else trace.traceEvents
         has_events = trace.traceEvents is not msgspec.UNSET
-        chunks: Iterator[list[Any]] = _careful_chunks(trace.traceEvents if has_events else [], skipped)
+        chunks: Iterator[list[Any]] = _careful_chunks(events, skipped)
     else:
         chunks, has_events = iter(fast), True
     meta = TraceMeta(format="kineto", source=source)
@@ -1036,7 +1106,7 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
             ignored["baseTimeNanoseconds"] = "not an integer"
         else:
             base_ns = base
-    ev = build_events(cols.columns(base_ns))
+    ev = mark_by_name(build_events(cols.columns(base_ns)))
 
     props = trace.deviceProperties
     for prop in props if type(props) is list else ():

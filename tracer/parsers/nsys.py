@@ -39,6 +39,7 @@ from tracer.timeline import (
     empty_events,
     validate,
 )
+from tracer.timeline.comm import mark_by_name
 
 #: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
 _COLUMN_RE = re.compile(r'"([^"]+)"')
@@ -352,7 +353,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     meta.extra["skipped"] = dict(sorted(skipped.items())) or None
     if notes:
         meta.extra["notes"] = notes
-    return Timeline(validate(_concat(parts), source), meta)
+    # NCCL kernels stay kernels; their collective is read from their names (nsys writes no collective args)
+    return Timeline(validate(mark_by_name(_concat(parts)), source), meta)
 
 
 def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], meta: TraceMeta) -> None:
@@ -372,15 +374,15 @@ def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str
         if dev is None:
             continue
         for gid, gname in rows(table, dev, "name"):
-            if _int(gid) is not None and gname and gid not in meta.gpu_names:
-                meta.gpu_names[gid] = _text(gname)
+            if (g := _int(gid)) is not None and gname and g not in meta.gpu_names:
+                meta.gpu_names[g] = _text(gname)
     for name_id, gtid in rows("ThreadNames", "nameId", "globalTid"):
-        if _int(name_id) is not None and _int(gtid) is not None:
+        if (n := _int(name_id)) is not None and _int(gtid) is not None:
             p, t = split_global_id(np.array([gtid]))
-            meta.thread_names[f"{int(p[0])}:{int(t[0])}"] = strings.get(name_id, "")
+            meta.thread_names[f"{int(p[0])}:{int(t[0])}"] = strings.get(n, "")
     for pid_, pname in rows("PROCESSES", "pid", "name"):
-        if _int(pid_) is not None:
-            meta.process_names[pid_] = _text(pname)
+        if (pid := _int(pid_)) is not None:
+            meta.process_names[pid] = _text(pname)
     for (value,) in rows("TRACER_META", "value", where="name = 'timeline_meta'")[:1]:
         import orjson
 
@@ -395,11 +397,11 @@ def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str
         meta.thread_names.update(saved.thread_names)
         meta.extra["exported_from"] = saved.format
         meta.extra.update({k: v for k, v in saved.extra.items() if k not in meta.extra})
-    for (utc,) in rows("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")[:1]:
-        if _int(utc) is not None:
+    for (utc_,) in rows("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")[:1]:
+        if (utc := _int(utc_)) is not None:
             meta.extra["session_start_utc_ns"] = utc
             # the export's times count from the session's start, whose Unix time this is (align() adds it)
-            meta.clock, meta.clock_offset_ns = CLOCK_NSYS_SESSION, int(utc)
+            meta.clock, meta.clock_offset_ns = CLOCK_NSYS_SESSION, utc
     for (version,) in rows("META_DATA_EXPORT", "value", where="name = 'EXPORT_PRODUCT_VERSION'")[:1]:
         if version is not None:
             meta.extra["nsys_version"] = _text(version)
@@ -457,6 +459,7 @@ def _concat(parts: list[dict[str, object]]) -> pd.DataFrame:
         if col == "bytes" or col == "correlation":
             cols[col] = pd.array(np.concatenate([np.asarray(v, dtype=object) for v in values]), dtype="Int64")
         elif col in ("kind", "copy_kind", "name", "src_mem", "dst_mem"):
+            # (each part's text columns are lists of str; the parts are typed loosely, as object)
             cols[col] = [x for v in values for x in v]  # type: ignore[attr-defined]
         else:
             cols[col] = np.concatenate([np.asarray(v) for v in values])

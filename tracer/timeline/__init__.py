@@ -15,9 +15,9 @@ import pandas as pd
 
 from tracer.errors import TraceFormatError
 
-#: 2: the copy memory kinds (src_mem, dst_mem). Files of schema 1 still load: the columns are filled from the
-#: copies' names (tracer.storage).
-SCHEMA_VERSION = 2
+#: 2: the copy memory kinds (src_mem, dst_mem). 3: communication (collective, pg, seq, group_size). Files of
+#: older schemas still load: the added columns are filled from the rows' names (tracer.storage).
+SCHEMA_VERSION = 3
 
 #: What an interval is. GPU work: kernel, memcpy, memset. Host: cpu_op (framework operators), runtime
 #: (CUDA runtime API), driver (CUDA driver API), range (NVTX / record_function / user annotation on a host
@@ -58,6 +58,28 @@ MEM_KINDS: tuple[str, ...] = (
     "other",
 )
 
+#: The collective a row is part of ("" for rows that are not communication): NCCL / RCCL kernels, and the host
+#: records of a collective (``record_param_comms``, ``nccl:*`` / ``gloo:*`` ranges). Read from the trace's
+#: collective metadata first, the row's name second (:mod:`tracer.timeline.comm`). "other": communication
+#: whose collective the trace does not say (NCCL >= 2.19's ``ncclDevKernel_Generic``, a bare
+#: ``record_param_comms``) or one tracer does not name.
+COLLECTIVES: tuple[str, ...] = (
+    "",
+    "allreduce",
+    "allgather",
+    "reducescatter",
+    "broadcast",
+    "reduce",
+    "alltoall",
+    "sendrecv",
+    "send",
+    "recv",
+    "barrier",
+    "gather",
+    "scatter",
+    "other",
+)
+
 #: What a timeline's times count from (``TraceMeta.clock``). "unix": ns since 1970-01-01 UTC (Kineto with
 #: ``baseTimeNanoseconds`` or epoch stamps). "nsys-session": ns since the nsys session began, whose Unix time is
 #: ``clock_offset_ns``. "": unknown (a Kineto trace of relative stamps and no base time).
@@ -83,6 +105,10 @@ COLUMNS: dict[str, Any] = {
     "correlation": pd.Int64Dtype(),
     "src_mem": pd.CategoricalDtype(list(MEM_KINDS)),
     "dst_mem": pd.CategoricalDtype(list(MEM_KINDS)),
+    "collective": pd.CategoricalDtype(list(COLLECTIVES)),
+    "pg": "category",
+    "seq": pd.Int64Dtype(),
+    "group_size": np.dtype("int32"),
 }
 
 
@@ -190,6 +216,10 @@ def build_events(columns: dict[str, Any]) -> pd.DataFrame:
         "correlation": pd.NA,
         "src_mem": "",
         "dst_mem": "",
+        "collective": "",
+        "pg": "",
+        "seq": pd.NA,
+        "group_size": 0,
     }
     data: dict[str, Any] = {}
     for col, dtype in COLUMNS.items():
@@ -198,6 +228,8 @@ def build_events(columns: dict[str, Any]) -> pd.DataFrame:
         elif isinstance(dtype, pd.CategoricalDtype) and defaults.get(col) == "":
             # (from codes: a column of n empty strings would be hashed row by row into its categories)
             value = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), dtype=dtype)
+        elif dtype == "category" and defaults.get(col) == "":
+            value = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""])
         elif col in defaults:
             value = [defaults[col]] * n if defaults[col] is pd.NA else np.full(n, defaults[col])
         else:
@@ -316,8 +348,8 @@ from tracer.timeline.keys import (  # noqa: E402
 from tracer.timeline.links import launch_links  # noqa: E402
 
 __all__ = [
-    "CLOCK_NSYS_SESSION", "CLOCK_UNIX", "COLUMNS", "COPY_KINDS", "DEVICE_COLUMNS", "GPU_WORK_KINDS", "HOST_DEVICE",
-    "MEM_KINDS",
+    "CLOCK_NSYS_SESSION", "CLOCK_UNIX", "COLLECTIVES", "COLUMNS", "COPY_KINDS", "DEVICE_COLUMNS", "GPU_WORK_KINDS",
+    "HOST_DEVICE", "MEM_KINDS",
     "HOST_STREAM", "KINDS", "LANE_COLUMNS", "MAX_EVENT_BYTES", "SCHEMA_VERSION", "THREAD_COLUMNS", "TIME_LIMIT_NS",
     "DeviceKey", "LaneKey", "Timeline", "TraceMeta", "align", "build_events", "concat", "device_label", "device_title",
     "drop_impossible", "empty_events", "is_multi_rank", "lane_title", "launch_links", "validate",

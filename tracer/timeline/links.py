@@ -44,8 +44,11 @@ def launch_links(events: pd.DataFrame) -> pd.DataFrame:
         return hit[1]
     links = _join(events)
     key = id(events)
+    def forget(_r: object, key: int = key) -> None:
+        _cache.pop(key, None)
+
     try:
-        ref = weakref.ref(events, lambda _r, key=key: _cache.pop(key, None))
+        ref = weakref.ref(events, forget)
     except TypeError:  # (not weak-referenceable: no cache)
         return links
     _cache[key] = (ref, links)

@@ -1,0 +1,512 @@
+"""Record a multi-process scenario (``ddp``): one process per rank, each profiling itself, one run for the job.
+
+The ranks are started the way torchrun starts a job's workers — ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT`` (a free port of the loopback) — so the rank's code is the
+code of a user's torchrun script (``init_process_group`` from the environment). Each rank is
+``python -m tracer.record_ranks rank NAME ...``: it runs the scenario with :func:`tracer.capture.start_windowed`
+recording its profiled window, and so writes what ``tracer record -- torchrun ...`` writes for a rank
+(``rank<R>-pid<P>.json.gz`` and its ``.capture.json`` status; saved on an exception and on SIGTERM too) plus
+``rank<R>.result.json`` (the scenario's result). The run directory is then the job layout of
+tracer/record_command.py: ``traces/``, meta.json's ``processes`` and ``missing_ranks``, :func:`tracer.rundir.derive`,
+written under a temporary name and renamed (:func:`tracer.record_command.finish_run`).
+
+A rank that exits with an error starts the teardown: the others get :data:`GRACE_S` to end by themselves (a gloo
+peer whose partner died fails at once and saves its trace), then SIGTERM, then SIGKILL. A job still running after
+its ``timeout`` is a hang and is torn down the same way. Every rank that failed is named with its exit code and
+the last line it wrote on stderr; the run keeps the traces that were saved, and the command exits non-zero.
+
+Why not torchrun itself: its agent reports a failure as one exception of its own and keeps the ranks' stderr
+unless told where to put it; here the launcher needs each rank's exit code and last line, a timeout of its own,
+and nothing but the standard library. Why not ``torch.multiprocessing.spawn``: the ranks would be forks of the
+recorder (tracer's imports, its profiler state, its terminal) and their stderr would be mixed into one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from tracer.errors import TracerError
+
+if TYPE_CHECKING:
+    from tracer.record import RecordedRun
+    from tracer.rundir import RunMeta
+
+#: How long the other ranks get to end by themselves once one failed (and after SIGTERM, before SIGKILL), s.
+GRACE_S = 5.0
+#: The launcher's poll interval, s.
+POLL_S = 0.05
+#: One rank's scenario result, beside its trace.
+RESULT = "rank{rank}.result.json"
+#: One rank's stderr (and stdout), for the last line of a rank that failed.
+LOG = "rank{rank}.log"
+#: What ``job`` (the launcher run under nsys) writes: every rank's :class:`RankOutcome`.
+JOB = "job.json"
+
+
+class RanksFailedError(TracerError):
+    """One or more ranks of a job failed or hung; the run was written with the traces the others saved."""
+
+    exit_code = 1
+
+
+@dataclass
+class RankOutcome:
+    """How one rank process ended."""
+
+    rank: int
+    pid: int
+    device: str
+    #: 0, the process's code, or 128 + N when a signal N ended it (as a shell says)
+    exit_code: int
+    #: the last line it wrote on stderr (or stdout) that is not Kineto's noise
+    last_line: str = ""
+    #: still running at the job's timeout
+    timed_out: bool = False
+    #: ended by the launcher (SIGTERM, SIGKILL) after another rank failed or the job timed out
+    torn_down: bool = False
+    #: seconds from the job's start to this rank's end
+    ended_s: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != 0
+
+    def describe(self) -> str:
+        """``rank 1 (pid 42) exited with 1: RuntimeError: ...``."""
+        if self.timed_out:
+            how = f"hung (still running at the timeout), ended with {self.exit_code}"
+        elif self.torn_down:
+            how = f"was torn down after another rank failed, ended with {self.exit_code}"
+        else:
+            how = f"exited with {self.exit_code}"
+        return f"rank {self.rank} (pid {self.pid}) {how}" + (f": {self.last_line}" if self.last_line else "")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the launcher
+
+
+def free_port() -> int:
+    """A TCP port of the loopback that nothing listens on now (the job's MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def loopback_interface() -> str | None:
+    """The loopback's interface name (``lo`` on Linux, ``lo0`` on macOS), or None."""
+    try:
+        names = {name for _index, name in socket.if_nameindex()}
+    except OSError:
+        return None
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def rank_environment(rank: int, world: int, port: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment torchrun gives rank ``rank`` of a one-host job of ``world`` ranks, on ``port``."""
+    env = dict(os.environ if base is None else base)
+    env.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+               GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), PYTHONUNBUFFERED="1")
+    if not env.get("GLOO_SOCKET_IFNAME"):
+        # Every rank is on this host and meets at 127.0.0.1: the loopback is the interface. Left to itself gloo
+        # picks the interface of the host name, which on these machines cannot reach the others (the job hangs)
+        lo = loopback_interface()
+        if lo is not None:
+            env["GLOO_SOCKET_IFNAME"] = lo
+    return with_tracer_on_path(env)
+
+
+def with_tracer_on_path(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with this tracer's source root first on PYTHONPATH: a child imports the same tracer and scenarios."""
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: Path, *, timeout_s: float,
+           grace_s: float = GRACE_S, base_env: Mapping[str, str] | None = None) -> tuple[list[RankOutcome], float]:
+    """Start rank r as ``commands[r]`` with torchrun's environment, wait for every rank, tear the job down when a
+    rank fails or the timeout passes; return each rank's outcome and the job's wall time (s)."""
+    world = len(commands)
+    port = free_port()
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    t0 = time.perf_counter()
+    previous_term = _interrupt_on_sigterm()
+    try:
+        for rank, cmd in enumerate(commands):
+            with open(log_dir / LOG.format(rank=rank), "wb") as log:
+                procs.append(subprocess.Popen(list(cmd), env=rank_environment(rank, world, port, base_env),
+                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        ended, timed_out, torn_down = _wait(procs, t0, timeout_s, grace_s)
+    except BaseException:  # Ctrl-C, SIGTERM of the recorder: no rank outlives it
+        _stop(procs, grace_s)
+        raise
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
+    wall = time.perf_counter() - t0
+    outcomes = []
+    for rank, p in enumerate(procs):
+        code = p.returncode if p.returncode is not None else -signal.SIGKILL
+        outcomes.append(RankOutcome(
+            rank=rank, pid=p.pid, device=devices[rank], exit_code=128 - code if code < 0 else code,
+            last_line=last_line(log_dir / LOG.format(rank=rank)), timed_out=rank in timed_out,
+            torn_down=rank in torn_down and rank not in timed_out, ended_s=round(ended.get(rank, wall), 3)))
+    return outcomes, wall
+
+
+def _interrupt_on_sigterm() -> Any:
+    """SIGTERM to the launcher becomes a KeyboardInterrupt (so the ranks are stopped, not orphaned); returns the
+    handler it replaced, or None where none can be set (not the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, on_term)
+
+
+def _wait(procs: list[subprocess.Popen[bytes]], t0: float, timeout_s: float,
+          grace_s: float) -> tuple[dict[int, float], set[int], set[int]]:
+    """Poll until every rank ended: (when each ended, the ranks that hung, the ranks the teardown ended)."""
+    ended: dict[int, float] = {}
+    timed_out: set[int] = set()
+    torn_down: set[int] = set()
+    failed_at: float | None = None  # when the first rank failed
+    term_at: float | None = None  # when the survivors got SIGTERM
+    while len(ended) < len(procs):
+        now = time.perf_counter()
+        for rank, p in enumerate(procs):
+            if rank not in ended and p.poll() is not None:
+                ended[rank] = now - t0
+                if p.returncode != 0 and failed_at is None:
+                    failed_at = now
+        alive = [r for r in range(len(procs)) if r not in ended]
+        if alive and term_at is None:
+            if now - t0 >= timeout_s:
+                timed_out.update(alive)
+            if timed_out or (failed_at is not None and now - failed_at >= grace_s):
+                torn_down.update(alive)
+                for r in alive:
+                    procs[r].send_signal(signal.SIGTERM)  # the rank saves its trace on the way out
+                term_at = now
+        elif alive and term_at is not None and now - term_at >= grace_s:
+            for r in alive:
+                procs[r].kill()  # stuck where SIGTERM's handler cannot run (inside a C++ call)
+        time.sleep(POLL_S)
+    return ended, timed_out, torn_down
+
+
+def _stop(procs: Sequence[subprocess.Popen[bytes]], grace_s: float) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.perf_counter() + grace_s
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.perf_counter()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def last_line(log: Path) -> str:
+    """The last line of a rank's output that says something (not Kineto's USDT markers), at most 300 chars."""
+    from tracer.record import KINETO_NOISE
+
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, os.path.getsize(log) - 65536))
+            lines = f.read().splitlines()
+    except OSError:
+        return ""
+    for raw in reversed(lines):
+        if raw.strip() and not KINETO_NOISE.match(raw):
+            text = raw.decode("utf-8", "replace").strip()
+            return text if len(text) <= 300 else text[:299] + "…"
+    return ""
+
+
+def rank_command(name: str, out: Path, device: str, params: Mapping[str, str], profiler: str) -> list[str]:
+    """``python -m tracer.record_ranks rank NAME ...``: one rank of scenario ``name``."""
+    cmd = [sys.executable, "-m", "tracer.record_ranks", "rank", name, "--device", device, "--out", str(out),
+           "--profiler", profiler]
+    for k, v in params.items():
+        cmd += ["--param", f"{k}={v}"]
+    return cmd
+
+
+def rank_devices(world: int, on_gpu: bool, gpus: int) -> tuple[str, list[str], str | None]:
+    """(distributed backend, each rank's device, a note or None): NCCL with GPU r for rank r when there is a GPU
+    per rank, else gloo with every rank on the CPU."""
+    if on_gpu and gpus >= world:
+        return "nccl", [f"cuda:{r}" for r in range(world)], None
+    note = None
+    if on_gpu:
+        note = f"gloo on the CPU: {world} ranks but {gpus} GPU(s); NCCL needs a GPU of its own for every rank"
+    return "gloo", ["cpu"] * world, note
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the run
+
+
+def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, str], *, out: str | os.PathLike[str],
+               backend: str, nsys: str | None, say: Callable[[str], None]) -> RecordedRun:
+    """Record the multi-process scenario ``spec`` (checked already: ``plan``, ``values``) and write its run
+    under ``out``; return the :class:`tracer.record.RecordedRun`. Raises :class:`RanksFailedError` (after
+    writing the run) when a rank failed or hung, ScenarioFailedError (writing nothing) when no rank saved a
+    trace or a correctness check failed."""
+    import torch
+
+    from tracer import rundir
+    from tracer.io import temp_dir_beside, writing
+    from tracer.record import RecordedRun, ScenarioFailedError, run_name
+    from tracer.record_command import finish_run
+
+    world = int(values["ranks"])
+    gpus = torch.cuda.device_count() if plan.on_gpu else 0
+    dist_backend, devices, note = rank_devices(world, plan.on_gpu, gpus)
+    if plan.on_gpu and dist_backend == "gloo":  # the ranks run on the CPU: its defaults, as the ranks take them
+        values = spec.resolve_params(params, on_gpu=False)
+        world = int(values["ranks"])
+    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    wanted = Path(out) / run_name(spec.name, values["variant"], f"{dist_backend}-{world}ranks", created.astimezone())
+    stages: dict[str, float] = {}
+    tmp = temp_dir_beside(wanted)
+    work = tmp / ".capture"
+    try:
+        with writing(wanted):
+            say(f"starting {world} ranks ({dist_backend})")
+            if nsys is None:
+                commands = [rank_command(spec.name, work, d, params, "torch") for d in devices]
+                outcomes, wall = launch(commands, devices, work, timeout_s=float(values["timeout"]))
+                details: dict[str, Any] = {"profiler": "torch.profiler", "bootstrap": "tracer.capture (windowed)"}
+            else:
+                outcomes, wall, details = _launch_under_nsys(nsys, spec.name, devices, params, tmp, work,
+                                                             float(values["timeout"]))
+            stages["workload"] = wall
+            results = _results(work, world)
+            traces = sorted(work.glob("rank*.json.gz"))
+            failed = [o for o in sorted(outcomes, key=lambda o: o.ended_s) if o.failed]
+            recorded = traces or (tmp / rundir.NSYS_REPORT).exists()
+            if not recorded or (not results and not failed):
+                raise ScenarioFailedError(f"scenario {spec.name}", "no rank saved a trace: "
+                                          + "; ".join(o.describe() for o in failed or outcomes))
+            bad = [f"rank {r}: {k}: {c['detail']}" for r, res in results.items() for k, c in res["checks"].items()
+                   if not c["ok"]]
+            if bad and not failed:
+                raise ScenarioFailedError(f"scenario {spec.name}", "correctness check failed: " + "; ".join(bad))
+            if traces:
+                (tmp / rundir.TRACES_DIR).mkdir()
+                for t in traces:
+                    os.replace(t, tmp / rundir.TRACES_DIR / t.name)
+            meta = _meta(spec, values, results, outcomes, work, devices, dist_backend, note, backend, details,
+                         created, wall)
+            meta.stages_s = stages
+            shutil.rmtree(work, ignore_errors=True)
+            say("parsing the traces")
+            final, derived = finish_run(tmp, wanted, meta)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if failed:
+        kept = sorted(int(p["rank"]) for p in meta.processes if p.get("files"))
+        raise RanksFailedError(
+            f"scenario {spec.name}",
+            "; ".join(o.describe() for o in failed)
+            + f". The run keeps the traces of rank(s) {', '.join(map(str, kept)) or 'none'}: {final}",
+        )
+    return RecordedRun(final, derived.meta, derived.summary, stages)
+
+
+def _results(work: Path, world: int) -> dict[int, dict[str, Any]]:
+    out = {}
+    for rank in range(world):
+        p = work / RESULT.format(rank=rank)
+        if p.exists():
+            out[rank] = orjson.loads(p.read_bytes())
+    return out
+
+
+def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]], outcomes: list[RankOutcome],
+          work: Path, devices: list[str], dist_backend: str, note: str | None, backend: str,
+          details: dict[str, Any], created: _dt.datetime, wall: float) -> RunMeta:
+    """meta.json of the job: the scenario's fields from the lowest rank that finished, the job's from all."""
+    from tracer import rundir
+    from tracer.record import _environment
+
+    first = results[min(results)] if results else {}
+    status = {int(s["rank"]): s for s in (orjson.loads(p.read_bytes()) for p in sorted(work.glob("*.capture.json")))
+              if s.get("rank") is not None}
+    processes = []
+    for o in outcomes:
+        # no status file: the rank was killed before it could write one, or (under nsys) recorded nothing itself
+        ended = "timeout" if o.timed_out else "torn down" if o.torn_down else "exit"
+        entry = dict(status.get(o.rank) or {"pid": o.pid, "rank": o.rank, "world_size": len(outcomes),
+                                            "ended": ended, "files": []})
+        entry.update(exit_code=o.exit_code, last_line=o.last_line, timed_out=o.timed_out, torn_down=o.torn_down,
+                     device=o.device)
+        processes.append(entry)
+    checks: dict[str, dict[str, Any]] = {}
+    for name, c in first.get("checks", {}).items():
+        on = [r for r, res in results.items() if name in res["checks"]]
+        ok = all(results[r]["checks"][name]["ok"] for r in on)
+        checks[name] = {"ok": ok, "detail": f"{c['detail']} (rank {min(results)}; held on rank(s) "
+                                             f"{', '.join(map(str, on))})" if ok else c["detail"]}
+    notes = [*first.get("notes", []), *([note] if note else [])]
+    failed = [o for o in outcomes if o.failed]
+    notes += [o.describe() for o in failed]
+    env = _environment()
+    exit_code = min(failed, key=lambda o: o.ended_s).exit_code if failed else 0
+    return rundir.RunMeta(
+        scenario=spec.name,
+        variant=values["variant"],
+        variants=first.get("variants", list(spec.variants)),
+        params=first.get("params", values),
+        mode="processes",
+        devices=devices,
+        lanes=[{"index": r, "label": f"rank{r}", "device": d, "rank": r} for r, d in enumerate(devices)],
+        gpu_names={k: v for res in results.values() for k, v in res.get("gpu_names", {}).items()},
+        torch_version=env["torch_version"],
+        cuda_version=env["cuda_version"],
+        wall_times_s={**first.get("times_s", {}), "job": round(wall, 6)},
+        unprofiled_times=[*first.get("unprofiled", []), "job"],
+        wall_time_samples_s=first.get("samples_s", {}),
+        profiled_window_s=first.get("profiled_window_s"),
+        intra_op_threads=first.get("intra_op_threads"),
+        checks=checks,
+        derived=first.get("derived", {}),
+        notes=notes,
+        phases=first.get("phases", []),
+        backend=backend,
+        backend_details={**details, "distributed_backend": dist_backend, "world_size": len(outcomes)},
+        created=created.isoformat().replace("+00:00", "Z"),
+        environment=env,
+        exit_code=exit_code,
+        processes=processes,
+        # under nsys one report holds every rank: no rank has a trace of its own to miss
+        missing_ranks=[] if backend == "nsys" else sorted(o.rank for o in outcomes
+                                                          if not (status.get(o.rank) or {}).get("files")),
+    )
+
+
+def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping[str, str], tmp: Path, work: Path,
+                       timeout_s: float) -> tuple[list[RankOutcome], float, dict[str, Any]]:
+    """``nsys profile`` of the launcher (``python -m tracer.record_ranks job``): one report of every rank, which
+    nsys follows as the launcher's children. UNTESTED on a GPU (no GPU where it was written)."""
+    from tracer import rundir
+    from tracer.record import export_nsys_sqlite, nsys_version
+    from tracer.record_command import NSYS_COMMAND_ARGS
+
+    job = [sys.executable, "-m", "tracer.record_ranks", "job", name, "--devices", ",".join(devices), "--out",
+           str(work), "--timeout", f"{timeout_s:g}"]
+    for k, v in params.items():
+        job += ["--param", f"{k}={v}"]
+    cmd = [nsys, *NSYS_COMMAND_ARGS, "-o", str(tmp / "report"), *job]
+    env = with_tracer_on_path(dict(os.environ))
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env)
+    wall = time.perf_counter() - t0
+    job_file = work / JOB
+    if not job_file.exists():
+        raise TracerError(f"scenario {name} under nsys", f"the launcher wrote no {JOB} (nsys exited with "
+                                                         f"{proc.returncode})")
+    outcomes = [RankOutcome(**o) for o in orjson.loads(job_file.read_bytes())]
+    report = tmp / rundir.NSYS_REPORT
+    if report.exists():
+        sqlite = tmp / rundir.NSYS_SQLITE
+        failed = export_nsys_sqlite(nsys, report, sqlite)
+        if failed:
+            raise TracerError(report.name, failed)
+        if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
+            from tracer.record import _gzip_file
+
+            _gzip_file(sqlite)
+    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_COMMAND_ARGS)}
+    return outcomes, wall, details
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the rank's and the launcher's entry points
+
+
+def rank_main(args: argparse.Namespace) -> int:
+    """One rank: run the scenario, its profiled window recorded (``--profiler torch``) or bounded by
+    cudaProfilerStart/Stop (``cuda-range``, under nsys); write its result. Exit 0 once the scenario ran to its
+    end (its checks are in the result), 2 for a scenario error; an exception propagates (exit 1, traceback)."""
+    from tracer.scenarios import ScenarioError, parse_param_args, run_scenario
+
+    out = Path(args.out)
+    profiler: Any = None
+    if args.profiler == "torch":
+        from tracer import capture
+
+        profiler = capture.start_windowed(out).recording
+    elif args.profiler == "cuda-range":
+        from tracer.scenarios.__main__ import cuda_profiler_range
+
+        profiler = cuda_profiler_range
+    try:
+        result = run_scenario(args.name, args.device, parse_param_args(args.param), profiler=profiler)
+    except ScenarioError as exc:
+        print(f"{args.name}: error: {exc}", file=sys.stderr)
+        return 2
+    from tracer.io import write_bytes_atomic
+
+    write_bytes_atomic(out / RESULT.format(rank=int(os.environ["RANK"])), orjson.dumps(result.to_dict()))
+    return 0
+
+
+def job_main(args: argparse.Namespace) -> int:
+    """The launcher on its own (what nsys runs): start the ranks, write every outcome to ``OUT/job.json``."""
+    from tracer.io import write_bytes_atomic
+
+    out = Path(args.out)
+    devices = args.devices.split(",")
+    params = dict(p.partition("=")[::2] for p in args.param)
+    commands = [rank_command(args.name, out, d, params, "cuda-range") for d in devices]
+    outcomes, _wall = launch(commands, devices, out, timeout_s=args.timeout)
+    write_bytes_atomic(out / JOB, orjson.dumps([asdict(o) for o in outcomes]))
+    return 1 if any(o.failed for o in outcomes) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tracer.record_ranks", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("rank", help="run one rank (its environment from the launcher)")
+    r.add_argument("name")
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--out", required=True)
+    r.add_argument("--profiler", choices=("torch", "cuda-range", "none"), default="torch")
+    r.add_argument("--param", "-p", action="append", default=[])
+    j = sub.add_parser("job", help="start every rank and wait (the launcher, as nsys runs it)")
+    j.add_argument("name")
+    j.add_argument("--devices", required=True, help="each rank's device: cpu,cpu or cuda:0,cuda:1")
+    j.add_argument("--out", required=True)
+    j.add_argument("--timeout", type=float, required=True)
+    j.add_argument("--param", "-p", action="append", default=[])
+    args = ap.parse_args(argv)
+    return rank_main(args) if args.cmd == "rank" else job_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
