@@ -35,7 +35,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
 VIEWPORT = {"width": 1600, "height": 1000}
 #: zoom windows as (centre, width) fractions of the run
@@ -246,10 +246,10 @@ def screenshot(run: Path, out: Path) -> None:
     """The timeline page of ``run`` with the mouse on a copy (its hover shows size and bandwidth)."""
     from playwright.sync_api import sync_playwright
 
-    from dashboard import ids
-    from dashboard.app import create_app
-    from dashboard.data import RunStore
-    from dashboard.model import CLASS_INDEX, N_CLASSES
+    from tracer.dashboard import ids
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
+    from tracer.dashboard.model import CLASS_INDEX, N_CLASSES
 
     store = RunStore([run], examples=False, runs_dir=None)
     key = store.initial_run
@@ -311,11 +311,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from playwright.sync_api import sync_playwright
 
-    from dashboard import ids
-    from dashboard.app import create_app
-    from dashboard.data import RunStore
-    from dashboard.figures import timeline_figure
-    from dashboard.pages.common import plot_width
+    from tracer.dashboard import ids
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
+    from tracer.dashboard.figures import timeline_figure
+    from tracer.dashboard.pages.common import plot_width
 
     args.dir.mkdir(parents=True, exist_ok=True)
     paths, prep = [], {}
@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         paths.append(p)
     store = RunStore(paths, examples=False, runs_dir=None)
-    from dashboard.model import prepare
+    from tracer.dashboard.model import prepare
     from tracer.parsers import load_trace
 
     # warm up imports and plotly's validators so the first size is not charged for them

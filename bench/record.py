@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scenarios import parse_param_args, prepare, run_scenario  # noqa: E402
 from tracer.record import record, torch_profiler_settings  # noqa: E402
+from tracer.scenarios import parse_param_args, prepare, run_scenario  # noqa: E402
 
 
 def unprofiled(name: str, device: str, params: dict[str, str]) -> dict[str, float]:

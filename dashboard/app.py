@@ -1,4 +1,4 @@
-"""The Dash app factory: ``create_app(paths)`` builds an app over a :class:`~dashboard.data.RunStore`.
+"""The Dash app factory: ``create_app(paths)`` builds an app over a :class:`~tracer.dashboard.data.RunStore`.
 
 Routing is a plain ``dcc.Location`` callback rather than ``dash.register_page``: Dash pages keep a global
 registry, and tests build many apps in one process. Pages: ``/runs`` (or ``/``), ``/timeline?run=KEY``,
@@ -15,10 +15,10 @@ from dash import Dash, Input, Output, State, dcc, html, no_update
 from flask import Flask, abort, request
 from werkzeug.exceptions import HTTPException
 
-from dashboard import ids
-from dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, quoted, request_limit_bytes
-from dashboard.pages import compare, runs, timeline
-from dashboard.pages.common import error_message, on_error
+from tracer.dashboard import ids
+from tracer.dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, quoted, request_limit_bytes
+from tracer.dashboard.pages import compare, runs, timeline
+from tracer.dashboard.pages.common import error_message, on_error
 from tracer.errors import TracerError
 
 ASSETS = Path(__file__).parent / "assets"

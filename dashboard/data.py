@@ -2,7 +2,7 @@
 
 A :class:`RunStore` finds runs (bundled examples, ``./runs``, paths given on the command line, uploads),
 parses them on demand through :func:`tracer.parsers.load_trace`, and keeps the parsed timelines and their
-drawing layout (:class:`dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The
+drawing layout (:class:`tracer.dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The
 browser only ever receives what a figure of the current window needs.
 """
 
@@ -24,8 +24,8 @@ from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
-from dashboard.model import TimelineView, prepare
 from tracer import rundir
+from tracer.dashboard.model import TimelineView, prepare
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.formats import GZIP_MAGIC, stem

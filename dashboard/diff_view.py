@@ -12,10 +12,10 @@ import plotly.graph_objects as go
 from dash import dcc, html
 from plotly.subplots import make_subplots
 
-from dashboard import ids
-from dashboard.figures import escape_label
-from dashboard.model import N_CLASSES, TimelineView
 from tracer.analysis.diff import ITEM_KINDS, TraceDiff, item_keys, ms_text, ratio_text, signed_ms_text
+from tracer.dashboard import ids
+from tracer.dashboard.figures import escape_label
+from tracer.dashboard.model import N_CLASSES, TimelineView
 
 # The diff's component ids live in dashboard/ids.py; these names are kept for the tests that use them.
 DIFF_SECTION = ids.DIFF_SECTION
@@ -176,7 +176,7 @@ def highlight_trace(
 ) -> tuple[go.Scatter | None, int, int]:
     """An outline around each interval of ``item`` in ``window`` (at most ``limit``), as one line trace of
     NaN-separated rectangles, with (intervals in the window, intervals outlined). Rows are the view's rows
-    (every lane shown, as in :func:`dashboard.figures.compare_figure`); ``limit`` defaults to
+    (every lane shown, as in :func:`tracer.dashboard.figures.compare_figure`); ``limit`` defaults to
     :data:`HIGHLIGHT_LIMIT`."""
     limit = HIGHLIGHT_LIMIT if limit is None else limit
     pos = in_window(view, item_mask(view, item), window)
@@ -201,7 +201,7 @@ def highlight_trace(
 
 def add_highlight(fig: go.Figure, views: list[TimelineView], window: tuple[int, int],
                   item: tuple[str, str] | None) -> go.Figure:
-    """``fig`` (a :func:`~dashboard.figures.compare_figure` of ``views``) with ``item``'s intervals outlined on
+    """``fig`` (a :func:`~tracer.dashboard.figures.compare_figure` of ``views``) with ``item``'s intervals outlined on
     each run; ``layout.meta["highlight"]`` says the item and, per run, how many are in the window and drawn."""
     if item is None:
         return fig

@@ -1,10 +1,10 @@
 """Plotly figures of a run, built by pure functions: usable from a notebook as well as by the app.
 
     from tracer.parsers import load_trace
-    from dashboard.figures import timeline_figure
+    from tracer.dashboard.figures import timeline_figure
     timeline_figure(load_trace("tests/data/copy_side_stream.json.gz")).show()
 
-Every interval set is drawn through :mod:`dashboard.lod`: for the visible window, intervals narrower than a
+Every interval set is drawn through :mod:`tracer.dashboard.lod`: for the visible window, intervals narrower than a
 pixel merge into busy blocks, and each colour is *one* SVG ``go.Scatter`` trace whose rectangles are
 NaN-separated closed paths filled ``toself``. That draws a million intervals in well under a second, where
 one bar or marker per interval (``px.timeline``, ``go.Bar``) takes tens of seconds. Hover text exists only
@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from dashboard.lod import Blocks, merge_blocks
-from dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
+from tracer.dashboard.lod import Blocks, merge_blocks
+from tracer.dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
 from tracer.layout import rank_prefix
 from tracer.timeline import Timeline
 

@@ -129,7 +129,7 @@ class TimelineView:
 
     def lane_busy(self, bins: int) -> tuple[list[str], np.ndarray]:
         """Per lane, the busy fraction of ``bins`` equal columns of the whole run (the minimap)."""
-        from dashboard.lod import busy_fraction
+        from tracer.dashboard.lod import busy_fraction
 
         key = ("lane_busy", bins)
         cache = self.__dict__.setdefault("_busy_cache", {})

@@ -2,12 +2,12 @@
 
 Each is a named function made of phases (an NVTX range and a ``record_function`` of the same name,
 ``<scenario>/<phase>``) that checks its own result and reports wall times per variant. They import only torch,
-nvtx and the standard library; ``tracer record`` runs them under a profiler. ``python -m scenarios list`` and
+nvtx and the standard library; ``tracer record`` runs them under a profiler. ``python -m tracer.scenarios list`` and
 ``tracer scenarios`` describe them; docs/scenarios.md explains what each one teaches.
 """
 
-from scenarios.registry import Param, Scenario, all_scenarios, get, parse_param_args, prepare, run_scenario
-from scenarios.runtime import (
+from tracer.scenarios.registry import Param, Scenario, all_scenarios, get, parse_param_args, prepare, run_scenario
+from tracer.scenarios.runtime import (
     Context,
     DeviceError,
     DevicePlan,

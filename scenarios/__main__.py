@@ -1,6 +1,6 @@
-"""``python -m scenarios``: list the scenarios, or run one without any profiler of tracer's own.
+"""``python -m tracer.scenarios``: list the scenarios, or run one without any profiler of tracer's own.
 
-``tracer record --backend nsys`` starts ``python -m scenarios run NAME --result FILE --cuda-profiler-range``
+``tracer record --backend nsys`` starts ``python -m tracer.scenarios run NAME --result FILE --cuda-profiler-range``
 under ``nsys profile --capture-range=cudaProfilerApi``: the scenario's profiled window then calls
 ``cudaProfilerStart``/``Stop`` so that Nsight Systems captures the same part that torch.profiler would.
 Standard library and torch only: this runs on machines where tracer's own dependencies may be missing.
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from scenarios.registry import all_scenarios, parse_param_args, run_scenario
-from scenarios.runtime import ScenarioError
+from tracer.scenarios.registry import all_scenarios, parse_param_args, run_scenario
+from tracer.scenarios.runtime import ScenarioError
 
 
 @contextlib.contextmanager
@@ -35,7 +35,7 @@ def cuda_profiler_range() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scenarios", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tracer.scenarios", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="the scenarios, their variants and parameters")
     r = sub.add_parser("run", help="run one scenario and print (or save) its result as JSON")

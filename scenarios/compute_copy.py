@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, Lane, part_longer_than_whole, rand, seeded
+from tracer.scenarios.registry import Param, Scenario, register
+from tracer.scenarios.runtime import Context, Lane, part_longer_than_whole, rand, seeded
 
 
 def products(lane: Lane, x: torch.Tensor, n: int) -> list[torch.Tensor]:

@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, ParamError, ScenarioError, seeded
+from tracer.scenarios.registry import Param, Scenario, register
+from tracer.scenarios.runtime import Context, ParamError, ScenarioError, seeded
 
 #: torchrun's environment, which a rank needs to join its job.
 RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, Handle, Lane, rand, seeded, speedup_beyond
+from tracer.scenarios.registry import Param, Scenario, register
+from tracer.scenarios.runtime import Context, Handle, Lane, rand, seeded, speedup_beyond
 
 
 @dataclass(frozen=True)

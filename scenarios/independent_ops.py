@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Context, Lane, rand, seeded, speedup_beyond
+from tracer.scenarios.registry import Param, Scenario, register
+from tracer.scenarios.runtime import Context, Lane, rand, seeded, speedup_beyond
 
 
 def chain(lane: Lane, a: torch.Tensor, w: torch.Tensor, depth: int) -> torch.Tensor:

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from scenarios.registry import Param, Scenario, register
-from scenarios.runtime import Check, Context, Handle, Lane, ParamError, seeded, speedup_beyond
+from tracer.scenarios.registry import Param, Scenario, register
+from tracer.scenarios.runtime import Check, Context, Handle, Lane, ParamError, seeded, speedup_beyond
 
 
 def init_params(gen: torch.Generator, inputs: int, hidden: int, classes: int) -> list[torch.Tensor]:

@@ -1,7 +1,7 @@
 """The scenario registry: names, one-line descriptions, parameters with CPU and GPU defaults, run functions.
 
 A scenario module defines its run function and registers it with :func:`register`; :func:`run_scenario` is the
-one way to run one (the recorder, ``python -m scenarios`` and the benchmark all go through it).
+one way to run one (the recorder, ``python -m tracer.scenarios`` and the benchmark all go through it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from scenarios.runtime import (
+from tracer.scenarios.runtime import (
     Context,
     DevicePlan,
     ParamError,
@@ -162,7 +162,7 @@ def register(scenario: Scenario) -> Scenario:
 
 def _load_all() -> None:
     # Importing the modules registers them; the order here is the order `tracer scenarios` lists them in.
-    from scenarios import (  # noqa: F401
+    from tracer.scenarios import (  # noqa: F401
         compute_copy,
         cpu_gpu_copy,
         ddp,

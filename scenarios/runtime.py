@@ -318,7 +318,7 @@ class Context:
         self.checks: dict[str, Check] = {}
         self.derived: dict[str, float] = {}
         self.notes: list[str] = []
-        #: the variants this run does (set by :func:`scenarios.registry.run_scenario` from the parameters)
+        #: the variants this run does (set by :func:`tracer.scenarios.registry.run_scenario` from the parameters)
         self.variants: list[str] = []
         self.phases: list[str] = []
         self.profiled_window_s: float | None = None

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (after the sys.path line)
+from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (after the sys.path line)
 
 #: The figure has drawn every trace it was given (same test as bench/dashboard.py's DRAWN_JS).
 DRAWN_JS = """sel => { const gd = document.querySelector(sel);
@@ -55,10 +55,10 @@ def screenshot(run: Path, out: Path, width: int = 1400) -> None:
     """The whole timeline page of ``run`` at ``width`` pixels into ``out`` (as tall as the page is)."""
     from playwright.sync_api import sync_playwright
 
-    from dashboard import ids
-    from dashboard.app import create_app
-    from dashboard.data import RunStore
     from tracer.cli.dashboard import make_server, server_url, stop_server
+    from tracer.dashboard import ids
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
 
     store = RunStore([run], examples=False, runs_dir=None)
     key = store.initial_run

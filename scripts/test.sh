@@ -17,6 +17,11 @@ pip_install() {  # quiet on success, the whole log on failure
   rm -f "$log"
 }
 pip_install torch==2.13.0
+# Until 0.1.0 the distribution was called `tracer` (a name another project holds on PyPI). An editable install of
+# it left in .venv would keep mapping the old top-level names dashboard and scenarios: remove it, once.
+if grep -qs '"editable": *true' .venv/lib/python*/site-packages/tracer-*.dist-info/direct_url.json; then
+  .venv/bin/pip uninstall -q -y tracer
+fi
 pip_install -e '.[test]'
 if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   echo "installing Debian's chromium for the browser tests ..."

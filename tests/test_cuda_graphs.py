@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.figures import launch_of
-from dashboard.model import prepare
 from tracer.analysis.ranges import range_launches, range_summary
+from tracer.dashboard.figures import launch_of
+from tracer.dashboard.model import prepare
 from tracer.parsers import load_trace
 
 TRACE = Path(__file__).parent / "data" / "external" / "TraceLens_vllm_decode_full_graph_execution.json.gz"

@@ -12,12 +12,12 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from dashboard import ids
-from dashboard.app import create_app, route, upload
-from dashboard.data import RunInfo, RunStore, device_text, params_text, speedup_of, speedups
-from dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
-from dashboard.model import CLASS_INDEX, depth_subs, prepare
-from dashboard.pages import common, compare, runs, timeline
+from tracer.dashboard import ids
+from tracer.dashboard.app import create_app, route, upload
+from tracer.dashboard.data import RunInfo, RunStore, device_text, params_text, speedup_of, speedups
+from tracer.dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
+from tracer.dashboard.model import CLASS_INDEX, depth_subs, prepare
+from tracer.dashboard.pages import common, compare, runs, timeline
 from tracer.discover import discover
 from tracer.errors import TracerError, UsageError
 from tracer.parsers import load_trace
@@ -164,7 +164,7 @@ def test_range_names_are_drawn_on_bars_wide_enough_for_them(side_view):
 
 
 def test_fit_label_cuts_names_to_the_bar():
-    from dashboard.figures import LABEL_CHAR_PX, MIN_LABEL_PX, fit_label
+    from tracer.dashboard.figures import LABEL_CHAR_PX, MIN_LABEL_PX, fit_label
 
     assert fit_label("multi-device/together", 400) == "multi-device/together"
     cut = fit_label("multi-device/together", 80)
@@ -173,7 +173,7 @@ def test_fit_label_cuts_names_to_the_bar():
 
 
 def test_overlap_band_is_hatched_and_unlike_the_copy_colours(side_view):
-    from dashboard.model import CLASSES
+    from tracer.dashboard.model import CLASSES
 
     colours = {c.key: c.color for c in CLASSES}
     band = next(t for t in timeline_figure(side_view).data if t.name == "Compute ∩ copy")

@@ -25,12 +25,12 @@ from typing import Any
 import dash
 import pytest
 
-from dashboard import ids
-from dashboard.app import create_app, upload
-from dashboard.data import RunStore, request_limit_bytes, upload_filename
-from dashboard.figures import compare_figure, minimap_figure, timeline_figure
-from dashboard.model import prepare
-from dashboard.pages import compare, timeline
+from tracer.dashboard import ids
+from tracer.dashboard.app import create_app, upload
+from tracer.dashboard.data import RunStore, request_limit_bytes, upload_filename
+from tracer.dashboard.figures import compare_figure, minimap_figure, timeline_figure
+from tracer.dashboard.model import prepare
+from tracer.dashboard.pages import compare, timeline
 from tracer.parsers import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -164,8 +164,8 @@ def hwm() -> int:
     raise RuntimeError("no VmHWM")
 
 
-from dashboard.app import upload
-from dashboard.data import RunStore
+from tracer.dashboard.app import upload
+from tracer.dashboard.data import RunStore
 
 contents = Path(sys.argv[1]).read_text()  # the data URL, as the request brings it
 store = RunStore([], examples=False, runs_dir=None, upload_dir=Path(sys.argv[2]))
@@ -522,7 +522,7 @@ def test_an_upload_parsed_again_after_eviction_writes_no_cache_beside_it(tmp_pat
 
 def test_the_upload_limit_is_shown_as_the_megabytes_the_flag_gave():
     # --max-upload-mb 200 was 200 MiB, shown everywhere as "210 MB"
-    from dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, _fmt_size
+    from tracer.dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, _fmt_size
 
     assert _fmt_size(DEFAULT_MAX_UPLOAD_BYTES) == "200 MB"
     assert f"{DEFAULT_MAX_UPLOAD_BYTES / 1e6:.0f}" == "200"  # the browser-side message's figure

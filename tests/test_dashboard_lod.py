@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from dashboard.lod import busy_fraction, merge_blocks, sort_order
-from dashboard.model import nesting_depth
+from tracer.dashboard.lod import busy_fraction, merge_blocks, sort_order
+from tracer.dashboard.model import nesting_depth
 
 
 def _merge(starts, ends, groups, t0, t1, ns_per_px, **kw):

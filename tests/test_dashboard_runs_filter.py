@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-import dashboard.data as data
-from dashboard import ids
-from dashboard.app import create_app
-from dashboard.data import RunStore
-from dashboard.pages import runs
+import tracer.dashboard.data as data
 from tests.conftest import DATA
 from tests.test_dashboard_hostile import DashClient
+from tracer.dashboard import ids
+from tracer.dashboard.app import create_app
+from tracer.dashboard.data import RunStore
+from tracer.dashboard.pages import runs
 
 SIDE = DATA / "copy_side_stream.json.gz"
 

@@ -8,10 +8,10 @@ import weakref
 from dataclasses import replace
 from pathlib import Path
 
-from dashboard.data import RunInfo, _summarize
-from dashboard.model import prepare
-from dashboard.pages import common, runs
 from tracer.analysis.summary import Summary, summarize
+from tracer.dashboard.data import RunInfo, _summarize
+from tracer.dashboard.model import prepare
+from tracer.dashboard.pages import common, runs
 from tracer.parsers import load_trace
 from tracer.record_main import plain_report
 from tracer.timeline import Timeline, concat

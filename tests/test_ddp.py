@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
 from tests.conftest import install_fake_nsys
 from tracer import record as rec
+from tracer import scenarios
 from tracer.cli import main
 from tracer.record_ranks import launch, rank_devices, rank_environment
 from tracer.rundir import read_meta
@@ -135,7 +135,7 @@ def test_a_rank_outside_a_job_is_refused_in_one_line() -> None:
     with pytest.raises(scenarios.ScenarioError, match="ddp runs one process per rank"):
         scenarios.run_scenario("ddp", "cpu", {})
     with pytest.raises(scenarios.ParamError, match="fail=x: write RANK"):
-        from scenarios.ddp import parse_fail
+        from tracer.scenarios.ddp import parse_fail
 
         parse_fail("x")
 

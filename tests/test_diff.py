@@ -346,9 +346,9 @@ def _find_id(component, wanted):
 
 def test_compare_page_shows_the_diff_under_the_timelines():
     pytest.importorskip("dash")
-    from dashboard import diff_view, ids
-    from dashboard.data import RunStore
-    from dashboard.pages import compare
+    from tracer.dashboard import diff_view, ids
+    from tracer.dashboard.data import RunStore
+    from tracer.dashboard.pages import compare
 
     store = RunStore([SIDE, NON_BLOCKING], examples=False, runs_dir=None)
     keys = [r.key for r in store.runs()]
@@ -369,8 +369,8 @@ def test_compare_page_shows_the_diff_under_the_timelines():
 
 def test_diff_figure_bars_are_the_largest_differences_and_escaped():
     pytest.importorskip("plotly")
-    from dashboard.diff_view import diff_figure
     from tracer.analysis.diff import ItemDiff, TraceDiff
+    from tracer.dashboard.diff_view import diff_figure
 
     items = [ItemDiff("kernel", f"k{i}", 1, 1 + i, 1000, 1000 + 10**6 * i, "increased") for i in range(1, 15)]
     items.append(ItemDiff("cpu_op", "<a href='x'>op</a>", 5, 0, 7, 0, "removed"))
@@ -392,9 +392,9 @@ def test_diff_figure_bars_are_the_largest_differences_and_escaped():
 
 def _compare_page():
     pytest.importorskip("dash")
-    from dashboard import ids
-    from dashboard.data import RunStore
-    from dashboard.pages import compare
+    from tracer.dashboard import ids
+    from tracer.dashboard.data import RunStore
+    from tracer.dashboard.pages import compare
 
     store = RunStore([SIDE, NON_BLOCKING], examples=False, runs_dir=None)
     keys = [r.key for r in store.runs()]
@@ -424,8 +424,8 @@ def _count_in_window(events, kind, name, window) -> int:
 
 
 def test_a_row_of_the_diff_table_outlines_its_kernels_in_both_timelines_and_a_second_click_clears():
-    from dashboard import ids
-    from dashboard.pages import compare
+    from tracer.dashboard import ids
+    from tracer.dashboard.pages import compare
 
     store, keys, state, rows = _compare_page()
     index = next(i for i, (kind, _) in enumerate(rows) if kind == "kernel")
@@ -458,8 +458,8 @@ def test_a_row_of_the_diff_table_outlines_its_kernels_in_both_timelines_and_a_se
 
 @pytest.mark.parametrize("index", [10**9, -1, "0", None, True, 1.5, {"a": 1}])
 def test_a_row_that_is_not_in_the_diff_table_is_a_message(index):
-    from dashboard import ids
-    from dashboard.pages import compare
+    from tracer.dashboard import ids
+    from tracer.dashboard.pages import compare
 
     store, keys, state, rows = _compare_page()
     out = compare.choose(store, state, {"type": ids.DIFF_ROW, "index": index}, rows, None)
@@ -476,8 +476,8 @@ def test_a_row_that_is_not_in_the_diff_table_is_a_message(index):
 
 
 def test_the_highlight_is_capped_and_says_so(monkeypatch):
-    from dashboard import diff_view, ids
-    from dashboard.pages import compare
+    from tracer.dashboard import diff_view, ids
+    from tracer.dashboard.pages import compare
 
     store, keys, state, rows = _compare_page()
     index = next(i for i, (kind, _) in enumerate(rows) if kind == "runtime")
@@ -491,8 +491,8 @@ def test_the_highlight_is_capped_and_says_so(monkeypatch):
 def test_a_click_posted_to_the_app_with_a_row_that_is_no_row_is_a_message_not_a_500(caplog):
     import logging
 
-    from dashboard import ids
-    from dashboard.app import create_app
+    from tracer.dashboard import ids
+    from tracer.dashboard.app import create_app
 
     store, keys, state, rows = _compare_page()
     app = create_app(store=store)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dashboard.figures import full_window, minimap_figure, timeline_figure
-from dashboard.model import prepare
+from tracer.dashboard.figures import full_window, minimap_figure, timeline_figure
+from tracer.dashboard.model import prepare
 from tracer.parsers import load_trace
 
 EXTERNAL = Path(__file__).parent / "data" / "external"

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashboard.figures import launch_of, minimap_figure, short_lane_label, timeline_figure
-from dashboard.model import CLASS_INDEX, N_CLASSES, prepare
+from tracer.dashboard.figures import launch_of, minimap_figure, short_lane_label, timeline_figure
+from tracer.dashboard.model import CLASS_INDEX, N_CLASSES, prepare
 from tracer.exporters import export_timeline
 from tracer.exporters._lanes import layout as export_layout
 from tracer.layout import lay_out

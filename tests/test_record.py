@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import scenarios
 from tests.conftest import install_fake_nsys, run_cli
 from tests.test_scenarios import MULTI_PROCESS, NAMES, SMALL
 from tracer import record as rec
+from tracer import scenarios
 from tracer.cli import main
 from tracer.errors import ToolMissingError, UsageError
 from tracer.rundir import RUN_SCHEMA_VERSION
@@ -212,7 +212,7 @@ def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
 
 
 def test_a_crashing_scenario_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from scenarios import multi_device
+    from tracer.scenarios import multi_device
 
     def boom(*args: object) -> None:
         raise RuntimeError("boom")
@@ -226,7 +226,7 @@ def test_a_crashing_scenario_leaves_nothing(tmp_path: Path, monkeypatch: pytest.
 def test_a_failed_check_is_one_line_and_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from scenarios import multi_device
+    from tracer.scenarios import multi_device
 
     real = multi_device.products
     calls: list[int] = []

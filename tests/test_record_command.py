@@ -131,7 +131,7 @@ def test_run_names_come_from_the_script() -> None:
 
 
 def test_the_runs_page_names_a_command_where_a_scenario_stands() -> None:
-    from dashboard.data import command_text, what_ran
+    from tracer.dashboard.data import command_text, what_ran
 
     meta = {"scenario": "", "command": ["/usr/bin/python3", "train.py", "--lr", "0.1"]}
     assert what_ran(meta) == command_text(meta) == "python3 train.py --lr 0.1"

@@ -10,10 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-import scenarios
 from tests.test_scenarios import SMALL
 from tracer import record as rec
-from tracer import rundir
+from tracer import rundir, scenarios
 from tracer.errors import TraceFormatError, UsageError
 from tracer.rundir import RunMeta, derive
 
@@ -153,7 +152,7 @@ def test_record_writes_the_record_then_derives_once_and_checks_the_scenario_once
 def test_the_dashboard_reads_created_and_no_other_date_key(tmp_path: Path) -> None:
     import os
 
-    from dashboard.data import RunInfo, run_date
+    from tracer.dashboard.data import RunInfo, run_date
 
     run = tmp_path / "r"
     run.mkdir()
@@ -165,7 +164,7 @@ def test_the_dashboard_reads_created_and_no_other_date_key(tmp_path: Path) -> No
 
 
 def test_the_dashboard_takes_speedups_from_speedup_or_derived_not_from_nested_dicts() -> None:
-    from dashboard.data import speedups
+    from tracer.dashboard.data import speedups
 
     meta = {"result": {"speedup": 9.0}, "derived": {"speedup (a / b)": 2.0, "ratio": 0.5}}
     assert speedups(meta) == speedups(RunMeta.from_dict(meta)) == [(2.0, "a / b")]

@@ -17,9 +17,9 @@ import time
 import pytest
 import torch
 
-import scenarios
-from scenarios import compute_copy, runtime
-from scenarios.runtime import (
+from tracer import scenarios
+from tracer.scenarios import compute_copy, runtime
+from tracer.scenarios.runtime import (
     NOISE,
     Context,
     DeviceError,
@@ -476,7 +476,7 @@ def test_mlp_batch_too_small_for_the_lanes() -> None:
 
 
 def test_a_wrong_result_fails_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    from scenarios import dependency_graph
+    from tracer.scenarios import dependency_graph
 
     real = dependency_graph.chain
     calls = {"n": 0}
@@ -501,9 +501,12 @@ def test_phases_work_without_nvtx(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_scenarios_import_nothing_from_tracer() -> None:
+    # tracer.scenarios lives in the tracer package (its parent's light __init__ is imported first), but it imports
+    # nothing else of tracer: the record path depends on the scenarios, never the reverse
     code = (
-        "import sys, scenarios; scenarios.all_scenarios(); "
-        "bad = [m for m in sys.modules if m == 'tracer' or m.startswith('tracer.')]; print(bad)"
+        "import sys; from tracer import scenarios; scenarios.all_scenarios(); "
+        "bad = [m for m in sys.modules if m.startswith('tracer.') and m != 'tracer.scenarios' "
+        "and not m.startswith('tracer.scenarios.')]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr
@@ -513,7 +516,7 @@ def test_python_m_scenarios_run_writes_the_result(tmp_path) -> None:
     result = tmp_path / "r.json"
     args = ["--param", "n=2", "--param", "size=32", "--param", "variant=side-stream"]
     proc = subprocess.run(
-        [sys.executable, "-m", "scenarios", "run", "compute-copy", "--device", "cpu", "--result", str(result),
+        [sys.executable, "-m", "tracer.scenarios", "run", "compute-copy", "--device", "cpu", "--result", str(result),
          "--cuda-profiler-range", "--progress", *args],
         capture_output=True, text=True, timeout=120,
     )
@@ -525,7 +528,7 @@ def test_python_m_scenarios_run_writes_the_result(tmp_path) -> None:
 
 
 def test_python_m_scenarios_bad_input_is_one_line() -> None:
-    proc = subprocess.run([sys.executable, "-m", "scenarios", "run", "nope"], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "tracer.scenarios", "run", "nope"], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1].startswith("scenarios: error: no scenario called 'nope'")

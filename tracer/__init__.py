@@ -10,6 +10,11 @@ from typing import Any
 
 __all__ = ["handler", "profile"]
 
+#: The one version source: pyproject.toml reads it (setuptools `dynamic`), and so do `tracer --version`, every
+#: export's provenance and meta.json. Read from here, not from the installed metadata, it is right in a source
+#: tree on PYTHONPATH too (the GPU machine runs tracer that way), where no metadata exists.
+__version__ = "0.1.0"
+
 
 def __getattr__(name: str) -> Any:
     if name in __all__:

@@ -100,7 +100,7 @@ def run_name(scenario: str, variant: str, mode: str, when: _dt.datetime) -> str:
 
 def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, Any, dict[str, Any], list[str]]:
     """Check the scenario, device and parameters before anything runs; scenario errors become tracer errors."""
-    from scenarios import DeviceError, ScenarioError, prepare
+    from tracer.scenarios import DeviceError, ScenarioError, prepare
 
     try:
         return prepare(scenario, device, params)
@@ -166,16 +166,12 @@ def quiet_kineto() -> Iterator[None]:
 
 
 def _environment() -> dict[str, Any]:
-    from importlib.metadata import PackageNotFoundError, version
-
     import torch
 
-    try:
-        tracer_version = version("tracer")
-    except PackageNotFoundError:  # a source tree that was never installed
-        tracer_version = "unknown"
+    from tracer import __version__
+
     return {
-        "tracer_version": tracer_version,
+        "tracer_version": __version__,
         "python_version": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
         "torch_version": torch.__version__,
@@ -262,7 +258,7 @@ def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_g
 
 
 def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime) -> RunMeta:
-    from scenarios.runtime import sanitize_derived
+    from tracer.scenarios.runtime import sanitize_derived
 
     env = _environment()
     notes = list(result.notes)
@@ -306,7 +302,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
                stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
     from torch.profiler import profile
 
-    from scenarios import run_scenario
+    from tracer.scenarios import run_scenario
 
     # (on_gpu from record()'s own check of the scenario: preparing it again here resolved the devices twice)
     settings = torch_profiler_settings(all_threads=not on_gpu)
@@ -345,7 +341,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
 
 def _run_scenario(run_scenario: Callable[..., Any], name: str, device: str, params: dict[str, str],
                   say: Callable[[str], None], profiler: Callable[[], Any]) -> Any:
-    from scenarios import ScenarioError
+    from tracer.scenarios import ScenarioError
 
     try:
         return run_scenario(name, device, params, on_phase=say, profiler=profiler)
@@ -367,16 +363,16 @@ def _run_scenario(run_scenario: Callable[..., Any], name: str, device: str, para
 
 def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Path, say: Callable[[str], None],
               stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
-    from scenarios import ScenarioResult
+    from tracer.scenarios import ScenarioResult
 
     result_file = tmp / "result.json"
-    child = [sys.executable, "-m", "scenarios", "run", name, "--device", device, "--result", str(result_file),
+    child = [sys.executable, "-m", "tracer.scenarios", "run", name, "--device", device, "--result", str(result_file),
              "--cuda-profiler-range", "--progress"]
     for k, v in params.items():
         child += ["--param", f"{k}={v}"]
     cmd = [nsys, *NSYS_PROFILE_ARGS, "-o", str(tmp / "report"), *child]
     env = dict(os.environ)
-    # the child must import the same `scenarios` package as this process
+    # the child must import the same tracer (and so tracer.scenarios) as this process: the folder above this one
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONUNBUFFERED"] = "1"

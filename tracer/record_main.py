@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--quiet", "-q", action="store_true")
     args = ap.parse_args(argv)
-    from scenarios import ScenarioError, parse_param_args
     from tracer.errors import UsageError
     from tracer.record import record
+    from tracer.scenarios import ScenarioError, parse_param_args
 
     def progress(msg: str) -> None:
         if not args.quiet:

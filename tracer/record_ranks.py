@@ -453,7 +453,7 @@ def rank_main(args: argparse.Namespace) -> int:
     """One rank: run the scenario, its profiled window recorded (``--profiler torch``) or bounded by
     cudaProfilerStart/Stop (``cuda-range``, under nsys); write its result. Exit 0 once the scenario ran to its
     end (its checks are in the result), 2 for a scenario error; an exception propagates (exit 1, traceback)."""
-    from scenarios import ScenarioError, parse_param_args, run_scenario
+    from tracer.scenarios import ScenarioError, parse_param_args, run_scenario
 
     out = Path(args.out)
     profiler: Any = None
@@ -462,7 +462,7 @@ def rank_main(args: argparse.Namespace) -> int:
 
         profiler = capture.start_windowed(out).recording
     elif args.profiler == "cuda-range":
-        from scenarios.__main__ import cuda_profiler_range
+        from tracer.scenarios.__main__ import cuda_profiler_range
 
         profiler = cuda_profiler_range
     try:

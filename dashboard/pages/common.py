@@ -9,7 +9,9 @@ from typing import Any, Literal
 import numpy as np
 from dash import dcc, html
 
-from dashboard.data import (
+from tracer.analysis.overlap import DeviceOverlap
+from tracer.analysis.summary import Summary
+from tracer.dashboard.data import (
     RunInfo,
     backend_text,
     command_text,
@@ -20,10 +22,8 @@ from dashboard.data import (
     speedups,
     variant_text,
 )
-from dashboard.figures import Window
-from dashboard.model import TimelineView
-from tracer.analysis.overlap import DeviceOverlap
-from tracer.analysis.summary import Summary
+from tracer.dashboard.figures import Window
+from tracer.dashboard.model import TimelineView
 from tracer.errors import TracerError, UsageError
 from tracer.timeline import device_title
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
-from dashboard import ids
-from dashboard.data import RunStore, quoted
-from dashboard.diff_view import add_highlight, highlight_text, item_of
-from dashboard.figures import clamp_span, compare_figure
-from dashboard.pages.common import (
+from tracer.dashboard import ids
+from tracer.dashboard.data import RunStore, quoted
+from tracer.dashboard.diff_view import add_highlight, highlight_text, item_of
+from tracer.dashboard.figures import clamp_span, compare_figure
+from tracer.dashboard.pages.common import (
     GRAPH_CONFIG,
     alert,
     device_cards,
@@ -77,8 +77,8 @@ def diff_part(views, labels: tuple[str, str]) -> tuple[Any, list[list[str]]]:
     """The diff of the two runs (first against second) under the timelines: where the time went, the largest
     differences as a table and as bars; with the ``[kind, name]`` of the table's rows (what a click chooses).
     A diff the analysis refuses is a message there, and the page stays."""
-    from dashboard.diff_view import diff_section, table_items
     from tracer.analysis.diff import diff_timelines
+    from tracer.dashboard.diff_view import diff_section, table_items
 
     try:
         d = diff_timelines(views[0].timeline, views[1].timeline)

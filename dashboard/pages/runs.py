@@ -7,8 +7,8 @@ from urllib.parse import urlencode
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
-from dashboard import ids
-from dashboard.data import (
+from tracer.dashboard import ids
+from tracer.dashboard.data import (
     RunInfo,
     RunStore,
     backend_text,
@@ -20,7 +20,7 @@ from dashboard.data import (
     variant_text,
     what_ran,
 )
-from dashboard.pages.common import SPEEDUP_SOURCE, alert, on_error, speedup_text
+from tracer.dashboard.pages.common import SPEEDUP_SOURCE, alert, on_error, speedup_text
 
 #: (column id, header, numeric?) in display order.
 COLUMNS: tuple[tuple[str, str, bool], ...] = (

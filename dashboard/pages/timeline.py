@@ -22,9 +22,9 @@ from typing import Any, Literal
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 
-from dashboard import ids
-from dashboard.data import RunStore
-from dashboard.figures import (
+from tracer.dashboard import ids
+from tracer.dashboard.data import RunStore
+from tracer.dashboard.figures import (
     Window,
     clamp_window,
     fmt_duration,
@@ -33,8 +33,8 @@ from dashboard.figures import (
     minimap_shapes,
     timeline_figure,
 )
-from dashboard.model import TimelineView
-from dashboard.pages.common import (
+from tracer.dashboard.model import TimelineView
+from tracer.dashboard.pages.common import (
     GRAPH_CONFIG,
     alert,
     device_cards,
@@ -227,7 +227,7 @@ def _update(
     click: Any,
     viewport: Any,
 ) -> tuple[Any, Any, Any, Any, Any]:
-    from dashboard.figures import launch_of
+    from tracer.dashboard.figures import launch_of
 
     key = run_of_state(state)
     view = store.view(key)

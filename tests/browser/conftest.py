@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from dashboard.headless import CHROMIUM, CHROMIUM_ARGS
+from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS
 
 if TYPE_CHECKING:  # (playwright is imported where a browser starts)
     from playwright.sync_api import Browser, Page
@@ -81,8 +81,8 @@ class Served:
 def served(tmp_path_factory) -> Iterator[Served]:
     """The app over the bundled examples and tests/data (runs_dir off: the tests must not see ./runs)."""
     _need_chromium()
-    from dashboard.app import create_app
-    from dashboard.data import RunStore
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
 
     store = RunStore([DATA], examples=True, runs_dir=None, upload_dir=tmp_path_factory.mktemp("uploads"))
     server = Served(create_app(store=store))

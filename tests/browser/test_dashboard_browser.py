@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 
-from dashboard import ids
-from dashboard.data import bundled_examples_dir
-from dashboard.figures import short_lane_label
-from dashboard.model import CLASS_INDEX, N_CLASSES
+from tracer.dashboard import ids
+from tracer.dashboard.data import bundled_examples_dir
+from tracer.dashboard.figures import short_lane_label
+from tracer.dashboard.model import CLASS_INDEX, N_CLASSES
 from tracer.discover import discover
 
 from .conftest import DATA
@@ -244,7 +244,7 @@ def test_no_event_is_lost_while_the_server_is_busy(page, served, monkeypatch):
     """The flake's cause, made certain with a slow server: Dash drops a callback's in-flight answer when one
     of its inputs changes again. dcc.Graph's resize after its first plot sends relayoutData {autosize: true};
     when that reached the page's callback while a click's answer was on its way, the launch never showed."""
-    from dashboard.pages import timeline
+    from tracer.dashboard.pages import timeline
 
     answer = timeline.update
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dashboard import ids
+from tracer.dashboard import ids
 
 from .conftest import DATA, Served, _need_chromium
 
@@ -20,8 +20,8 @@ def cpu_served(tmp_path_factory):
     """The app over one CPU-only run directory: the host side of a real trace (mlp_train_200, with nested ops
     on two threads), stored with a meta.json that says mode cpu-threads, as `tracer record --device cpu` does."""
     _need_chromium()
-    from dashboard.app import create_app
-    from dashboard.data import RunStore
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
     from tracer.parsers import load_trace
     from tracer.storage import write_timeline_parquet
     from tracer.timeline import Timeline

@@ -75,9 +75,9 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from tracer import __version__
 
-        print(f"tracer {version('tracer')}")
+        print(f"tracer {__version__}")
         raise typer.Exit(0)
 
 

@@ -62,7 +62,7 @@ def dashboard(
         if not p.exists():
             raise InputNotFoundError(p, "no such file or directory")
 
-    from dashboard.data import RunStore
+    from tracer.dashboard.data import RunStore
 
     store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000)
     atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
@@ -75,7 +75,7 @@ def dashboard(
 
 def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool) -> None:
     """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM."""
-    from dashboard.app import create_app
+    from tracer.dashboard.app import create_app
 
     first = store.initial_run
     if first is not None:
@@ -129,7 +129,7 @@ def make_server(
     port: int,
     *,
     verbose: bool = False,
-    max_upload_bytes: int = 200 * 1000 * 1000,  # dashboard.data.DEFAULT_MAX_UPLOAD_BYTES (not imported: Dash)
+    max_upload_bytes: int = 200 * 1000 * 1000,  # tracer.dashboard.data.DEFAULT_MAX_UPLOAD_BYTES (not imported: Dash)
     log_to: IO[str] | None = None,
 ) -> Any:
     """A waitress server for ``wsgi_app`` bound to ``host:port`` (0: any free port), not yet serving.
@@ -140,7 +140,7 @@ def make_server(
     """
     from waitress.server import create_server
 
-    from dashboard.data import request_limit_bytes
+    from tracer.dashboard.data import request_limit_bytes
 
     logger = logging.getLogger("waitress")
     if verbose:

@@ -135,8 +135,8 @@ def record(
         raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
     from rich.console import Console
 
-    from scenarios import ScenarioError, parse_param_args
     from tracer.record import record as do_record
+    from tracer.scenarios import ScenarioError, parse_param_args
 
     try:
         params = parse_param_args(param)
@@ -209,8 +209,8 @@ def scenarios(
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from scenarios import ScenarioError, all_scenarios, get
     from tracer.errors import UsageError
+    from tracer.scenarios import ScenarioError, all_scenarios, get
 
     try:
         chosen = [get(name)] if name else all_scenarios()

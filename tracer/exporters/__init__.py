@@ -92,13 +92,10 @@ EXPORTERS: dict[str, Exporter] = {
 
 
 def tracer_version() -> str:
-    """The installed tracer's version, for the provenance rows every export carries."""
-    from importlib.metadata import PackageNotFoundError, version
+    """tracer's version (``tracer.__version__``), for the provenance rows every export carries."""
+    from tracer import __version__
 
-    try:
-        return version("tracer")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
+    return __version__
 
 
 def format_for_path(path: str | os.PathLike[str]) -> Exporter:
