@@ -187,7 +187,10 @@ def highlight_trace(
     lo, hi = window
     x0 = np.maximum(view.start_ns[pos], lo - (hi - lo)) / 1e6  # far outside the window: clipped anyway
     x1 = np.minimum(view.end_ns[pos], hi + (hi - lo)) / 1e6
-    y = (view.group[pos] // N_CLASSES).astype(np.float64)
+    # rows as compare_figure draws them: every lane, a job's folded lanes left out
+    folded = np.array([r.folded for r in view.rows], dtype=bool)
+    y_of_row = np.cumsum(~folded) - 1
+    y = y_of_row[view.group[pos] // N_CLASSES].astype(np.float64)
     nan = np.full(pos.size, np.nan)
     xs = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
     ys = np.column_stack([y - 0.46, y - 0.46, y + 0.46, y + 0.46, y - 0.46, nan]).ravel()

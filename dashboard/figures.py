@@ -41,6 +41,8 @@ FONT = "Inter, system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 #: Classes drawn hatched: the overlap band, so that it never reads as one more copy colour.
 FILL_PATTERNS: dict[str, dict[str, Any]] = {
     "overlap": dict(shape="/", fgcolor="#000000", size=6, solidity=0.25),
+    # the compute ∩ comm band: hatched the other way, on the comm colour's pale tint
+    "comm_overlap": dict(shape="\\", fgcolor="#2B0F40", size=6, solidity=0.25),
 }
 
 Window = tuple[int, int]
@@ -103,8 +105,9 @@ class Drawn:
 
 
 def _shown_rows(view: TimelineView, lanes: list[str] | None) -> list[int]:
+    """The rows of ``lanes`` (None: every lane, folded ones left out), in display order."""
     if lanes is None:
-        return list(range(len(view.rows)))
+        return [i for i, r in enumerate(view.rows) if not r.folded]
     keep = set(lanes)
     return [i for i, r in enumerate(view.rows) if r.lane in keep]
 
@@ -140,6 +143,10 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
         ranks = sub["rank"].to_numpy()
         nbytes = sub["bytes"].to_numpy(dtype="float64", na_value=np.nan)
         corr = sub["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+        colls = sub["collective"].astype(str).to_numpy()
+        pgs = sub["pg"].astype(str).to_numpy()
+        seqs = sub["seq"].to_numpy(dtype="float64", na_value=np.nan)
+        group_sizes = sub["group_size"].to_numpy()
         starts = sub["start_ns"].to_numpy() - view.t0_ns
         durs = sub["end_ns"].to_numpy() - sub["start_ns"].to_numpy()
         for j, b in enumerate(np.flatnonzero(single).tolist()):
@@ -152,9 +159,12 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
                 escape_label(f"{what} · {where}"),
                 f"start {starts[j] / 1e6:.4f} ms · duration {fmt_duration(durs[j])}",
             ]
+            if colls[j]:
+                lines.append(escape_label(comm_text(colls[j], pgs[j], seqs[j], int(group_sizes[j]))))
             if not np.isnan(nbytes[j]):
                 rate = f" · {nbytes[j] / durs[j]:.1f} GB/s" if durs[j] > 0 else ""
-                lines.append(f"{fmt_bytes(nbytes[j])}{rate}")
+                size = "message " if colls[j] else ""
+                lines.append(f"{size}{fmt_bytes(nbytes[j])}{rate}")
             if not np.isnan(corr[j]):
                 lines.append(
                     f"correlation {int(corr[j])}" + (" · click: show its launch" if devs[j] >= 0 else "")
@@ -177,6 +187,17 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
             f"({100 * blocks.busy_ns[b] / span:.0f}%)"
         )
     return out
+
+
+def comm_text(collective: str, pg: str, seq: float, group_size: int = 0) -> str:
+    """What the hover says of a communication row: ``"allreduce · process group 0 · seq 12 · 8 ranks"``
+    (each part only where the trace says it)."""
+    parts = [collective, f"process group {pg}" if pg else "process group not named"]
+    if not np.isnan(seq):
+        parts.append(f"seq {int(seq)}")
+    if group_size > 0:
+        parts.append(f"{group_size} rank{'s' if group_size != 1 else ''}")
+    return " · ".join(parts)
 
 
 def _darker(color: str, f: float = 0.6) -> str:
@@ -220,7 +241,7 @@ def lane_traces(
         for k in np.unique(cls):
             m = cls == k
             c = CLASSES[int(k)]
-            half = BAR_HALF * (0.7 if c.key == "overlap" else 1.0)
+            half = BAR_HALF * (0.7 if c.key in FILL_PATTERNS else 1.0)
             nan = np.full(int(m.sum()), np.nan)
             xs = np.column_stack([x0[m], x1[m], x1[m], x0[m], x0[m], nan]).ravel() / 1e6
             ys = np.column_stack(
@@ -554,7 +575,7 @@ def short_lane_label(label: str, limit: int = 16) -> str:
     """A lane's label short enough for the overview strip: "GPU 0 · stream 7" → "GPU0 s7",
     "NVTX · thread 424 (python3)" → "NVTX t424", "GPU 0 · compute ∩ copy" → "GPU0 overlap",
     "rank 1 · GPU 0 · stream 7" → "r1 GPU0 s7"."""
-    s = label.replace(" · compute ∩ copy", " overlap")
+    s = label.replace(" · compute ∩ copy", " overlap").replace(" · compute ∩ comm", " comm∩")
     s = re.sub(r"^rank (\d+) · ", r"r\1 ", s)
     s = re.sub(r"GPU (\d+)", r"GPU\1", s)
     s = re.sub(r"stream (\d+)", r"s\1", s)

@@ -28,6 +28,12 @@ TL_STATE = "timeline-state"  # store: {"run": key, "window": [lo, hi], "highligh
 #: store: the window asked for: {"relayout": {...}} | {"range_ms": [a, b]} | {"whole": n_clicks}
 TL_WANT = "timeline-want"
 TL_CARDS = "timeline-cards"
+TL_RANKS = "timeline-ranks"  # checklist: the ranks shown (a job's timeline)
+TL_FOLD = "timeline-fold"  # checklist: the ranks folded into one lane each
+TL_RANK_CONTROLS = "timeline-rank-controls"
+TL_COLLECTIVES = "timeline-collectives"  # the collectives section (a job with communication)
+TL_COLL_TABLE = "timeline-collectives-table"  # DataTable: one row per collective instance; a click zooms
+TL_RANK_SKEW = "timeline-rank-skew"  # table: per rank, skew and clock bounds
 
 # compare page
 CMP_GRAPH = "compare-graph"

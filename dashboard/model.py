@@ -5,14 +5,18 @@ slices the arrays it built. The lanes — GPU streams and host threads of each r
 titles — are :func:`tracer.layout.lay_out`'s, the same as the exporters'. What is the dashboard's own, top to
 bottom:
 
-- per GPU: a band where its compute and copies overlap, then its streams' lanes, each with a ``kernels``
-  and a ``copies`` sub-row (copies and memsets), so that merged overview blocks never hide the copies
-  behind the kernels;
+- per GPU: a band where its compute and copies overlap, a band where its compute and its communication
+  (NCCL / RCCL kernels) overlap when it ran any, then its streams' lanes, each with a ``kernels`` and a
+  ``copies`` sub-row (copies and memsets), so that merged overview blocks never hide the copies behind the
+  kernels; communication kernels keep the kernels' sub-row in a colour of their own;
 - per host thread that did anything: a lane of its NVTX / ``record_function`` ranges (one sub-row per
   nesting level), and a lane with its framework ops (by nesting level) and its CUDA API calls (launches).
 
-In a timeline of several ranks every lane's label begins with its rank (``"rank 1 · GPU 0 · stream 7"``) and
-its key with ``"r1/"``; a one-rank timeline is laid out as it always was. Times are kept relative to the run's
+In a timeline of several ranks the lanes are grouped rank → device → stream (each rank's GPUs, then its host
+threads), every lane's label begins with its rank (``"rank 1 · GPU 0 · stream 7"``) and its key with ``"r1/"``;
+each rank also gets a *folded* lane (``"r1/fold"``, :attr:`Row.folded`), not shown by default, that stands for
+all of the rank's lanes when the page folds it: the union of its compute, comm, copies and host work, one
+sub-row each. A one-rank timeline is laid out as it always was. Times are kept relative to the run's
 first event (``t0_ns``), in int64 nanoseconds.
 """
 
@@ -24,6 +28,7 @@ from functools import cached_property
 import numpy as np
 
 from tracer.analysis import intervals as iv
+from tracer.analysis.comm import Collectives, DeviceComm, collectives, device_comm
 from tracer.analysis.overlap import DeviceOverlap, device_overlap, device_sets
 from tracer.layout import Lane, Layout, lay_out, nesting_depth
 from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
@@ -51,12 +56,16 @@ class DrawClass:
 #: DtoH copies beside it (orange was not); ranges are a pale sand so that the band's yellow stays its own.
 CLASSES: tuple[DrawClass, ...] = (
     DrawClass("kernel", "Kernel", "#0072B2"),
+    # communication: kernels (and host records) whose ``collective`` is set; a dark purple, far in lightness
+    # from the blue compute kernels and in hue from every copy colour
+    DrawClass("comm", "Communication (NCCL / collective)", "#5E2A84"),
     DrawClass("HtoD", "Copy HtoD", "#009E73"),
     DrawClass("DtoH", "Copy DtoH", "#D55E00"),
     DrawClass("DtoD", "Copy DtoD / PtoP", "#CC79A7"),
     DrawClass("copy_other", "Copy (other)", "#8C6D31"),
     DrawClass("memset", "Memset", "#999999"),
     DrawClass("overlap", "Compute ∩ copy", "#F0E442"),
+    DrawClass("comm_overlap", "Compute ∩ comm", "#C9B3E0"),
     DrawClass("range", "Range (NVTX / annotation)", "#E8DFB0"),
     DrawClass("cpu_op", "CPU op", "#9DB9D3"),
     DrawClass("runtime", "CUDA API call", "#56B4E9"),
@@ -79,6 +88,8 @@ class Row:
     label: str  # the y-axis text
     device: int  # GPU index, -1 for host rows
     rank: int = 0  # the rank the lane belongs to
+    #: a rank's folded lane: drawn only when the page folds that rank, in place of its other lanes
+    folded: bool = False
 
 
 @dataclass
@@ -97,6 +108,67 @@ class TimelineView:
     #: Row of ``timeline.events`` each interval came from (-1 for synthesised overlap intervals).
     src: np.ndarray
     devices: list[DeviceOverlap] = field(default_factory=list)
+    #: rank -> key of its folded lane (jobs only; empty for one rank)
+    fold_lanes: dict[int, str] = field(default_factory=dict)
+
+    @cached_property
+    def comm(self) -> list[DeviceComm]:
+        """Per GPU, compute beside communication (the ``comm`` analysis); [] without comm kernels."""
+        return device_comm(self.timeline.events)
+
+    @cached_property
+    def collectives(self) -> Collectives:
+        """Every collective instance matched across the ranks, and the per-rank skew (the ``collectives``
+        analysis); computed when a page first asks."""
+        return collectives(self.timeline.events)
+
+    def collective_window(self, i: int) -> tuple[int, int]:
+        """Collective instance ``i``'s window (ns since ``t0_ns``): its earliest start to the straggler's end,
+        with a quarter of that on each side."""
+        c = self.collectives.rows[i]
+        lo = c.start_ns - self.t0_ns
+        hi = lo + c.skew_ns + c.dur_ns
+        pad = max((hi - lo) // 4, 5_000)
+        return lo - pad, hi + pad
+
+    @cached_property
+    def ranks(self) -> list[int]:
+        """The ranks that have lanes, in order."""
+        return sorted({r.rank for r in self.rows})
+
+    @cached_property
+    def rank_lanes(self) -> dict[int, list[str]]:
+        """Per rank, its lane keys in display order (folded lanes left out)."""
+        out: dict[int, list[str]] = {}
+        for key, _ in self.lanes:
+            out.setdefault(self.rows[self._first_row[key]].rank, []).append(key)
+        return out
+
+    @cached_property
+    def _first_row(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i, r in enumerate(self.rows):
+            out.setdefault(r.lane, i)
+        return out
+
+    def shown_lanes(
+        self, lanes: list[str] | None = None, ranks: list[int] | None = None, folded: list[int] | None = None
+    ) -> list[str] | None:
+        """The lane keys to draw: those of ``lanes`` (None: all) on ``ranks`` (None: all), with each rank of
+        ``folded`` shown as its one folded lane. None when that is every lane unfolded (the fast path)."""
+        if ranks is None and not folded:
+            return lanes
+        keep = None if lanes is None else set(lanes)
+        fold = set(folded or ()) & set(self.fold_lanes)
+        out: list[str] = []
+        for rank in self.ranks:
+            if ranks is not None and rank not in ranks:
+                continue
+            if rank in fold:
+                out.append(self.fold_lanes[rank])
+                continue
+            out += [k for k in self.rank_lanes.get(rank, []) if keep is None or k in keep]
+        return out
 
     @cached_property
     def group_bounds(self) -> np.ndarray:
@@ -134,7 +206,8 @@ class TimelineView:
         key = ("lane_busy", bins)
         cache = self.__dict__.setdefault("_busy_cache", {})
         if key not in cache:
-            lane_of_row = np.array([self._lane_index[r.lane] for r in self.rows], dtype=np.int64)
+            # (folded lanes repeat their rank's work: not on the overview)
+            lane_of_row = np.array([self._lane_index.get(r.lane, -1) for r in self.rows], dtype=np.int64)
             lane_of = lane_of_row[self.group // N_CLASSES] if self.group.size else self.group
             z = np.zeros((len(self.lanes), bins))
             for i in range(len(self.lanes)):
@@ -158,6 +231,16 @@ def depth_subs(what: str, n: int, deeper: bool) -> list[str]:
     if n == 1 and not deeper:
         return [what]
     return [f"{what}, depth {i + 1}" + ("+" if deeper and i == n - 1 else "") for i in range(n)]
+
+
+#: The sub-rows of a rank's folded lane: (name, the colours it gathers, from GPU rows (True), host rows
+#: (False) or any (None)). Each colour is the union of that colour's intervals over the rank's lanes.
+FOLD_SUBS: tuple[tuple[str, tuple[str, ...], bool | None], ...] = (
+    ("GPU compute", ("kernel",), True),
+    ("communication", ("comm",), None),
+    ("GPU copies", ("HtoD", "DtoH", "DtoD", "copy_other", "memset"), True),
+    ("host", ("range", "cpu_op", "runtime"), False),
+)
 
 
 #: What a row is drawn as (``prepare``): a kernel, a copy or memset, a range, an op, a CUDA API call or sync.
@@ -201,12 +284,13 @@ def prepare(timeline: Timeline) -> TimelineView:
     lanes: list[tuple[str, str]] = []
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # (start, end, group, src)
 
-    def add_lane(key: str, label: str, subs: list[str], device_: int, rank: int) -> list[int]:
-        lanes.append((key, label))
+    def add_lane(key: str, label: str, subs: list[str], device_: int, rank: int, folded: bool = False) -> list[int]:
+        if not folded:  # (a folded lane is no lane of the filter or the overview: it repeats its rank's)
+            lanes.append((key, label))
         first = len(rows)
         for sub in subs:
             text = f"{label} · {sub}" if len(subs) > 1 else label
-            rows.append(Row(key, label, sub, text, device_, rank))
+            rows.append(Row(key, label, sub, text, device_, rank, folded))
         return list(range(first, len(rows)))
 
     def add(idx: np.ndarray, row: int | np.ndarray, cls: np.ndarray | int) -> None:
@@ -244,15 +328,7 @@ def prepare(timeline: Timeline) -> TimelineView:
     if layout.lanes:
         anchored = layout.lane_of_row[on_gpu | is_range | is_op | is_api]
         layout = layout.keep(np.bincount(anchored, minlength=len(layout.lanes)) > 0)
-    multi = layout.multi_rank
-    members = layout.members()
-    devices = device_overlap(ev)
-
-    by_device: dict[DeviceKey, list[Lane]] = {}
-    for lane in layout.lanes:
-        if lane.device_key is not None:
-            by_device.setdefault(lane.device_key, []).append(lane)
-    for gpu in _gpus(timeline, layout):
+    def _add_gpu(gpu: DeviceKey, gpu_lanes: list[Lane]) -> None:
         dev = gpu.device
         (band,) = add_lane(
             _lane_key(gpu.rank, multi, f"gpu{dev}/overlap"),
@@ -261,17 +337,20 @@ def prepare(timeline: Timeline) -> TimelineView:
             dev,
             gpu.rank,
         )
-        ov_s, ov_e = device_sets(ev, gpu)["overlap"]
-        if ov_s.size:
-            parts.append(
-                (
-                    ov_s - t0,
-                    ov_e - t0,
-                    np.full(ov_s.size, band * N_CLASSES + CLASS_INDEX["overlap"], dtype=np.int64),
-                    np.full(ov_s.size, -1, dtype=np.int64),
-                )
+        sets = device_sets(ev, gpu)
+        add_set(sets["overlap"], band, "overlap")
+        on_this = (device == dev) & (ev["rank"].to_numpy() == gpu.rank) & is_kernel & is_comm
+        if on_this.any():
+            (cband,) = add_lane(
+                _lane_key(gpu.rank, multi, f"gpu{dev}/comm_overlap"),
+                f"{device_title(gpu, multi)} · compute ∩ comm",
+                ["compute ∩ comm"],
+                dev,
+                gpu.rank,
             )
-        for lane in by_device.get(gpu, []):
+            comm_set = iv.union(ev["start_ns"].to_numpy()[on_this], ev["end_ns"].to_numpy()[on_this])
+            add_set(iv.intersect(sets["compute"], comm_set), cband, "comm_overlap")
+        for lane in gpu_lanes:
             mine = members[lane.index]
             w = what[mine]
             k = mine[w == _KERNEL]
@@ -280,14 +359,12 @@ def prepare(timeline: Timeline) -> TimelineView:
             key = _lane_key(lane.rank, multi, f"gpu{dev}/s{lane.stream}")
             lane_rows = add_lane(key, lane.title, subs, dev, lane.rank)
             if k.size:
-                add(k, lane_rows[0], CLASS_INDEX["kernel"])
+                add(k, lane_rows[0], kernel_cls[k])
             if c.size:
                 cls = np.where(is_memset[c], CLASS_INDEX["memset"], copy_cls[c])
                 add(c, lane_rows[-1], cls)
 
-    for lane in layout.lanes:
-        if lane.on_gpu:
-            continue
+    def _add_host(lane: Lane) -> None:
         p, t = lane.pid, lane.tid
         mine = members[lane.index]
         w = what[mine]
@@ -298,7 +375,7 @@ def prepare(timeline: Timeline) -> TimelineView:
             subs = depth_subs("ranges", int(depth.max()) + 1, bool(raw.max() > depth.max()))
             key = _lane_key(lane.rank, multi, f"ranges/{p}/{t}")
             lane_rows = add_lane(key, f"{lane.prefix}NVTX · {lane.name}", subs, -1, lane.rank)
-            add(r, np.asarray(lane_rows)[depth], CLASS_INDEX["range"])
+            add(r, np.asarray(lane_rows)[depth], range_cls[r])
         o = mine[w == _OP]
         a = mine[w == _API]
         if o.size or a.size:
@@ -311,9 +388,78 @@ def prepare(timeline: Timeline) -> TimelineView:
             key = _lane_key(lane.rank, multi, f"cpu/{p}/{t}")
             lane_rows = add_lane(key, f"{lane.prefix}CPU · {lane.name}", subs, -1, lane.rank)
             if o.size:
-                add(o, np.asarray(lane_rows)[depth], CLASS_INDEX["cpu_op"])
+                add(o, np.asarray(lane_rows)[depth], op_cls[o])
             if a.size:
                 add(a, lane_rows[-1], CLASS_INDEX["runtime"])
+
+    def _add_fold(rank: int, mine: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]) -> str:
+        """The rank's folded lane: per sub-row of :data:`FOLD_SUBS`, the union of each colour's intervals of
+        the rank's lanes (one sort of the rank's intervals; the unions are vectorised)."""
+        key = f"r{rank}/fold"
+        if not mine:
+            add_lane(key, f"rank {rank} · folded", ["nothing drawn"], -1, rank, folded=True)
+            return key
+        s_ = np.concatenate([m[0] for m in mine])
+        e_ = np.concatenate([m[1] for m in mine])
+        g_ = np.concatenate([m[2] for m in mine])
+        cls = g_ % N_CLASSES
+        on_gpu_row = np.array([r.device >= 0 for r in rows], dtype=bool)[g_ // N_CLASSES]
+        sub = np.full(s_.size, -1, dtype=np.int64)
+        for i, (_, classes, gpu_side) in enumerate(FOLD_SUBS):
+            m = np.isin(cls, [CLASS_INDEX[c] for c in classes])
+            if gpu_side is not None:
+                m &= on_gpu_row == gpu_side
+            sub[m & (sub < 0)] = i
+        keep = sub >= 0
+        s_, e_, cls, sub = s_[keep], e_[keep], cls[keep], sub[keep]
+        code = sub * N_CLASSES + cls
+        order = np.lexsort((s_, code))
+        s_, e_, code = s_[order], e_[order], code[order]
+        present = np.unique(code // N_CLASSES)
+        names = [FOLD_SUBS[int(i)][0] for i in present]
+        fold_rows = dict(zip(present.tolist(),
+                             add_lane(key, f"rank {rank} · folded", names, -1, rank, folded=True)))
+        bounds = np.flatnonzero(np.diff(code)) + 1
+        for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, code.size]):
+            u_s, u_e = iv.union(s_[lo:hi], e_[lo:hi])
+            c = int(code[lo])
+            parts.append((u_s, u_e, np.full(u_s.size, fold_rows[c // N_CLASSES] * N_CLASSES + c % N_CLASSES,
+                                             dtype=np.int64), np.full(u_s.size, -1, dtype=np.int64)))
+        return key
+
+    def add_set(ivs: iv.Intervals, row: int, cls_key: str) -> None:
+        s_, e_ = ivs
+        if s_.size:
+            parts.append((s_ - t0, e_ - t0, np.full(s_.size, row * N_CLASSES + CLASS_INDEX[cls_key], dtype=np.int64),
+                          np.full(s_.size, -1, dtype=np.int64)))
+
+    multi = layout.multi_rank
+    members = layout.members()
+    devices = device_overlap(ev)
+    is_comm = ev["collective"].cat.codes.to_numpy() > 0
+    # what is drawn as communication: comm kernels on their stream's kernels row, and the host records of a
+    # collective (gloo's ranges, record_param_comms ops) on their thread's rows
+    kernel_cls = np.where(is_comm, CLASS_INDEX["comm"], CLASS_INDEX["kernel"])
+    range_cls = np.where(is_comm, CLASS_INDEX["comm"], CLASS_INDEX["range"])
+    op_cls = np.where(is_comm, CLASS_INDEX["comm"], CLASS_INDEX["cpu_op"])
+
+    by_device: dict[DeviceKey, list[Lane]] = {}
+    for lane in layout.lanes:
+        if lane.device_key is not None:
+            by_device.setdefault(lane.device_key, []).append(lane)
+    gpus = _gpus(timeline, layout)
+    # rank → device → stream: each rank's GPUs (bands, then streams), then its host threads
+    all_ranks = sorted({g.rank for g in gpus} | {lane.rank for lane in layout.lanes})
+    fold_lanes: dict[int, str] = {}
+    for rank_ in all_ranks:
+        first_part = len(parts)
+        for gpu in (g for g in gpus if g.rank == rank_):
+            _add_gpu(gpu, by_device.get(gpu, []))
+        for lane in layout.lanes:
+            if lane.rank == rank_ and not lane.on_gpu:
+                _add_host(lane)
+        if multi:
+            fold_lanes[rank_] = _add_fold(rank_, parts[first_part:])
 
     if parts:
         s = np.concatenate([p_[0] for p_ in parts]).astype(np.int64)
@@ -324,4 +470,4 @@ def prepare(timeline: Timeline) -> TimelineView:
         s, e, g, src = s[order], e[order], g[order], src[order]
     else:
         s = e = g = src = np.empty(0, dtype=np.int64)
-    return TimelineView(timeline, t0, span, rows, lanes, s, e, g, src, devices)
+    return TimelineView(timeline, t0, span, rows, lanes, s, e, g, src, devices, fold_lanes)

@@ -9,6 +9,7 @@ from typing import Any, Literal
 import numpy as np
 from dash import dcc, html
 
+from tracer.analysis.comm import DeviceComm
 from tracer.analysis.overlap import DeviceOverlap
 from tracer.analysis.summary import Summary
 from tracer.dashboard.data import (
@@ -85,14 +86,34 @@ def device_cards(view: TimelineView) -> list[Any]:
         return host_cards(view)
     names = view.timeline.meta.gpu_names
     multi_rank = view.timeline.multi_rank
-    return [device_card(d, names.get(d.device, ""), multi_rank=multi_rank) for d in view.devices]
+    comm = {c.key: c for c in view.comm}
+    return [
+        device_card(d, names.get(d.device, ""), multi_rank=multi_rank, comm=comm.get(d.key)) for d in view.devices
+    ]
 
 
-def device_card(d: DeviceOverlap, gpu_name: str = "", *, multi_rank: bool = False) -> html.Div:
-    """One GPU's card: the summary's figures of it (``tracer summary``'s per-GPU row)."""
+def device_card(
+    d: DeviceOverlap, gpu_name: str = "", *, multi_rank: bool = False, comm: DeviceComm | None = None
+) -> html.Div:
+    """One GPU's card: the summary's figures of it (``tracer summary``'s per-GPU row), and with ``comm`` its
+    communication beside compute (the ``comm`` analysis' row)."""
     frac = d.copy_hidden_frac
     hidden = "–" if frac is None else f"{100 * frac:.0f}%"
-    unit, dec = card_format([d.compute_ns, d.copy_ns, d.overlap_ns, d.busy_ns])
+    values: list[float] = [d.compute_ns, d.copy_ns, d.overlap_ns, d.busy_ns]
+    if comm is not None:
+        values += [comm.comm_ns, comm.overlap_ns, comm.exposed_comm_ns]
+    unit, dec = card_format(values)
+    comm_stats: list[Any] = []
+    if comm is not None:
+        pct = comm.comm_hidden_pct
+        comm_stats = [
+            _stat("comm", fmt_in(comm.comm_ns, unit, dec), "c-comm", "union of the GPU's communication kernels"),
+            _stat("compute ∩ comm", fmt_in(comm.overlap_ns, unit, dec), "c-comm",
+                  "communication hidden behind compute"),
+            _stat("exposed comm", fmt_in(comm.exposed_comm_ns, unit, dec), "c-comm",
+                  "comm − compute ∩ comm: the GPU only communicated"),
+            _stat("of comm time hidden", "–" if pct is None else f"{pct:.0f}%", "c-comm", "overlap / comm"),
+        ]
     return html.Div(
         [
             html.Div(
@@ -116,8 +137,11 @@ def device_card(d: DeviceOverlap, gpu_name: str = "", *, multi_rank: bool = Fals
                 ],
                 className="stats",
             ),
+            *([html.Div(comm_stats, className="stats")] if comm_stats else []),
             html.Div(
-                f"{d.kernels:,} kernels · {d.memcpys:,} copies · {d.memsets:,} memsets",
+                f"{d.kernels:,} kernels"
+                + (f" ({comm.comm_kernels:,} communication)" if comm is not None else "")
+                + f" · {d.memcpys:,} copies · {d.memsets:,} memsets",
                 className="muted small",
             ),
         ],

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 
-from tracer.dashboard import ids
+from tracer.dashboard import collectives_view, ids
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import (
     Window,
@@ -62,6 +62,7 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     width = plot_width(viewport)
     window = full_window(view)
     lanes = [k for k, _ in view.lanes]
+    collectives = collectives_view.section(view) if view.multi_rank else None
     fig = timeline_figure(view, window, width_px=width, uirevision=key)
     minimap_config: dcc.Graph.Config = {
         **GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False
@@ -85,6 +86,7 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
                 ],
                 className="controls",
             ),
+            rank_controls(view),
             html.Div(status_text(fig), id=ids.TL_STATUS, className="status muted"),
             dcc.Graph(id=ids.TL_GRAPH, figure=fig, config=TIMELINE_CONFIG, className="timeline-graph"),
             html.Div(
@@ -94,11 +96,49 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
             ),
             dcc.Graph(id=ids.TL_MINIMAP, figure=minimap_figure(view, window), config=minimap_config),
             html.Div(launch_text(view, None), id=ids.TL_LAUNCH, className="launch muted"),
+            *([collectives] if collectives is not None else []),
             dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None}),
             dcc.Store(id=ids.TL_WANT, data=None),
         ],
         className="timeline-page",
     )
+
+
+def rank_controls(view: TimelineView) -> html.Div:
+    """A job's rank filter (the ranks shown) and fold boxes (each folded rank is drawn as one lane: the union
+    of its compute, comm, copies and host work). Present but hidden for one rank: the callback listens to
+    them."""
+    options = [{"label": f"rank {r}", "value": r} for r in view.ranks]
+    return html.Div(
+        [
+            html.Span("Ranks shown:", className="muted small"),
+            dcc.Checklist(id=ids.TL_RANKS, options=options, value=list(view.ranks), inline=True,
+                          className="rank-filter"),
+            html.Span("Fold into one lane:", className="muted small",
+                      title="A folded rank shows one lane: per sub-row, the union of its GPU compute, "
+                      "communication, copies and host work"),
+            dcc.Checklist(id=ids.TL_FOLD, options=options, value=[], inline=True, className="rank-fold"),
+        ],
+        id=ids.TL_RANK_CONTROLS,
+        className="controls rank-controls",
+        style=None if view.multi_rank else {"display": "none"},
+    )
+
+
+#: At most this many ranks in a request's rank filter (a job has at most a few thousand ranks).
+MAX_RANKS_ASKED = 100_000
+
+
+def ranks_from_request(value: Any, what: str = "ranks") -> list[int] | None:
+    """A rank checklist's value: None (not on the page) or rank numbers; :class:`UsageError` for anything
+    else, or for more than :data:`MAX_RANKS_ASKED` of them (the work done must stay bounded)."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_RANKS_ASKED or not all(
+        isinstance(r, int) and not isinstance(r, bool) for r in value
+    ):
+        raise UsageError(what, f"expected a list of at most {MAX_RANKS_ASKED:,} rank numbers")
+    return value
 
 
 def status_text(fig: Any) -> str:
@@ -201,15 +241,19 @@ def update(
     lanes: Any,
     click: Any,
     viewport: Any,
+    ranks: Any = None,
+    folded: Any = None,
 ) -> tuple[Any, Any, Any, Any, Any]:
     """The page's server callback, as a plain function: (figure, minimap patch, status, launch text, state).
 
-    A pure function of what is asked — the window (``want``, a ``TL_WANT`` value), the lanes and the last
-    click — not of which of them changed (see the module's docstring for why). Whatever a request sends, an
-    unknown run or a window that is no window is a message in the status line, never an HTTP 500.
+    A pure function of what is asked — the window (``want``, a ``TL_WANT`` value), the lanes, the ranks shown
+    and folded, and the last click — not of which of them changed (see the module's docstring for why).
+    Whatever a request sends, an unknown run or a window that is no window is a message in the status line,
+    never an HTTP 500.
     """
     try:
-        return _update(store, state, want, lanes_from_request(lanes), click, viewport)
+        return _update(store, state, want, lanes_from_request(lanes), click, viewport,
+                       ranks_from_request(ranks), ranks_from_request(folded, "folded ranks"))
     except TracerError as exc:
         return failed(error_message(exc))
 
@@ -226,13 +270,19 @@ def _update(
     lanes: list[str] | None,
     click: Any,
     viewport: Any,
+    ranks: list[int] | None = None,
+    folded: list[int] | None = None,
 ) -> tuple[Any, Any, Any, Any, Any]:
     from tracer.dashboard.figures import launch_of
 
     key = run_of_state(state)
     view = store.view(key)
     src = clicked_src(click)
-    if want is None and src is None and (lanes is None or lanes == [k for k, _ in view.lanes]):
+    if ranks is not None and set(ranks) >= set(view.ranks):
+        ranks = None  # every rank: the fast path
+    folded = [r for r in folded or () if r in view.fold_lanes]
+    if (want is None and src is None and (lanes is None or lanes == [k for k, _ in view.lanes])
+            and ranks is None and not folded):
         # Nothing asked yet: the page as its layout drew it. Dash calls this once when the page appears
         # (TL_WANT is another callback's output, so prevent_initial_call does not hold it back); a redraw
         # here would replace the figure just drawn, under the user's first click.
@@ -241,8 +291,9 @@ def _update(
     window = wanted_window(view, want, current)
     link = launch_of(view, src) if src is not None else None
     highlight = src if link else None
+    shown = view.shown_lanes(lanes, ranks, folded)
     fig = timeline_figure(
-        view, window, width_px=plot_width(viewport), lanes=lanes, highlight=highlight, uirevision=key
+        view, window, width_px=plot_width(viewport), lanes=shown, highlight=highlight, uirevision=key
     )
     # The minimap's heatmap never changes: send only the window's outline, and drop the selection box a
     # drag across it left (the outline now shows where the main chart is).
@@ -272,10 +323,38 @@ def register(app: Dash, store: RunStore) -> None:
         Input(ids.TL_WANT, "data"),
         Input(ids.TL_LANES, "value"),
         Input(ids.TL_GRAPH, "clickData"),
+        Input(ids.TL_RANKS, "value"),
+        Input(ids.TL_FOLD, "value"),
         State(ids.TL_STATE, "data"),
         State(ids.VIEWPORT, "data"),
         prevent_initial_call=True,
         on_error=on_error(failed),  # anything update() did not foresee: still a message, not a 500
     )
-    def _update(want, lanes, click, state, viewport):
-        return update(store, state, want, lanes, click, viewport)
+    def _update(want, lanes, click, ranks, folded, state, viewport):
+        return update(store, state, want, lanes, click, viewport, ranks, folded)
+
+    @app.callback(
+        Output(ids.TL_WANT, "data", allow_duplicate=True),
+        Output(ids.TL_STATUS, "children", allow_duplicate=True),
+        Input(ids.TL_COLL_TABLE, "active_cell"),
+        State(ids.TL_STATE, "data"),
+        prevent_initial_call=True,
+        on_error=on_error(lambda message: (no_update, alert(message))),
+    )
+    def _zoom_to_collective(cell, state):
+        return zoom_to_collective(store, state, cell)
+
+
+def zoom_to_collective(store: RunStore, state: Any, cell: Any) -> tuple[Any, Any]:
+    """(window request, status) for a click on a row of the collectives table: the timeline's window becomes
+    that collective's (found on the server from the row's id). A cell that names no collective is a message
+    in the status line."""
+    if cell is None:
+        return no_update, no_update
+    try:
+        view = store.view(run_of_state(state))
+        i = collectives_view.row_of_cell(cell, len(view.collectives.rows))
+    except TracerError as exc:
+        return no_update, alert(error_message(exc))
+    lo, hi = view.collective_window(i)
+    return {"range_ms": [lo / 1e6, hi / 1e6], "collective": i}, no_update
