@@ -425,6 +425,23 @@ def _summarize(timeline: Timeline) -> Any:
     return analyze(timeline, keep_timeline=False)
 
 
+def rank_count(info: RunInfo, summary: dict[str, Any] | None = None) -> int:
+    """How many ranks the run holds: a job's run directory's rank traces (``traces/``), else the ranks its
+    summary names (a job's timeline stored alone); 1 for a run of one process."""
+    if info.path.is_dir():
+        traces = rundir.find_rank_traces(info.path)
+        if traces:
+            return len(traces)
+    found: set[int] = set()
+    for part in ("lanes", "threads"):
+        rows = (summary or {}).get(part)
+        for row in rows if isinstance(rows, list) else ():
+            rank = row.get("rank") if isinstance(row, dict) else None
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                found.add(rank)
+    return max(len(found), 1)
+
+
 def run_date(info: RunInfo) -> str:
     """When the run was recorded (meta.json's ``created``), else when its file was last written:
     "2026-12-02 15:47"."""

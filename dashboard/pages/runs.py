@@ -15,6 +15,7 @@ from tracer.dashboard.data import (
     device_text,
     mode_short,
     params_text,
+    rank_count,
     run_date,
     speedups,
     variant_text,
@@ -69,7 +70,10 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
         "devices_title": how,
         "date": run_date(info),
         "error": info.error,
+        "ranks": rank_count(info, summary),
     }
+    if row["ranks"] > 1:  # a job: its rank count under the device, and in what the filter searches
+        row["devices_detail"] = " · ".join(x for x in (f"job of {row['ranks']} ranks", row["devices_detail"]) if x)
     devs = (summary or {}).get("devices") or {}
 
     def per_device(field: str) -> tuple[float | None, str]:
@@ -176,6 +180,9 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
                     ),
                     html.Span(r["origin"], className=f"badge badge-{r['origin']}"),
                 ]
+                if r.get("ranks", 1) > 1:
+                    content.append(html.Span(f"{r['ranks']} ranks", className="badge badge-ranks",
+                                             title="a job: one trace per rank, read as one timeline"))
                 if r.get("error"):
                     content.append(html.Div(r["error"], className="small error-text"))
             else:
