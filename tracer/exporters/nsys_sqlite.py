@@ -160,6 +160,34 @@ def _fit_ids(ev: pd.DataFrame, used: np.ndarray, notes: list[str]) -> tuple[np.n
     return pid, tid
 
 
+def _rank_pids(ev: pd.DataFrame, pid: np.ndarray, used: np.ndarray, notes: list[str]) -> dict[int, tuple[int, int]]:
+    """Give each rank of a job its own processes: a pid that several ranks use (ranks in containers, on other
+    hosts) is kept by the lowest rank and renumbered (in place, in ``pid``) to an unused id for the others —
+    nsys files GPU work under its process, so ranks sharing a pid and a GPU index would become one. Returns
+    export pid -> (rank, the trace's pid) for the processes of a job of several ranks; {} for one rank."""
+    rank = ev["rank"].to_numpy(np.int64)
+    if not rank.size or not bool((rank != rank[0]).any()):
+        return {}
+    pairs = sorted(set(zip(rank[used].tolist(), pid[used].tolist())))
+    owner: dict[int, int] = {}  # pid -> the rank that keeps it
+    for r, p_ in pairs:
+        owner.setdefault(p_, r)
+    taken = set(owner)
+    spare = (x for x in range(ID_LIMIT - 1, 0, -1) if x not in taken)
+    out: dict[int, tuple[int, int]] = {}
+    moved = []
+    for r, p_ in pairs:
+        new = p_ if owner[p_] == r else next(spare)
+        out[new] = (r, p_)
+        if new != p_:
+            pid[used & (rank == r) & (pid == p_)] = new
+            moved.append(f"rank {r} pid {p_}→{new}")
+    if moved:
+        notes.append(f"{len(moved)} process id(s) shared by several ranks were renumbered, so that each rank is its "
+                     "own process: " + ", ".join(moved[:5]))
+    return out
+
+
 def _owner_pids(ev: pd.DataFrame, pid: npt.NDArray[np.int64], gpu_rows: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
     """For GPU rows, the process that launched them: the pid of the API call that the timeline's launch join
     (:func:`tracer.timeline.launch_links`: same rank, process and correlation id) gives it.
@@ -186,6 +214,14 @@ def _owner_pids(ev: pd.DataFrame, pid: npt.NDArray[np.int64], gpu_rows: npt.NDAr
     return owner
 
 
+def _process_name(names: dict[int, str], pid: int, rank_of_pid: dict[int, tuple[int, int]]) -> str:
+    """A process's name in PROCESSES: the trace's, led by its rank in a job ("rank 1 · python3")."""
+    if pid not in rank_of_pid:
+        return names.get(pid, "")
+    rank, own = rank_of_pid[pid]
+    return f"rank {rank} · " + (names.get(own) or f"process {own}")
+
+
 def _executemany(con: sqlite3.Connection, table: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
     cols = ", ".join(f'"{c}"' for c in columns)
     marks = ", ".join("?" * len(columns))
@@ -208,6 +244,7 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
         np.isin(kind, list(GPU_WORK_KINDS)) & (ev["device"].to_numpy() >= 0)
     )
     pid, tid = _fit_ids(ev, packed, result.notes)
+    rank_of_pid = _rank_pids(ev, pid, packed, result.notes)
     strings = _Strings()
     total = len(ev)
     done = 0
@@ -368,13 +405,14 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
         create("PROCESSES")
         _executemany(
             con, "PROCESSES", ["globalPid", "pid", "name"],
-            [(int(global_ids(np.array([p]))[0]), p, meta.process_names.get(p, "")) for p in host_pids],
+            [(int(global_ids(np.array([p]))[0]), p, _process_name(meta.process_names, p, rank_of_pid))
+             for p in host_pids],
         )
         create("ThreadNames")
         threads = sorted(set(zip(pid[host].tolist(), tid[host].tolist())))
         named = []
         for p, t in threads:
-            name = meta.thread_names.get(f"{p}:{t}", "")
+            name = meta.thread_names.get(f"{rank_of_pid.get(p, (0, p))[1]}:{t}", "")
             if name:
                 named.append((strings.id(name), None, int(global_ids(np.array([p]), np.array([t]))[0])))
         _executemany(con, "ThreadNames", ["nameId", "priority", "globalTid"], named)
@@ -417,6 +455,9 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
             [
                 ("tracer_version", tracer_version()),
                 ("timeline_meta", orjson.dumps(meta.to_dict(), default=str).decode()),
+                # a job's processes: [pid here, rank, the trace's pid], read back by tracer.parsers.nsys
+                *([("process_ranks", orjson.dumps([[k, r, o] for k, (r, o) in sorted(rank_of_pid.items())]).decode())]
+                  if rank_of_pid else []),
             ],
         )
 

@@ -330,6 +330,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
                 "correlation": t["correlationId"].astype("Int64").to_numpy(),
                 "src_mem": mems["srcMem"],
                 "dst_mem": mems["dstMem"],
+                "from_tracer_events": True,  # (its own pid and rank: _restore_ranks leaves it)
             }
         )
 
@@ -350,11 +351,48 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
+    _restore_ranks(con, tables, [part for part in parts if part.get("from_tracer_events") is None])
+    for part in parts:
+        part.pop("from_tracer_events", None)
     meta.extra["skipped"] = dict(sorted(skipped.items())) or None
     if notes:
         meta.extra["notes"] = notes
     # NCCL kernels stay kernels; their collective is read from their names (nsys writes no collective args)
     return Timeline(validate(mark_by_name(_concat(parts)), source), meta)
+
+
+def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[str, object]]) -> None:
+    """In tracer's export of a job, each rank's processes: TRACER_META's ``process_ranks`` ([export pid, rank,
+    the trace's pid] each, :mod:`tracer.exporters.nsys_sqlite`) puts every row of ``parts`` back on its rank and
+    pid. A file without it (every nsys export) is left as it is; a damaged value is ignored."""
+    if "TRACER_META" not in tables:
+        return
+    got = con.execute("SELECT value FROM TRACER_META WHERE name = 'process_ranks'").fetchall()
+    if not got:
+        return
+    import orjson
+
+    try:
+        table = orjson.loads(_text(got[0][0]))
+        pids = np.array([int(x[0]) for x in table], dtype=np.int64)
+        ranks = np.array([int(x[1]) for x in table], dtype=np.int64)
+        own = np.array([int(x[2]) for x in table], dtype=np.int64)
+    except (ValueError, TypeError, IndexError, orjson.JSONDecodeError):
+        return
+    if not pids.size:
+        return
+    order = np.argsort(pids)
+    pids, ranks, own = pids[order], ranks[order], own[order]
+    for part in parts:
+        pid = np.asarray(part["pid"], dtype=np.int64)
+        at = np.clip(np.searchsorted(pids, pid), 0, pids.size - 1)
+        hit = pids[at] == pid
+        if hit.any():
+            rank = np.asarray(part["rank"], dtype=np.int64).copy()
+            rank[hit] = ranks[at[hit]]
+            new_pid = pid.copy()
+            new_pid[hit] = own[at[hit]]
+            part["rank"], part["pid"] = rank, new_pid
 
 
 def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], meta: TraceMeta) -> None:
