@@ -15,8 +15,8 @@ bottom:
 In a timeline of several ranks the lanes are grouped rank → device → stream (each rank's GPUs, then its host
 threads), every lane's label begins with its rank (``"rank 1 · GPU 0 · stream 7"``) and its key with ``"r1/"``;
 each rank also gets a *folded* lane (``"r1/fold"``, :attr:`Row.folded`), not shown by default, that stands for
-all of the rank's lanes when the page folds it: the union of its compute, comm, copies and host work, one
-sub-row each. A one-rank timeline is laid out as it always was. Times are kept relative to the run's
+all of the rank's lanes when the page folds it: the union of its GPU compute, communication and copies, one
+sub-row each (:data:`FOLD_SUBS`). A one-rank timeline is laid out as it always was. Times are kept relative to the run's
 first event (``t0_ns``), in int64 nanoseconds.
 """
 
@@ -233,12 +233,15 @@ def depth_subs(what: str, n: int, deeper: bool) -> list[str]:
     return [f"{what}, depth {i + 1}" + ("+" if deeper and i == n - 1 else "") for i in range(n)]
 
 
-#: The sub-rows of a rank's folded lane: (name, the colours it gathers, from GPU rows (True), host rows
-#: (False) or any (None)). Each colour is the union of that colour's intervals over the rank's lanes.
-FOLD_SUBS: tuple[tuple[str, tuple[str, ...], bool | None], ...] = (
+#: The sub-rows of a rank's folded lane: (name, the colours it gathers, from GPU rows (True) or host rows
+#: (False)). Each colour is the union of that colour's intervals over the rank's lanes. A rank with GPU work
+#: folds to its GPU sub-rows only (three rows a rank: a 64-rank job folded stays readable); a rank without
+#: (gloo on the CPU) to its host ones.
+FOLD_SUBS: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("GPU compute", ("kernel",), True),
-    ("communication", ("comm",), None),
+    ("GPU communication", ("comm",), True),
     ("GPU copies", ("HtoD", "DtoH", "DtoD", "copy_other", "memset"), True),
+    ("host communication", ("comm",), False),  # gloo's ranges, record_param_comms ops
     ("host", ("range", "cpu_op", "runtime"), False),
 )
 
@@ -407,10 +410,11 @@ def prepare(timeline: Timeline) -> TimelineView:
         sub = np.full(s_.size, -1, dtype=np.int64)
         for i, (_, classes, gpu_side) in enumerate(FOLD_SUBS):
             m = np.isin(cls, [CLASS_INDEX[c] for c in classes])
-            if gpu_side is not None:
-                m &= on_gpu_row == gpu_side
+            m &= on_gpu_row == gpu_side
             sub[m & (sub < 0)] = i
         keep = sub >= 0
+        if on_gpu_row.any():  # a rank with GPU work folds to its GPU rows: its host rows would only add height
+            keep &= np.isin(sub, [i for i, (_, _, gpu_side) in enumerate(FOLD_SUBS) if gpu_side])
         s_, e_, cls, sub = s_[keep], e_[keep], cls[keep], sub[keep]
         code = sub * N_CLASSES + cls
         order = np.lexsort((s_, code))

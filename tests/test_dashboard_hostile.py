@@ -221,7 +221,7 @@ def test_requests_naming_unknown_runs_leave_memory_flat_and_log_nothing(quiet_lo
 
     def hit(i: int) -> None:
         state = {"run": f"{i:08d}" + "x" * 100_000, "window": None, "highlight": None}
-        resp = client.post("timeline-graph", [{"whole": 1}, None, None, state, None])
+        resp = client.post("timeline-graph", [{"whole": 1}, None, None, None, None, state, None])
         assert resp.status_code == 200
         assert "no such run in this dashboard" in _status_text(resp, ids.TL_STATUS)
         assert len(resp.get_data()) < 2000  # the key is quoted, cut: not echoed back in full
@@ -330,7 +330,7 @@ def test_a_zoom_to_no_window_is_a_message_in_the_status_line(quiet_log, want, me
     store = _store(SIDE)
     client = DashClient(create_app(store=store))
     state = {"run": RUN, "window": None, "highlight": None}
-    resp = client.post("timeline-graph", [want, None, None, state, None])
+    resp = client.post("timeline-graph", [want, None, None, None, None, state, None])
     assert resp.status_code == 200
     assert message in _status_text(resp, ids.TL_STATUS)
     assert set(resp.get_json()["response"]) == {ids.TL_STATUS}  # the chart stays as it was
@@ -345,13 +345,69 @@ def test_a_forged_page_state_is_a_message_or_the_whole_run(quiet_log, state):
     store = _store(SIDE)
     client = DashClient(create_app(store=store))
     click = {"points": [{"customdata": 1e300}]}
-    resp = client.post("timeline-graph", [None, ["no-such-lane"], click, state, "x"])
+    resp = client.post("timeline-graph", [None, ["no-such-lane"], click, None, None, state, "x"])
     assert resp.status_code == 200
     out = resp.get_json()["response"]
     if isinstance(state, dict) and state.get("run") == RUN:  # a bad window: drawn whole, nothing to say
         assert out[ids.TL_STATE]["data"]["window"] == [0, store.view(RUN).span_ns]
     else:
         assert "names no run" in _status_text(resp, ids.TL_STATUS)
+
+
+@pytest.mark.parametrize(
+    "ranks, folded",
+    [("abc", None), ([True, 1], None), (None, [[0]]), (None, {"0": 1}), (list(range(200_001)), None),
+     (None, ["0"] * 200_001)],
+    ids=["text", "bool", "nested", "dict", "huge", "huge-folded"],
+)
+def test_a_bad_rank_filter_is_one_line_in_the_status(quiet_log, ranks, folded):
+    """The rank filter and the fold boxes (a job's timeline) take rank numbers only, and a bounded list."""
+    store = _store(SIDE)
+    client = DashClient(create_app(store=store))
+    state = {"run": RUN, "window": None, "highlight": None}
+    resp = client.post("timeline-graph", [{"whole": 1}, None, None, ranks, folded, state, None])
+    assert resp.status_code == 200
+    text = _status_text(resp, ids.TL_STATUS)
+    assert "rank numbers" in text and "\\n" not in text
+    assert set(resp.get_json()["response"]) == {ids.TL_STATUS}
+
+
+def test_ranks_a_run_does_not_have_draw_what_it_has(quiet_log):
+    store = _store(SIDE)
+    client = DashClient(create_app(store=store))
+    state = {"run": RUN, "window": None, "highlight": None}
+    resp = client.post("timeline-graph", [{"whole": 1}, None, None, [0, 5, 2**40], [-1, 9], state, None])
+    assert resp.status_code == 200
+    assert resp.get_json()["response"][ids.TL_GRAPH]["figure"]["layout"]["meta"]["rows"] == len(
+        [r for r in store.view(RUN).rows if not r.folded])
+
+
+@pytest.mark.parametrize(
+    "cell", [{"row_id": 0}, {"row_id": 1e300}, {"row_id": "x" * 100_000}, "abc", [1, 2]],
+    ids=["no-collectives", "huge", "long-text", "text", "list"],
+)
+def test_a_forged_collectives_table_click_is_a_message(quiet_log, cell):
+    """The collectives table's click names a row by id: the server looks the collective up itself, and a row
+    it does not have (here: a run without collectives) is one line, never a zoom anywhere."""
+    store = _store(SIDE)
+    client = DashClient(create_app(store=store))
+    key = next(k for k in client.app.callback_map if "timeline-want.data@" in k)
+    spec = client.app.callback_map[key]
+    body = {
+        "output": key.split("...")[0].lstrip("."), "outputs": [
+            {"id": ids.TL_WANT, "property": "data@" + key.split("data@")[1].split(".")[0]},
+            {"id": ids.TL_STATUS, "property": "children@" + key.split("children@")[1].split(".")[0]},
+        ],
+        "inputs": [{**spec["inputs"][0], "value": cell}],
+        "state": [{**spec["state"][0], "value": {"run": RUN, "window": None, "highlight": None}}],
+        "changedPropIds": [f"{ids.TL_COLL_TABLE}.active_cell"],
+    }
+    body["output"] = key
+    resp = client.client.post("/_dash-update-component", json=body)
+    assert resp.status_code == 200
+    out = resp.get_json()["response"]
+    assert ids.TL_WANT not in out
+    assert "no such collective" in json.dumps(out[ids.TL_STATUS]["children"])
 
 
 def test_a_huge_but_finite_zoom_is_clamped_to_the_run():
@@ -392,7 +448,7 @@ def test_compare_zooms_and_states_that_are_no_window(quiet_log, relayout, state,
 
 def test_a_request_dash_cannot_dispatch_is_a_400_in_one_line(quiet_log):
     client = DashClient(create_app(store=_store(SIDE)))
-    body = client.body("timeline-graph", [None, None, None, {"run": RUN}, None])
+    body = client.body("timeline-graph", [None, None, None, None, None, {"run": RUN}, None])
     body["output"] = "no-such-output.children"
     resp = client.client.post("/_dash-update-component", json=body)
     assert resp.status_code == 400

@@ -1,0 +1,68 @@
+"""A job's run in a real headless Chromium: the runs page says its rank count, the timeline opens with both
+ranks, the rank filter keeps one, and the collectives table is there — a click on a row zooms the chart to
+that collective."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tracer.dashboard import ids
+
+from .conftest import Served, _need_chromium
+from .test_dashboard_browser import GRAPH_JS, settle, window_ns
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (job_runs), as pytest has it for tests/
+from job_runs import HTA_RANKS, make_job_run  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def job_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    _need_chromium()
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
+
+    root = tmp_path_factory.mktemp("jobs")
+    make_job_run(root / "hta-job", HTA_RANKS)
+    store = RunStore([root], examples=False, runs_dir=None, upload_dir=tmp_path_factory.mktemp("uploads"))
+    server = Served(create_app(store=store))
+    yield server
+    server.close()
+
+
+def _labels(page) -> list[str]:
+    return page.evaluate(f"() => {GRAPH_JS}.layout.yaxis.ticktext")
+
+
+def test_a_job_filtered_to_one_rank_with_its_collectives_table(page, job_served) -> None:
+    page.goto(job_served.url + "/runs")
+    page.wait_for_selector("table.runs tbody tr[data-run='hta-job']")
+    assert "2 ranks" in page.inner_text("tr[data-run='hta-job']")
+    page.click("tr[data-run='hta-job'] a.run-link")
+    page.wait_for_url("**/timeline?run=hta-job")
+    settle(page)
+    labels = _labels(page)
+    assert any(x.startswith("rank 0 ·") for x in labels) and any(x.startswith("rank 1 ·") for x in labels)
+    assert "Communication (NCCL / collective)" in page.evaluate(f"() => {GRAPH_JS}.data.map(t => t.name)")
+
+    # the rank filter: untick rank 0
+    page.locator(f"#{ids.TL_RANKS} label", has_text="rank 0").click()
+    page.wait_for_function(f"() => {GRAPH_JS}.layout.yaxis.ticktext.every(t => t.startsWith('rank 1 ·'))")
+    settle(page)
+
+    # the collectives table: ten instances, a click on one zooms the chart to it
+    table = page.locator(f"#{ids.TL_COLL_TABLE}")
+    table.scroll_into_view_if_needed()
+    assert "Straggler" in table.inner_text()
+    rows = table.locator("tbody tr").filter(has=page.locator("td"))
+    assert rows.count() == 10
+    before = window_ns(page)
+    rows.nth(3).locator("td").first.click()
+    page.wait_for_function(f"w => {GRAPH_JS}.layout.meta.window_ns[0] !== w[0]", arg=before)
+    lo, hi = window_ns(page)
+    assert 0 < hi - lo < before[1] - before[0]
+    assert all(x.startswith("rank 1 ·") for x in _labels(page))  # the zoom kept the filter
+    assert not page.js_errors  # type: ignore[attr-defined]
