@@ -65,4 +65,4 @@ def test_a_job_filtered_to_one_rank_with_its_collectives_table(page, job_served)
     lo, hi = window_ns(page)
     assert 0 < hi - lo < before[1] - before[0]
     assert all(x.startswith("rank 1 ·") for x in _labels(page))  # the zoom kept the filter
-    assert not page.js_errors  # type: ignore[attr-defined]
+    assert not page.js_errors
