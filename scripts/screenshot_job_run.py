@@ -1,0 +1,106 @@
+"""Screenshot of a job's timeline page (one trace per rank): docs/images/job-run.png.
+
+    .venv/bin/python scripts/screenshot_job_run.py                  # HTA's two-rank NCCL sample as a job
+    .venv/bin/python scripts/screenshot_job_run.py --run runs/X     # an existing job run directory
+    .venv/bin/python scripts/screenshot_job_run.py --fold 0         # rank 0 folded into one lane
+
+Without --run, lays out tests/data/external/HTA_trace_filter_sampled_rank-{0,1}.json.gz as a job's run
+directory (``traces/``, derived as ``tracer record`` leaves it) in a temporary folder; serves the dashboard from
+a thread and photographs the whole page — rank filter, lanes grouped by rank, the collectives table — in Debian's
+headless Chromium, after a click on the collectives table's row ``--row`` (the chart zooms to that collective).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (after the sys.path line)
+
+DRAWN_JS = """sel => { const gd = document.querySelector(sel);
+  if (!gd || !gd._fullLayout || !gd.layout || !gd.layout.meta) return false;
+  const n = gd.querySelectorAll('.scatterlayer .trace').length;
+  return n === (gd.data || []).filter(t => t.type === undefined || t.type === 'scatter').length; }"""
+RANKS = [ROOT / "tests" / "data" / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
+
+
+def make_job(out: Path) -> Path:
+    """HTA's two rank traces as a job's run directory under ``out``."""
+    from tracer import rundir
+    from tracer.rundir import RunMeta
+
+    run = out / "hta-2-ranks"
+    (run / rundir.TRACES_DIR).mkdir(parents=True)
+    for rank, trace in enumerate(RANKS):
+        shutil.copy(trace, run / rundir.TRACES_DIR / f"rank{rank}.json.gz")
+    rundir.write_meta(run, RunMeta.from_dict({"command": ["torchrun", "--nproc-per-node", "2", "train.py"]}))
+    rundir.derive(run)
+    return run
+
+
+def screenshot(run: Path, out: Path, *, width: int = 1500, row: int | None = 3, fold: list[int] = ()) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from tracer.cli.dashboard import make_server, server_url, stop_server
+    from tracer.dashboard import ids
+    from tracer.dashboard.app import create_app
+    from tracer.dashboard.data import RunStore
+
+    store = RunStore([run], examples=False, runs_dir=None)
+    key = store.initial_run
+    server = make_server(create_app(store=store).server, "127.0.0.1", 0)
+    threading.Thread(target=server.run, daemon=True).start()
+    graph = f"#{ids.TL_GRAPH} .js-plotly-plot"
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": width, "height": 700}, device_scale_factor=1)
+            page.goto(f"{server_url(server)}timeline?run={key}")
+            page.wait_for_function(DRAWN_JS, arg=graph, polling="raf")
+            for rank in fold:
+                before = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.rows")
+                page.locator(f"#{ids.TL_FOLD} label", has_text=f"rank {rank}").click()
+                page.wait_for_function(
+                    f"n => document.querySelector('{graph}').layout.meta.rows !== n", arg=before)
+            if row is not None:
+                window = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.window_ns[1]")
+                page.locator(f"#{ids.TL_COLL_TABLE} tbody tr").filter(
+                    has=page.locator("td")).nth(row).locator("td").first.click()
+                page.wait_for_function(
+                    f"w => document.querySelector('{graph}').layout.meta.window_ns[1] !== w", arg=window)
+            page.wait_for_function(DRAWN_JS, arg=graph, polling="raf")
+            page.evaluate("() => window.scrollTo(0, 0)")  # (the click scrolled: the sticky bar would follow)
+            page.wait_for_timeout(400)  # the minimap's image paints a frame after it is attached
+            out.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(out), full_page=True)
+            browser.close()
+    finally:
+        stop_server(server)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--run", type=Path, help="a job's run directory (default: HTA's two-rank sample as one)")
+    ap.add_argument("-o", "--out", type=Path, default=ROOT / "docs" / "images" / "job-run.png")
+    ap.add_argument("--row", type=int, default=3, help="the collectives table's row to click (-1: none)")
+    ap.add_argument("--fold", type=int, action="append", default=[], help="a rank to fold (repeatable)")
+    args = ap.parse_args()
+    if not CHROMIUM.exists():
+        print(f"screenshot_job_run: {CHROMIUM} not found (apt-get install chromium)", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        run = args.run or make_job(Path(tmp))
+        screenshot(run, args.out, row=None if args.row < 0 else args.row, fold=args.fold)
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
