@@ -41,18 +41,18 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ranks", type=int, nargs="+", default=[2, 16, 64])
     args = ap.parse_args()
-    print("| ranks | events | rows (unfolded) | prepare s | figure s, all unfolded | blocks | rows, all but rank 0 folded "
+    print("| ranks | events | rows | prepare s | figure s | blocks | rows, all but rank 0 folded "
           "| figure s, folded | blocks |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.ranks:
         tl = job_of(n)
-        t_prep, view = best(lambda: prepare(tl), 1)
-        t_all, fig = best(lambda: timeline_figure(view, width_px=1200))
+        t_prep, view = best(lambda tl=tl: prepare(tl), 1)
+        t_all, fig = best(lambda view=view: timeline_figure(view, width_px=1200))
         folded = view.shown_lanes(None, None, list(range(1, n)))
-        t_fold, ffig = best(lambda: timeline_figure(view, width_px=1200, lanes=folded))
-        print(f"| {n} | {len(tl.events):,} | {fig.layout.meta['rows']:,} | {t_prep:.2f} | {t_all:.2f} | "
-              f"{fig.layout.meta['blocks']:,} | {ffig.layout.meta['rows']:,} | {t_fold:.2f} | {ffig.layout.meta['blocks']:,} |")
-
+        t_fold, ffig = best(lambda view=view, folded=folded: timeline_figure(view, width_px=1200, lanes=folded))
+        m, fm = fig.layout.meta, ffig.layout.meta
+        print(f"| {n} | {len(tl.events):,} | {m['rows']:,} | {t_prep:.2f} | {t_all:.2f} | {m['blocks']:,} | "
+              f"{fm['rows']:,} | {t_fold:.2f} | {fm['blocks']:,} |")
 
 if __name__ == "__main__":
     main()
