@@ -1,0 +1,239 @@
+"""A parsed job stored as a Parquet dataset partitioned by rank, beside its traces, so that a reload reads only
+what a view needs: the ranks it shows (one file each) and the columns it uses.
+
+Layout (hive-style, so DuckDB's and pyarrow's dataset readers see ``rank`` as a partition)::
+
+    .tracer-job-<8 hex>.parquet/       beside the traces (in their common folder); the hex names the file set
+        _job.json                      manifest: format version, the job's files, one entry per rank
+        rank=0/part-0.parquet          that rank's timeline (every column the Timeline has, its meta in the footer)
+        rank=1/part-0.parquet
+
+Each rank's entry holds the key its traces must still match (:func:`source_key`: size and SHA-256 of every
+byte, with the device / inode / ctime that spare the hash while nobody wrote, as the single-file cache does), and
+the timeline schema and Kineto parser versions. The dataset is written whole into a temporary folder and renamed
+into place; a job whose file set differs (a subset of the ranks) gets a dataset of its own (the hex in the
+name). The partition files are whole timelines, on the Unix clock already (aligned before writing), so the
+store does not depend on which columns the timeline schema has: it writes and reads whatever columns there are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tracer.timeline import SCHEMA_VERSION, Timeline
+
+#: Raise when the layout or the manifest changes meaning: an older dataset is then rebuilt, not misread.
+DATASET_VERSION = 1
+MANIFEST = "_job.json"
+PART = "part-0.parquet"
+
+
+def dataset_path(files: Sequence[Path]) -> Path:
+    """Where the dataset of the job made of ``files`` (the first file of each rank) lives: a hidden folder in
+    their common folder, named by a hash of their names (so that two file sets never share one)."""
+    resolved = sorted(str(Path(f).resolve()) for f in files)
+    parents = [str(Path(f).parent) for f in resolved]
+    home = Path(os.path.commonpath(parents)) if parents else Path(".")
+    names = "\n".join(os.path.relpath(f, home) for f in resolved)
+    tag = hashlib.sha256(names.encode()).hexdigest()[:8]
+    return home / f".tracer-job-{tag}.parquet"
+
+
+def partition_file(dataset: Path, rank: int) -> Path:
+    """The file holding ``rank``'s rows in ``dataset``."""
+    return dataset / f"rank={rank}" / PART
+
+
+def source_key(path: Path, *, digest: str | None = None) -> dict[str, Any]:
+    """What a trace must still match for its partition to be served: size, SHA-256 of its bytes, and its
+    device / inode / ctime / size (equal only while nobody has written to it). ``digest``: the hash when the
+    caller already has it."""
+    from tracer.parsers import _file_digest, _stat_key
+
+    stat = _stat_key(path)  # (before the hash: a write during it must not go unseen)
+    return {"size": stat[3], "sha256": digest or _file_digest(path), "stat": stat}
+
+
+def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
+    """Whether ``path`` is the trace ``stored`` describes: no hash while its stat is as stored (no write since),
+    else the content hash decides (a copy, a touch, an edit)."""
+    from tracer.parsers import _file_digest, _stat_key
+
+    try:
+        stat = _stat_key(path)
+    except OSError:
+        return False
+    if stat[3] != stored.get("size"):
+        return False
+    if stat == stored.get("stat"):
+        return True
+    try:
+        return _file_digest(path) == stored.get("sha256")
+    except Exception:  # noqa: BLE001 - unreadable now: not a match; the parse will say why
+        return False
+
+
+@dataclass(frozen=True)
+class RankEntry:
+    """One rank of a stored job: its files, where its rank came from, and their keys."""
+
+    rank: int
+    rank_from: str
+    sources: tuple[str, ...]  # absolute paths of the rank's files (a process's parts, in order)
+    keys: tuple[dict[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "rank_from": self.rank_from, "sources": list(self.sources),
+                "keys": list(self.keys)}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The dataset's ``_job.json``: its job's files and one entry per rank."""
+
+    files: tuple[str, ...]  # every file of the job, as given, resolved and sorted
+    entries: tuple[RankEntry, ...]
+
+    def entry(self, rank: int) -> RankEntry | None:
+        return next((e for e in self.entries if e.rank == rank), None)
+
+
+def _versions() -> dict[str, int]:
+    from tracer.parsers import KINETO_PARSER_VERSION
+
+    return {"dataset_version": DATASET_VERSION, "schema_version": SCHEMA_VERSION,
+            "parser_version": KINETO_PARSER_VERSION}
+
+
+def read_manifest(dataset: Path) -> Manifest | None:
+    """The manifest of ``dataset``; None where there is none, it is damaged or of another version."""
+    try:
+        doc = orjson.loads((dataset / MANIFEST).read_bytes())
+        if any(doc.get(k) != v for k, v in _versions().items()):
+            return None
+        entries = tuple(
+            RankEntry(int(e["rank"]), str(e["rank_from"]), tuple(e["sources"]), tuple(e["keys"]))
+            for e in doc["ranks"]
+        )
+        return Manifest(tuple(doc["files"]), entries)
+    except Exception:  # noqa: BLE001 - a missing or damaged cache is never worth an error: parse afresh
+        return None
+
+
+def job_files(paths: Sequence[Path]) -> tuple[str, ...]:
+    """A job's files as a manifest records them (resolved, sorted)."""
+    return tuple(sorted(str(Path(p).resolve()) for p in paths))
+
+
+def valid_entries(dataset: Path, paths: Sequence[Path], ranks: Sequence[int] | None) -> list[RankEntry] | None:
+    """The entries of ``dataset`` to read for the job ``paths`` (the ``ranks`` asked, or all), when the dataset
+    is this job's and every trace of those ranks is unchanged; None when it must be parsed afresh. Traces of
+    ranks not asked for are not looked at."""
+    manifest = read_manifest(dataset)
+    if manifest is None or manifest.files != job_files(paths):
+        return None
+    if ranks is None:
+        wanted = list(manifest.entries)
+    else:
+        found = [manifest.entry(r) for r in ranks]
+        if any(e is None for e in found):
+            return None  # (a rank the job has not got: the parse says so)
+        wanted = [e for e in found if e is not None]
+    for e in wanted:
+        if not partition_file(dataset, e.rank).is_file():
+            return None
+        if not all(_still_matches(Path(s), k) for s, k in zip(e.sources, e.keys)):
+            return None
+    return wanted
+
+
+def read_ranks(dataset: Path, entries: Sequence[RankEntry]) -> list[Timeline]:
+    """The stored timelines of ``entries``' ranks (each as parsed and aligned), reading only their files."""
+    from tracer.storage import read_timeline_parquet
+
+    out = []
+    for e in entries:
+        t = read_timeline_parquet(partition_file(dataset, e.rank))
+        t.meta.extra.pop("stored_as", None)
+        t.meta.extra.pop("job_rank", None)
+        out.append(t)
+    return out
+
+
+def read_columns(dataset: Path, columns: Sequence[str], ranks: Sequence[int] | None = None) -> Any:
+    """Some ``columns`` of a stored job as one pandas DataFrame with ``rank``, reading only the files of
+    ``ranks`` (default all) and only those columns from each (Parquet is columnar: the others are not read)."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    manifest = read_manifest(dataset)
+    if manifest is None:
+        raise FileNotFoundError(dataset / MANIFEST)
+    wanted = [e.rank for e in manifest.entries] if ranks is None else list(ranks)
+    cols = [c for c in columns if c != "rank"]
+    frames = []
+    for r in wanted:
+        with pq.ParquetFile(partition_file(dataset, r)) as f:
+            df = f.read(columns=cols).to_pandas()
+        df.insert(0, "rank", pd.Series(r, index=df.index, dtype="int16"))
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_dataset(dataset: Path, paths: Sequence[Path], entries: Sequence[RankEntry],
+                  timelines: Sequence[Timeline]) -> bool:
+    """Store the job (``timelines[i]`` is ``entries[i]``'s rank, aligned) as ``dataset``, replacing any older
+    one: written whole in a temporary folder beside it, then renamed. False (and nothing left) where it cannot
+    be written, for any reason: a cache is never worth failing a job that was read."""
+    from tracer.io import temp_dir_beside
+    from tracer.storage import write_timeline_parquet
+
+    if not os.access(dataset.parent, os.W_OK):
+        return False  # a read-only folder (a shared data set) just means no cache
+    tmp: Path | None = None
+    try:
+        tmp = temp_dir_beside(dataset)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o777 & ~mask)  # (mkdtemp makes it private; the traces' readers may read their cache)
+        for e, t in zip(entries, timelines):
+            part = partition_file(tmp, e.rank)
+            part.parent.mkdir()
+            write_timeline_parquet(t, part, extra_meta={"job_rank": e.rank})
+        doc = {**_versions(), "files": list(job_files(paths)), "ranks": [e.to_dict() for e in entries]}
+        (tmp / MANIFEST).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
+        _replace_dir(tmp, dataset)
+    except Exception:  # noqa: BLE001 - see the docstring
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    return True
+
+
+def _replace_dir(tmp: Path, dest: Path) -> None:
+    """Rename the finished folder ``tmp`` to ``dest``; an older ``dest`` is moved aside first and removed after
+    (a folder cannot be renamed over a non-empty one). A reader in between finds no dataset and parses."""
+    old: Path | None = None
+    if dest.exists():
+        old = dest.with_name(f"{dest.name}.old-{os.getpid()}")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(dest, old)
+    try:
+        os.replace(tmp, dest)
+    except OSError:
+        if old is not None:  # (another writer got there first: theirs stays)
+            with contextlib.suppress(OSError):
+                os.replace(old, dest)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
