@@ -132,11 +132,15 @@ def load_job(
         timelines = [_load_group(g, load) for g in groups]
         return _assemble(given, [g[0] for g in groups], timelines, ranks)
 
-    from tracer import jobstore
+    from tracer import jobstore, parallel
 
+    chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
     dataset = jobstore.dataset_path([g[0] for g in groups]) if cache and len(groups) > 1 else None
     if dataset is not None:
-        entries = jobstore.valid_entries(dataset, given, ranks)
+        stored_ranks = jobstore.stored_ranks(dataset, given)
+        if stored_ranks is not None and ranks is not None:  # (an unknown rank: said without parsing anything)
+            _check_ranks_exist(given, [RankTrace(Path(""), r, "") for r in stored_ranks], ranks)
+        entries = jobstore.valid_entries(dataset, given, ranks) if stored_ranks is not None else None
         if entries is not None:
             stored = jobstore.read_ranks(dataset, entries)
             as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
@@ -145,7 +149,7 @@ def load_job(
             job.meta.extra["stored_as"] = str(dataset)
             return job
 
-    parsed = _parse(groups, scheduler=scheduler, with_keys=dataset is not None, on_rank=on_rank)
+    parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, on_rank=on_rank)
     bad = [p for p in parsed if p.error is not None]
     if bad and not skip_bad_ranks:
         bad[0].raise_error()
@@ -184,7 +188,7 @@ def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Time
     return parts[0] if len(parts) == 1 else concat(parts)
 
 
-def _parse(groups: Sequence[Sequence[Path]], *, scheduler: str | None, with_keys: bool,
+def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
            on_rank: Callable[[RankDone], None] | None) -> list[Any]:
     """Each group parsed: in this process for one group, else on Dask."""
     from tracer import parallel
@@ -198,7 +202,7 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: str | None, with_keys
             error = f"{p.error[1]}: {p.error[2]}" if p.error else ""
             on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
 
-    chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused for any job)
+    chosen: parallel.Scheduler = scheduler
     if len(groups) == 1 or (chosen.origin == "default" and _total_bytes(groups) < PARALLEL_MIN_BYTES):
         results = []
         for i, g in enumerate(groups):

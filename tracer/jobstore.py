@@ -134,6 +134,15 @@ def job_files(paths: Sequence[Path]) -> tuple[str, ...]:
     return tuple(sorted(str(Path(p).resolve()) for p in paths))
 
 
+def stored_ranks(dataset: Path, paths: Sequence[Path]) -> list[int] | None:
+    """The ranks ``dataset`` holds, when it is the dataset of the job ``paths`` (whether or not its traces have
+    changed since); None otherwise."""
+    manifest = read_manifest(dataset)
+    if manifest is None or manifest.files != job_files(paths):
+        return None
+    return [e.rank for e in manifest.entries]
+
+
 def valid_entries(dataset: Path, paths: Sequence[Path], ranks: Sequence[int] | None) -> list[RankEntry] | None:
     """The entries of ``dataset`` to read for the job ``paths`` (the ``ranks`` asked, or all), when the dataset
     is this job's and every trace of those ranks is unchanged; None when it must be parsed afresh. Traces of

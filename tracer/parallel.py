@@ -187,7 +187,7 @@ def _on_cluster(args: list[tuple[int, list[str], bool]], scheduler: Scheduler,
     try:
         futures = [client.submit(parse_group, *a, pure=False) for a in args]
         results = []
-        for future in as_completed(futures):
+        for future in as_completed(futures, loop=client.loop):  # (not the default client: none is set)
             result = future.result()
             results.append(result)
             if on_done is not None:
