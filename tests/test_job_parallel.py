@@ -27,8 +27,9 @@ HTA_RANKS = [EXTERNAL / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0
 
 
 @pytest.fixture()
-def job_dir(tmp_path: Path) -> Path:
-    """HTA's two rank traces in a folder of their own (the dataset is written beside them)."""
+def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HTA's two rank traces in a folder of their own (the dataset is written beside them, small as they are)."""
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
     d = tmp_path / "job"
     d.mkdir()
     for p in HTA_RANKS:
@@ -105,6 +106,13 @@ def test_a_changed_trace_invalidates_the_dataset(job_dir: Path) -> None:
     os.utime(target)
     assert load_job(_files(job_dir), on_cache_write=written.append).meta.extra["stored_as"]
     assert len(written) == 2
+
+
+def test_a_small_job_is_not_stored(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", sum(p.stat().st_size for p in _files(job_dir)) + 1)
+    written: list[Path] = []
+    load_job(_files(job_dir), on_cache_write=written.append)
+    assert written == [] and not list(job_dir.glob(".tracer-job-*"))
 
 
 def test_an_unknown_rank_is_one_line(job_dir: Path) -> None:

@@ -34,6 +34,9 @@ from tracer.timeline import SCHEMA_VERSION, Timeline
 #: Raise when the layout or the manifest changes meaning: an older dataset is then rebuilt, not misread.
 DATASET_VERSION = 1
 MANIFEST = "_job.json"
+#: A job whose traces hold fewer bytes than this in all is not stored (the single-file cache's threshold): it
+#: parses in about the time a reload takes, and a folder of small traces stays as it was.
+CACHE_MIN_BYTES = 4 * 1024 * 1024
 PART = "part-0.parquet"
 
 
