@@ -150,8 +150,17 @@ def load_job(
             job.meta.extra["stored_as"] = str(dataset)
             return job
 
-    parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, on_rank=on_rank)
+    building = jobstore.begin(dataset) if dataset is not None else None
+    try:
+        parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, align=len(groups) > 1,
+                        store=building, on_rank=on_rank)
+    except BaseException:
+        if building is not None:
+            jobstore.abandon(building)
+        raise
     bad = [p for p in parsed if p.error is not None]
+    if bad and building is not None:  # a job read without a rank is not stored
+        jobstore.abandon(building)
     if bad and not skip_bad_ranks:
         bad[0].raise_error()
     skipped: list[TracerError] = []
@@ -166,16 +175,22 @@ def load_job(
     if not good:
         raise UsageError(os.path.commonpath([str(p) for p in given]), "no rank of the job could be read")
     files = [groups[p.index][0] for p in good]
-    timelines = [p.timeline for p in good]
-    found = assign_ranks(files, timelines)
-    if len(timelines) > 1:
-        timelines = [align(t) for t in timelines]
-    if dataset is not None and not bad:
-        entries_out = [jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
-                                                                     groups[p.index]), tuple(p.keys or ()))
-                       for r, p in zip(found, good)]
-        if jobstore.write_dataset(dataset, given, entries_out, timelines) and on_cache_write is not None:
-            on_cache_write(dataset)
+    timelines = [p.timeline for p in good]  # (on the Unix clock already: aligned where they were parsed)
+    try:
+        found = assign_ranks(files, timelines)
+    except BaseException:
+        if building is not None and not bad:
+            jobstore.abandon(building)
+        raise
+    if building is not None and dataset is not None and not bad:
+        if all(p.stored for p in good):
+            parts = [(p.index, jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
+                                                                              groups[p.index]), tuple(p.keys or ())))
+                     for r, p in zip(found, good)]
+            if jobstore.finish(building, dataset, given, parts) and on_cache_write is not None:
+                on_cache_write(dataset)
+        else:
+            jobstore.abandon(building)
     keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
     _check_ranks_exist(given, found, ranks)
     job = _join(given, [files[i] for i in keep], [timelines[i] for i in keep], [found[i] for i in keep])
@@ -189,9 +204,10 @@ def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Time
     return parts[0] if len(parts) == 1 else concat(parts)
 
 
-def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
+def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool, align: bool, store: Path | None,
            on_rank: Callable[[RankDone], None] | None) -> list[Any]:
-    """Each group parsed: in this process for one group, else on Dask."""
+    """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
+    one group or a small job, else on Dask."""
     from tracer import parallel
 
     done = 0
@@ -204,13 +220,14 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
             on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
 
     chosen: parallel.Scheduler = scheduler
+    task = parallel.Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None)
     if len(groups) == 1 or (chosen.origin == "default" and _total_bytes(groups) < PARALLEL_MIN_BYTES):
         results = []
         for i, g in enumerate(groups):
-            results.append(parallel.parse_group(i, [str(p) for p in g], with_keys))
+            results.append(parallel.parse_group(i, [str(p) for p in g], task))
             report(results[-1])
         return results
-    return parallel.parse_groups(groups, scheduler=chosen, with_keys=with_keys, on_done=report)
+    return parallel.parse_groups(groups, scheduler=chosen, task=task, on_done=report)
 
 
 def _total_bytes(groups: Sequence[Sequence[Path]]) -> int:

@@ -201,34 +201,60 @@ def read_columns(dataset: Path, columns: Sequence[str], ranks: Sequence[int] | N
     return pd.concat(frames, ignore_index=True)
 
 
-def write_dataset(dataset: Path, paths: Sequence[Path], entries: Sequence[RankEntry],
-                  timelines: Sequence[Timeline]) -> bool:
-    """Store the job (``timelines[i]`` is ``entries[i]``'s rank, aligned) as ``dataset``, replacing any older
-    one: written whole in a temporary folder beside it, then renamed. False (and nothing left) where it cannot
-    be written, for any reason: a cache is never worth failing a job that was read."""
+def begin(dataset: Path) -> Path | None:
+    """A new temporary folder beside ``dataset`` for the workers to write their ranks into (:func:`part_file`),
+    or None where none can be made (a read-only folder of traces just means no cache)."""
     from tracer.io import temp_dir_beside
-    from tracer.storage import write_timeline_parquet
 
     if not os.access(dataset.parent, os.W_OK):
-        return False  # a read-only folder (a shared data set) just means no cache
-    tmp: Path | None = None
+        return None
     try:
         tmp = temp_dir_beside(dataset)
         mask = os.umask(0)
         os.umask(mask)
         os.chmod(tmp, 0o777 & ~mask)  # (mkdtemp makes it private; the traces' readers may read their cache)
-        for e, t in zip(entries, timelines):
-            part = partition_file(tmp, e.rank)
-            part.parent.mkdir()
-            write_timeline_parquet(t, part, extra_meta={"job_rank": e.rank})
-        doc = {**_versions(), "files": list(job_files(paths)), "ranks": [e.to_dict() for e in entries]}
+    except Exception:  # noqa: BLE001 - a cache is never worth failing a job
+        return None
+    return tmp
+
+
+def part_file(tmp: Path, index: int) -> Path:
+    """Where a worker writes the ``index``-th file group's timeline (its rank is not known until all are read)."""
+    return tmp / f"group-{index}.parquet"
+
+
+def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
+    """Write one rank's timeline into the dataset being built (on a worker); False where it could not be."""
+    from tracer.storage import write_timeline_parquet
+
+    try:
+        write_timeline_parquet(timeline, part_file(tmp, index))
+    except Exception:  # noqa: BLE001 - a cache is never worth failing a job that was read
+        return False
+    return True
+
+
+def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]]) -> bool:
+    """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition,
+    the manifest written, the folder renamed over any older ``dataset``. False (and ``tmp`` removed) where that
+    fails, for any reason: a cache is never worth failing a job that was read."""
+    try:
+        for index, e in parts:
+            dest = partition_file(tmp, e.rank)
+            dest.parent.mkdir()
+            os.replace(part_file(tmp, index), dest)
+        doc = {**_versions(), "files": list(job_files(paths)), "ranks": [e.to_dict() for _, e in parts]}
         (tmp / MANIFEST).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         _replace_dir(tmp, dataset)
     except Exception:  # noqa: BLE001 - see the docstring
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        abandon(tmp)
         return False
     return True
+
+
+def abandon(tmp: Path) -> None:
+    """Remove a dataset that will not be finished."""
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _replace_dir(tmp: Path, dest: Path) -> None:

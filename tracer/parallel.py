@@ -60,6 +60,15 @@ def resolve_scheduler(value: str | None = None, env: dict[str, str] | None = Non
                             f"{', '.join(LOCAL_SCHEDULERS)}")
 
 
+@dataclass(frozen=True)
+class Task:
+    """What a worker does with each rank's files besides parsing them."""
+
+    with_keys: bool = False  # compute each file's tracer.jobstore.source_key (for the dataset's manifest)
+    align: bool = False  # put the timeline on the Unix clock (tracer.timeline.align): a job of several ranks
+    store: str | None = None  # write it into this dataset being built (tracer.jobstore.write_part)
+
+
 @dataclass
 class Parsed:
     """What parsing one rank's files gave: its timeline, or the one-line error of the file that failed."""
@@ -68,6 +77,7 @@ class Parsed:
     timeline: Any = None  # a tracer.timeline.Timeline (Any: pickled across processes as it is)
     error: tuple[str, str, str] | None = None  # (TracerError subclass name, subject, problem)
     keys: list[dict[str, Any]] | None = None  # each file's tracer.jobstore.source_key, when asked for
+    stored: bool = False  # written into the dataset being built
     seconds: float = 0.0
 
     def raise_error(self) -> None:
@@ -80,39 +90,47 @@ class Parsed:
         raise cls(self.error[1], self.error[2])
 
 
-def parse_group(index: int, paths: Sequence[str], with_keys: bool) -> Parsed:
-    """Parse one rank's files (a process's parts, in order) into one timeline; runs on a worker. A
-    :class:`TracerError` is returned, not raised: its class cannot be pickled back as it is, and a job with
+def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
+    """Parse one rank's files (a process's parts, in order) into one timeline and do ``task``; runs on a worker.
+    A :class:`TracerError` is returned, not raised: its class cannot be pickled back as it is, and a job with
     ``--skip-bad-ranks`` goes on without the rank."""
     from tracer.parsers import load_trace
-    from tracer.timeline import concat
+    from tracer.timeline import align, concat
 
     t0 = time.perf_counter()
+    stored = False
     try:
         keys = None
-        if with_keys:
+        if task.with_keys:
             from tracer.jobstore import source_key
 
             keys = [source_key(Path(p)) for p in paths]
         parts = [load_trace(p, cache=False) for p in paths]
         timeline = parts[0] if len(parts) == 1 else concat(parts)
+        if task.align:
+            timeline = align(timeline)
+        if task.store is not None:
+            from tracer.jobstore import write_part
+
+            # (here, in parallel, rather than after the gather: writing zstd Parquet costs a tenth of the parse)
+            stored = write_part(timeline, Path(task.store), index)
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem),
                       seconds=time.perf_counter() - t0)
-    return Parsed(index, timeline, keys=keys, seconds=time.perf_counter() - t0)
+    return Parsed(index, timeline, keys=keys, stored=stored, seconds=time.perf_counter() - t0)
 
 
 def parse_groups(
     groups: Sequence[Sequence[Path]],
     *,
     scheduler: Scheduler,
-    with_keys: bool = False,
+    task: Task = Task(),
     on_done: Callable[[Parsed], None] | None = None,
 ) -> list[Parsed]:
     """Parse each group of files (one rank each) on ``scheduler``; the results in the groups' order.
     ``on_done`` is called in this process as each rank finishes (in the order they finish)."""
     # absolute (a worker's folder may differ: a cluster's, or a forkserver's); symbolic links kept as given
-    args = [(i, [os.path.abspath(p) for p in g], with_keys) for i, g in enumerate(groups)]
+    args = [(i, [os.path.abspath(p) for p in g], task) for i, g in enumerate(groups)]
     if scheduler.name == "distributed":
         results = _on_cluster(args, scheduler, on_done)
     else:
@@ -129,7 +147,7 @@ def local_workers(n_tasks: int) -> int:
     return max(1, min(n_tasks, cores))
 
 
-def _local(args: list[tuple[int, list[str], bool]], scheduler: Scheduler,
+def _local(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
            on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     import dask
     from dask.callbacks import Callback
@@ -171,7 +189,7 @@ def _start_method() -> Any:
     return ctx
 
 
-def _on_cluster(args: list[tuple[int, list[str], bool]], scheduler: Scheduler,
+def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
                 on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     try:
         from distributed import Client, as_completed
