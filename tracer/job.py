@@ -135,8 +135,8 @@ def load_job(
     from tracer import jobstore, parallel
 
     chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
-    stored = cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES
-    dataset = jobstore.dataset_path([g[0] for g in groups]) if stored else None
+    keep_job = cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES
+    dataset = jobstore.dataset_path([g[0] for g in groups]) if keep_job else None
     if dataset is not None:
         stored_ranks = jobstore.stored_ranks(dataset, given)
         if stored_ranks is not None and ranks is not None:  # (an unknown rank: said without parsing anything)
