@@ -66,6 +66,8 @@ def test_the_dataset_is_written_once_and_read_back_equal(job_dir: Path) -> None:
     assert dataset.parent == job_dir and dataset.name.startswith(".")
     assert sorted(p.name for p in dataset.iterdir()) == ["_job.json", "rank=0", "rank=1"]
     assert "stored_as" not in first.meta.extra
+    # the first open reads each rank back from the file its worker wrote: the same frame as parsed here
+    pd.testing.assert_frame_equal(first.events, serial.events, check_exact=True)
     again = load_job(_files(job_dir), on_cache_write=written.append)
     assert len(written) == 1 and again.meta.extra["stored_as"] == str(dataset)
     pd.testing.assert_frame_equal(again.events, serial.events, check_exact=True)

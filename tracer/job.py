@@ -159,9 +159,9 @@ def load_job(
             jobstore.abandon(building)
         raise
     bad = [p for p in parsed if p.error is not None]
-    if bad and building is not None:  # a job read without a rank is not stored
-        jobstore.abandon(building)
     if bad and not skip_bad_ranks:
+        if building is not None:
+            jobstore.abandon(building)
         bad[0].raise_error()
     skipped: list[TracerError] = []
     for p in bad:
@@ -172,18 +172,20 @@ def load_job(
             if on_skip is not None:
                 on_skip(exc)
     good = [p for p in parsed if p.error is None]
-    if not good:
-        raise UsageError(os.path.commonpath([str(p) for p in given]), "no rank of the job could be read")
     files = [groups[p.index][0] for p in good]
-    timelines = [p.timeline for p in good]  # (on the Unix clock already: aligned where they were parsed)
     try:
+        if not good:
+            raise UsageError(os.path.commonpath([str(p) for p in given]), "no rank of the job could be read")
+        # (on the Unix clock already: aligned where they were parsed; read from the dataset where written there)
+        timelines = [p.timeline if p.timeline is not None or building is None else jobstore.read_part(building, p.index)
+                     for p in good]
         found = assign_ranks(files, timelines)
     except BaseException:
-        if building is not None and not bad:
+        if building is not None:
             jobstore.abandon(building)
         raise
-    if building is not None and dataset is not None and not bad:
-        if all(p.stored for p in good):
+    if building is not None and dataset is not None:
+        if not bad and all(p.stored for p in good):  # (a job read without a rank is not stored)
             parts = [(p.index, jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
                                                                               groups[p.index]), tuple(p.keys or ())))
                      for r, p in zip(found, good)]

@@ -234,6 +234,15 @@ def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
     return True
 
 
+def read_part(tmp: Path, index: int) -> Timeline:
+    """The timeline a worker wrote into the dataset being built (:func:`write_part`)."""
+    from tracer.storage import read_timeline_parquet
+
+    t = read_timeline_parquet(part_file(tmp, index))
+    t.meta.extra.pop("stored_as", None)
+    return t
+
+
 def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]]) -> bool:
     """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition,
     the manifest written, the folder renamed over any older ``dataset``. False (and ``tmp`` removed) where that

@@ -74,7 +74,7 @@ class Parsed:
     """What parsing one rank's files gave: its timeline, or the one-line error of the file that failed."""
 
     index: int
-    timeline: Any = None  # a tracer.timeline.Timeline (Any: pickled across processes as it is)
+    timeline: Any = None  # a tracer.timeline.Timeline (Any: pickled across processes as it is); None if stored
     error: tuple[str, str, str] | None = None  # (TracerError subclass name, subject, problem)
     keys: list[dict[str, Any]] | None = None  # each file's tracer.jobstore.source_key, when asked for
     stored: bool = False  # written into the dataset being built
@@ -112,12 +112,14 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
         if task.store is not None:
             from tracer.jobstore import write_part
 
-            # (here, in parallel, rather than after the gather: writing zstd Parquet costs a tenth of the parse)
+            # (here, in parallel, rather than after the gather: writing zstd Parquet costs a tenth of the parse;
+            # and what was written is not sent back: the caller reads it from the file, faster than a frame
+            # pickled through a pipe or a cluster's sockets)
             stored = write_part(timeline, Path(task.store), index)
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem),
                       seconds=time.perf_counter() - t0)
-    return Parsed(index, timeline, keys=keys, stored=stored, seconds=time.perf_counter() - t0)
+    return Parsed(index, None if stored else timeline, keys=keys, stored=stored, seconds=time.perf_counter() - t0)
 
 
 def parse_groups(
