@@ -16,9 +16,10 @@ a rank from), in one folder. Every measurement runs in a fresh child process (``
                     across streams: its time still counts, the failure is reported)
 
 Wall time: the child's whole life (interpreter start and imports included, the same for both tools: what a user
-waits for). Peak memory per process: the child's own peak RSS (``main GB``) and the largest peak of any worker
-process (``worker GB``: the children it waited for, from ``getrusage(RUSAGE_CHILDREN)``; the cluster's workers
-from each worker's own ``getrusage``).
+waits for). CPU time: user + system of the child and every worker process (on a shared machine, where other
+work takes cores away at random, the steadier comparison). Peak memory per process: the child's own peak RSS
+(``main GB``) and the largest peak of any worker process (``worker GB``: the children it waited for, from
+``getrusage(RUSAGE_CHILDREN)``; the cluster's workers from each worker's own ``getrusage``).
 
     python bench/multirank.py --scale 5                 # develop: 8 small ranks (one copy of the source each)
     python bench/multirank.py                           # 8 × ~100 MB, the issue's bench (HTA takes minutes)
@@ -92,8 +93,9 @@ def drop_stored(job: Path) -> None:
 def _peaks() -> dict[str, int]:
     import resource
 
-    return {"main_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "worker_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"main_rss": me.ru_maxrss * 1024, "worker_rss": kids.ru_maxrss * 1024,
+            "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}
 
 
 def child_tracer(job: Path, scheduler: str | None) -> dict[str, Any]:
@@ -127,10 +129,10 @@ except AssertionError:  # (HTA 0.5's idle_time_per_rank asserts on kernels that 
     temporal = "AssertionError"
 t2 = time.perf_counter()
 rows = sum(len(df) for df in a.t.traces.values())
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"rows": rows, "parse_s": t1 - t0, "analyse_s": t2 - t1, "gpus": len(ov),
-                  "temporal_breakdown": temporal,
-                  "main_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-                  "worker_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+                  "temporal_breakdown": temporal, "main_rss": me.ru_maxrss * 1024, "worker_rss": kids.ru_maxrss * 1024,
+                  "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}))
 """
 
 
@@ -165,21 +167,24 @@ def with_cluster(job: Path, timeout_s: float, workers: int = 2) -> dict[str, Any
         started = time.perf_counter() - t0
         drop_stored(job)
         row = measure("tracer-cluster", job, timeout_s, scheduler=cluster.scheduler_address)
-        peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    row["worker_rss"] = max(peaks.values())
+        usage = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF))
+    row["worker_rss"] = max(u.ru_maxrss * 1024 for u in usage.values())
+    # (the workers' whole CPU time, start-up and idle heartbeats included: an upper bound of the job's share)
+    row["cpu_s"] += sum(u.ru_utime + u.ru_stime for u in usage.values())
     row["cluster_start_s"] = started
     return row
 
 
 def format_table(rows: list[dict[str, Any]], job_mb: float, ranks: int) -> str:
     hta = next((r for r in rows if r["tool"] == "hta"), None)
-    lines = ["| tool | job | wall s | parse s | analyse s | vs HTA | main GB | worker GB | rows |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| tool | job | wall s | parse s | analyse s | CPU s | vs HTA: wall | CPU | main GB | worker GB | rows |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         speed = f"{hta['wall_s'] / r['wall_s']:.1f}×" if hta and r is not hta else ""
+        cpu = f"{hta['cpu_s'] / r['cpu_s']:.1f}×" if hta and r is not hta else ""
         lines.append(f"| {r['tool']} | {ranks} × {job_mb / ranks:,.0f} MB | {r['wall_s']:.2f} | {r['parse_s']:.2f} | "
-                     f"{r['analyse_s']:.2f} | {speed} | {r['main_rss'] / 1e9:.2f} | {r['worker_rss'] / 1e9:.2f} | "
-                     f"{r['rows']:,} |")
+                     f"{r['analyse_s']:.2f} | {r['cpu_s']:.1f} | {speed} | {cpu} | {r['main_rss'] / 1e9:.2f} | "
+                     f"{r['worker_rss'] / 1e9:.2f} | {r['rows']:,} |")
     return "\n".join(lines)
 
 

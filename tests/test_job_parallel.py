@@ -207,3 +207,23 @@ def test_the_single_file_path_does_not_import_dask() -> None:
     proc = subprocess.run([sys.executable, "-c", code, str(HTA_RANKS[0])], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from tracer.cli import _job
+
+    out = io.StringIO()
+    terminal = Console(file=out, force_terminal=True, width=200, color_system=None)
+    assert _job.job_progress(_files(job_dir), terminal) is None  # a small job: no progress
+    monkeypatch.setattr(_job, "PROGRESS_MIN_BYTES", 0)
+    assert _job.job_progress(_files(job_dir), Console(file=io.StringIO(), force_terminal=False)) is None
+    on_rank = _job.job_progress(_files(job_dir), terminal)
+    assert on_rank is not None
+    load_job(_files(job_dir), scheduler="sync", cache=False, on_rank=on_rank)
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Parsed 1/2", "Parsed 2/2"]
+    assert all(" MB in " in line and line.endswith(" s)") for line in lines)
