@@ -23,6 +23,7 @@ work takes cores away at random, the steadier comparison). Peak memory per proce
 
     python bench/multirank.py --scale 5                 # develop: 8 small ranks (one copy of the source each)
     python bench/multirank.py                           # 8 × ~100 MB, the issue's bench (HTA takes minutes)
+    python bench/multirank.py --tools tracer,hta --repeat 3   # medians of 3 interleaved runs
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import run_child
+from _common import median, run_child
 from synth import DEFAULT_DIR, DEFAULT_SOURCE, scaled_trace
 
 HTA_PYTHON = Path(os.environ.get("TRACER_HTA_PYTHON", "/work/hta-venv/bin/python"))
@@ -175,6 +176,18 @@ def with_cluster(job: Path, timeout_s: float, workers: int = 2) -> dict[str, Any
     return row
 
 
+def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tool's repetitions as one row: the median of each time, the largest of each peak."""
+    row = dict(runs[0])
+    for k in ("wall_s", "parse_s", "analyse_s", "cpu_s"):
+        row[k] = median([r[k] for r in runs])
+    for k in ("main_rss", "worker_rss"):
+        row[k] = max(r[k] for r in runs)
+    row["repeat"] = len(runs)
+    row["walls"] = [round(r["wall_s"], 2) for r in runs]
+    return row
+
+
 def format_table(rows: list[dict[str, Any]], job_mb: float, ranks: int) -> str:
     hta = next((r for r in rows if r["tool"] == "hta"), None)
     lines = ["| tool | job | wall s | parse s | analyse s | CPU s | vs HTA: wall | CPU | main GB | worker GB | rows |",
@@ -197,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the real rank trace to scale up")
     ap.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="where the job is written")
     ap.add_argument("--tools", default=",".join(TOOLS), help=f"which of {', '.join(TOOLS)}")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each tool, interleaved (medians reported)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per measurement")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args(argv)
@@ -210,21 +224,24 @@ def main(argv: list[str] | None = None) -> int:
     job = make_job(args.ranks, args.scale, args.source, args.dir)
     total = job_bytes(job)
     print(f"job: {job} ({args.ranks} ranks, {total / 1e6:,.0f} MB); {os.cpu_count()} cores", file=sys.stderr)
-    rows = []
-    for tool in tools:
-        if tool == "tracer":
-            drop_stored(job)
-            rows.append(measure(tool, job, args.timeout))
-        elif tool == "tracer-reload":
-            if not any(p.name.startswith(".tracer-job-") for p in job.iterdir()):
-                measure("tracer", job, args.timeout)  # (a first open, to store the job)
-            rows.append(measure(tool, job, args.timeout))
-        elif tool == "tracer-cluster":
-            rows.append(with_cluster(job, args.timeout))
-        else:
-            rows.append(measure(tool, job, args.timeout))
-        r = rows[-1]
-        print(f"{tool}: {r['wall_s']:.2f} s, {r['rows']:,} rows", file=sys.stderr)
+    runs: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
+    for rep in range(args.repeat):  # interleaved, repetition by repetition: load from others hits all tools alike
+        for tool in tools:
+            if tool == "tracer":
+                drop_stored(job)
+                row = measure(tool, job, args.timeout)
+            elif tool == "tracer-reload":
+                if not any(p.name.startswith(".tracer-job-") for p in job.iterdir()):
+                    measure("tracer", job, args.timeout)  # (a first open, to store the job)
+                row = measure(tool, job, args.timeout)
+            elif tool == "tracer-cluster":
+                row = with_cluster(job, args.timeout)
+            else:
+                row = measure(tool, job, args.timeout)
+            runs[tool].append(row)
+            print(f"{tool} #{rep + 1}: {row['wall_s']:.2f} s wall, {row['cpu_s']:.1f} s CPU, {row['rows']:,} rows",
+                  file=sys.stderr)
+    rows = [summarise(rs) for rs in runs.values()]
     print(format_table(rows, total / 1e6, args.ranks))
     hta = next((r for r in rows if r["tool"] == "hta"), None)
     first = next((r for r in rows if r["tool"] == "tracer"), None)
