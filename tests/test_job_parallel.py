@@ -227,3 +227,15 @@ def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch:
     lines = out.getvalue().splitlines()
     assert [line.split(":")[0] for line in lines] == ["Parsed 1/2", "Parsed 2/2"]
     assert all(" MB in " in line and line.endswith(" s)") for line in lines)
+
+
+def _die(*_: object) -> None:
+    os._exit(3)  # a worker killed mid-parse (the OOM killer, a segfault in a native library)
+
+
+def test_a_worker_that_dies_is_one_line(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.errors import TracerError
+
+    monkeypatch.setattr(parallel, "parse_group", _die)
+    with pytest.raises(TracerError, match=r"^a worker process parsing the job's ranks died"):
+        load_job(_files(job_dir), scheduler="processes", cache=False)

@@ -166,11 +166,16 @@ def _local(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
     with _Progress():
         if scheduler.name == "processes":
             from concurrent.futures import ProcessPoolExecutor
+            from concurrent.futures.process import BrokenProcessPool
 
-            with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
-                # (the pool as the scheduler: dask's local scheduler submits to it; its "processes" scheduler
-                # would import cloudpickle and more, for functions that plain pickle ships by name)
-                return list(dask.compute(*tasks, scheduler=pool))
+            try:
+                with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
+                    # (the pool as the scheduler: dask's local scheduler submits to it; its "processes" scheduler
+                    # would import cloudpickle and more, for functions that plain pickle ships by name)
+                    return list(dask.compute(*tasks, scheduler=pool))
+            except BrokenProcessPool:
+                raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
+                                      "try --scheduler sync, one rank at a time)") from None
         return list(dask.compute(*tasks, scheduler=scheduler.name, num_workers=workers))
 
 
@@ -208,7 +213,12 @@ def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
         futures = [client.submit(parse_group, *a, pure=False) for a in args]
         results = []
         for future in as_completed(futures, loop=client.loop):  # (not the default client: none is set)
-            result = future.result()
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - KilledWorker, a lost connection ...: one line, not a traceback
+                why = str(exc).splitlines()[0] if str(exc) else ""
+                raise TracerError(str(scheduler), f"the cluster failed parsing the job's ranks: "
+                                                  f"{type(exc).__name__}: {why}") from None
             results.append(result)
             if on_done is not None:
                 on_done(result)
