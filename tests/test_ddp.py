@@ -74,6 +74,14 @@ def test_two_gloo_ranks_record_one_job_with_their_collectives(tmp_path: Path,
     # per rank: each rank's training thread, and each rank's one profiled window
     assert {t["rank"] for t in summary["threads"] if t["ops"]} == {0, 1}
     assert {r["name"]: r["count"] for r in summary["ranges"]}["ddp/train"] == 2
+    # the collectives matched across the two ranks: every step's all-reduce (and DDP's bucket rebuild broadcasts,
+    # where the window caught them) found on both ranks, each with a straggler among them
+    found = summary["collectives"]
+    allreduce = [c for c in found if c["collective"] == "allreduce"]
+    assert len(allreduce) == 3 and all(c["ranks"] == 2 and c["straggler"] in (0, 1) for c in found)
+    assert {c["collective"] for c in found} <= {"allreduce", "broadcast"}
+    assert [r["rank"] for r in summary["collective_ranks"]["ranks"]] == [0, 1]
+    assert all(r["collectives"] == len(found) for r in summary["collective_ranks"]["ranks"])
     assert main(["summary", str(run)]) == 0
     assert "ddp/backward" in capsys.readouterr().out
 

@@ -19,8 +19,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from tracer.errors import UsageError
+from tracer.errors import TracerError, UsageError
 from tracer.timeline import Timeline, align, concat
 
 #: A rank in a file name: ``rank-3``, ``rank3``, ``rank_3``, ``RANK.3`` (not ``frank3``).
@@ -28,6 +29,9 @@ RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d{1,5})(?!\d)", re.IGNORECASE)
 #: ``pid42-part2.json.gz``: the second part of one process's recording (tracer/capture.py), not another rank.
 PART_SUFFIX = re.compile(r"-part\d+(?=\.json(\.gz)?$)")
 MAX_RANK = 2**15 - 1  # the timeline keeps rank as int16
+#: Below this many bytes in all, a job's ranks are parsed one after another in this process unless a scheduler
+#: is named: starting worker processes and importing Dask (~0.3-0.5 s) would cost more than it saves.
+PARALLEL_MIN_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -85,34 +89,190 @@ def assign_ranks(paths: Sequence[Path], timelines: Sequence[Timeline]) -> list[R
     return out
 
 
+@dataclass(frozen=True)
+class RankDone:
+    """Progress of a job's parse: one rank's files read (``error``: its one-line error, or "")."""
+
+    done: int
+    total: int
+    files: tuple[Path, ...]
+    seconds: float
+    error: str = ""
+
+
 def load_job(
     paths: Sequence[str | os.PathLike[str]],
     *,
     load: Callable[[Path], Timeline] | None = None,
+    scheduler: str | None = None,
+    cache: bool = True,
+    ranks: Sequence[int] | None = None,
+    skip_bad_ranks: bool = False,
+    on_rank: Callable[[RankDone], None] | None = None,
+    on_cache_write: Callable[[Path], None] | None = None,
+    on_skip: Callable[[TracerError], None] | None = None,
 ) -> Timeline:
     """The traces ``paths`` (the ranks of one job) as one timeline: rows marked with their rank, all on the Unix
-    clock. ``load`` reads one trace (default: :func:`tracer.parsers.load_trace`); ``meta.extra["ranks"]`` says
-    which file each rank came from and why it is that rank."""
-    if load is None:
-        from tracer.parsers import load_trace
+    clock. ``meta.extra["ranks"]`` says which file each rank came from and why it is that rank.
 
-        load = load_trace
+    The ranks are parsed in parallel on Dask (:mod:`tracer.parallel`; ``scheduler``: a local scheduler's name or
+    a cluster's address, else ``$TRACER_DASK_SCHEDULER``, else local processes); a job of one trace is parsed
+    here, without Dask. With ``cache``, the parsed job is stored as a Parquet dataset partitioned by rank beside
+    the traces (:mod:`tracer.jobstore`) and read back from there while its traces are unchanged; ``ranks``
+    (a subset) then reads only those ranks' files. ``load`` reads one trace in this process instead (no Dask,
+    no dataset). A rank whose file cannot be read is that file's one-line error, or with ``skip_bad_ranks`` is
+    left out (``on_skip`` hears of it; ``meta.extra["skipped_ranks"]`` names it). ``on_rank`` hears of each
+    rank parsed; ``on_cache_write`` of the dataset written.
+    """
     given = [Path(p) for p in paths]
     if not given:
         raise UsageError("", "a job needs at least one trace")
     groups = group_parts(given)
-    files = [g[0] for g in groups]
-    timelines = []
+    if load is not None:
+        timelines = [_load_group(g, load) for g in groups]
+        return _assemble(given, [g[0] for g in groups], timelines, ranks)
+
+    from tracer import jobstore, parallel
+
+    chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
+    keep_job = cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES
+    dataset = jobstore.dataset_path([g[0] for g in groups]) if keep_job else None
+    if dataset is not None:
+        stored_ranks = jobstore.stored_ranks(dataset, given)
+        if stored_ranks is not None and ranks is not None:  # (an unknown rank: said without parsing anything)
+            _check_ranks_exist(given, [RankTrace(Path(""), r, "") for r in stored_ranks], ranks)
+        entries = jobstore.valid_entries(dataset, given, ranks) if stored_ranks is not None else None
+        if entries is not None:
+            stored = jobstore.read_ranks(dataset, entries)
+            as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
+            firsts = [as_given.get(e.sources[0], Path(e.sources[0])) for e in entries]
+            job = _join(given, firsts, stored, [RankTrace(f, e.rank, e.rank_from) for f, e in zip(firsts, entries)])
+            job.meta.extra["stored_as"] = str(dataset)
+            return job
+
+    building = jobstore.begin(dataset) if dataset is not None else None
+    try:
+        parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, align=len(groups) > 1,
+                        store=building, on_rank=on_rank)
+    except BaseException:
+        if building is not None:
+            jobstore.abandon(building)
+        raise
+    bad = [p for p in parsed if p.error is not None]
+    if bad and not skip_bad_ranks:
+        if building is not None:
+            jobstore.abandon(building)
+        bad[0].raise_error()
+    skipped: list[TracerError] = []
+    for p in bad:
+        try:
+            p.raise_error()
+        except TracerError as exc:
+            skipped.append(exc)
+            if on_skip is not None:
+                on_skip(exc)
+    good = [p for p in parsed if p.error is None]
+    files = [groups[p.index][0] for p in good]
+    try:
+        if not good:
+            raise UsageError(os.path.commonpath([str(p) for p in given]), "no rank of the job could be read")
+        # (on the Unix clock already: aligned where they were parsed; read from the dataset where written there)
+        timelines = [p.timeline if p.timeline is not None or building is None else jobstore.read_part(building, p.index)
+                     for p in good]
+        found = assign_ranks(files, timelines)
+    except BaseException:
+        if building is not None:
+            jobstore.abandon(building)
+        raise
+    if building is not None and dataset is not None:
+        if not bad and all(p.stored for p in good):  # (a job read without a rank is not stored)
+            parts = [(p.index, jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
+                                                                              groups[p.index]), tuple(p.keys or ())))
+                     for r, p in zip(found, good)]
+            if jobstore.finish(building, dataset, given, parts) and on_cache_write is not None:
+                on_cache_write(dataset)
+        else:
+            jobstore.abandon(building)
+    keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
+    _check_ranks_exist(given, found, ranks)
+    job = _join(given, [files[i] for i in keep], [timelines[i] for i in keep], [found[i] for i in keep])
+    if skipped:
+        job.meta.extra["skipped_ranks"] = {exc.subject: exc.problem for exc in skipped}
+    return job
+
+
+def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Timeline:
+    parts = [load(p) for p in group]
+    return parts[0] if len(parts) == 1 else concat(parts)
+
+
+def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool, align: bool, store: Path | None,
+           on_rank: Callable[[RankDone], None] | None) -> list[Any]:
+    """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
+    one group or a small job, else on Dask."""
+    from tracer import parallel
+
+    done = 0
+
+    def report(p: parallel.Parsed) -> None:
+        nonlocal done
+        done += 1
+        if on_rank is not None:
+            error = f"{p.error[1]}: {p.error[2]}" if p.error else ""
+            on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
+
+    chosen: parallel.Scheduler = scheduler
+    task = parallel.Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None)
+    if len(groups) == 1 or (chosen.origin == "default" and _total_bytes(groups) < PARALLEL_MIN_BYTES):
+        results = []
+        for i, g in enumerate(groups):
+            results.append(parallel.parse_group(i, [str(p) for p in g], task))
+            report(results[-1])
+        return results
+    return parallel.parse_groups(groups, scheduler=chosen, task=task, on_done=report)
+
+
+def _total_bytes(groups: Sequence[Sequence[Path]]) -> int:
+    total = 0
     for g in groups:
-        parts = [load(p) for p in g]
-        timelines.append(parts[0] if len(parts) == 1 else concat(parts))
-    ranks = assign_ranks(files, timelines)
-    if len(timelines) > 1:
-        timelines = [align(t) for t in timelines]
-    order = sorted(range(len(ranks)), key=lambda i: ranks[i].rank)
-    job = concat([timelines[i] for i in order], ranks=[ranks[i].rank for i in order])
+        for p in g:
+            try:
+                total += p.stat().st_size
+            except OSError:
+                pass  # (the parse says why)
+    return total
+
+
+def _check_ranks_exist(given: Sequence[Path], found: Sequence[RankTrace], ranks: Sequence[int] | None) -> None:
+    if ranks is None:
+        return
+    have = {r.rank for r in found}
+    missing = [r for r in ranks if r not in have]
+    if missing:
+        raise UsageError(os.path.commonpath([str(p) for p in given]),
+                         f"the job has no rank {', '.join(map(str, missing))} (it has {_ranges(sorted(have))})")
+
+
+def _ranges(values: Sequence[int]) -> str:
+    return ", ".join(str(v) for v in values) if len(values) < 8 else f"{values[0]}–{values[-1]}"
+
+
+def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
+              ranks: Sequence[int] | None) -> Timeline:
+    found = assign_ranks(files, timelines)
+    _check_ranks_exist(given, found, ranks)
+    aligned = [align(t) for t in timelines] if len(timelines) > 1 else list(timelines)
+    keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
+    return _join(given, [files[i] for i in keep], [aligned[i] for i in keep], [found[i] for i in keep])
+
+
+def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
+          found: Sequence[RankTrace]) -> Timeline:
+    """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
+    order = sorted(range(len(found)), key=lambda i: found[i].rank)
+    job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])
     job.meta.source = os.path.commonpath([str(p) for p in given]) if len(given) > 1 else str(given[0])
     job.meta.extra["ranks"] = {
-        str(ranks[i].rank): {"source": str(ranks[i].path), "rank_from": ranks[i].rank_from} for i in order
+        str(found[i].rank): {"source": str(found[i].path), "rank_from": found[i].rank_from} for i in order
     }
     return job

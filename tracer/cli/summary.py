@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -154,6 +155,23 @@ def summary(
                      "matched collective consistent (none ends on one rank before it starts on another); said on "
                      "stderr. Without it the ranks stay on the clocks their traces were written with."),
     ] = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", metavar="ADDRESS",
+                     help="With --job: parse the ranks on this running Dask cluster (tcp://HOST:PORT; its workers "
+                     "must see the traces at the same paths), or a local scheduler: processes (the default: one "
+                     "process per rank, up to the cores), threads, sync. Default: $TRACER_DASK_SCHEDULER."),
+    ] = None,
+    skip_bad_ranks: Annotated[
+        bool,
+        typer.Option("--skip-bad-ranks", help="With --job: open the job without a rank whose trace cannot be read "
+                     "(and say which), instead of failing on it."),
+    ] = False,
+    ranks: Annotated[
+        str | None,
+        typer.Option("--ranks", metavar="LIST", help="With --job: only these ranks (0,2,4-7); a stored job reads "
+                     "only their files."),
+    ] = None,
 ) -> None:
     """Compute, copy and their overlap per GPU; busy time per stream; GPU time per NVTX range.
 
@@ -172,15 +190,24 @@ def summary(
     failed: list[TracerError] = []
     from tracer.discover import expand
 
+    if not job and (scheduler is not None or skip_bad_ranks or ranks is not None):
+        from tracer.errors import UsageError
+
+        given = "--scheduler" if scheduler is not None else "--skip-bad-ranks" if skip_bad_ranks else "--ranks"
+        raise UsageError(given, "applies to a job's traces: add --job")
     found = expand(paths)
     if job:
+        from tracer.cli._job import job_progress, parse_ranks, say_job_cached, say_skipped
         from tracer.job import load_job
 
         traces = list(found)
         found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
+        wanted = parse_ranks(ranks) if ranks is not None else None
 
         def read(_path: Path) -> Any:  # (one job: every path at once)
-            timeline = load_job(traces, load=lambda p: load_trace(p, cache=not no_cache, on_cache_write=say_cached))
+            timeline = load_job(traces, scheduler=scheduler, cache=not no_cache, ranks=wanted,
+                                skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
+                                on_cache_write=say_job_cached, on_skip=say_skipped)
             return _fix_clocks(timeline) if clock_fix else timeline
     else:
         def read(_path: Path) -> Any:
@@ -188,7 +215,7 @@ def summary(
 
     for path in found:
         try:
-            with _progress(status_console, path):
+            with _progress(status_console, path) if not job else contextlib.nullcontext():
                 timeline = read(path)
             # Events the parser could not use (ts not a number, GPU work without a device ...) are left out of
             # every figure: say which and how many, or with --strict refuse the trace.
@@ -221,8 +248,11 @@ def summary(
                   file=sys.stderr)
         if json:
             doc = result.to_dict()
-            if skipped or ignored or notes:
+            skipped_ranks = timeline.meta.extra.get("skipped_ranks") or {}
+            if skipped or ignored or notes or skipped_ranks:
                 doc["meta"] = {"skipped": skipped, "ignored": ignored, "notes": notes}
+                if skipped_ranks:  # (--skip-bad-ranks: the files left out of the job, and why)
+                    doc["meta"]["skipped_ranks"] = skipped_ranks
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
             sys.stdout.flush()
         else:

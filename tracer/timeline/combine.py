@@ -94,7 +94,12 @@ def concat(
         if dtype == "category":  # open categories (name): merged, not turned into strings
             columns[col] = pd.Categorical(union_categoricals([pd.Categorical(v) for v in values]))
         elif isinstance(dtype, pd.CategoricalDtype):
-            columns[col] = pd.Categorical(np.concatenate([v.astype(str).to_numpy() for v in values]), dtype=dtype)
+            if all(v.dtype == dtype for v in values):  # (as every parser leaves them: join the codes, no strings)
+                codes = np.concatenate([v.cat.codes.to_numpy() for v in values])
+                columns[col] = pd.Categorical.from_codes(codes, dtype=dtype)
+            else:
+                columns[col] = pd.Categorical(np.concatenate([v.astype(str).to_numpy() for v in values]),
+                                              dtype=dtype)
         else:
             columns[col] = pd.concat(values, ignore_index=True).astype(dtype)
     events = build_events(columns)

@@ -1,0 +1,241 @@
+"""A job's ranks parsed in parallel on Dask (tracer/parallel.py) and stored as a Parquet dataset partitioned by
+rank (tracer/jobstore.py): the same frame as the serial load, a reload that reads only the ranks asked for, one
+line for a corrupt rank, and the scheduler option."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import run_cli
+from tracer import jobstore, parallel
+from tracer.errors import TraceFormatError, TracerError, UsageError
+from tracer.job import RankDone, load_job
+from tracer.parsers import load_trace
+
+EXTERNAL = Path(__file__).parent / "data" / "external"
+HTA_RANKS = [EXTERNAL / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
+
+
+@pytest.fixture()
+def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HTA's two rank traces in a folder of their own (the dataset is written beside them, small as they are)."""
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
+    d = tmp_path / "job"
+    d.mkdir()
+    for p in HTA_RANKS:
+        shutil.copy(p, d / p.name)
+    return d
+
+
+def _files(d: Path) -> list[Path]:
+    return sorted(d.glob("*.json.gz"))
+
+
+def _serial(d: Path):
+    return load_job(_files(d), load=lambda p: load_trace(p, cache=False))
+
+
+@pytest.mark.parametrize("scheduler", ["processes", "threads", "sync"])
+def test_parallel_load_equals_the_serial_load(job_dir: Path, scheduler: str) -> None:
+    serial = _serial(job_dir)
+    done: list[RankDone] = []
+    par = load_job(_files(job_dir), scheduler=scheduler, cache=False, on_rank=done.append)
+    pd.testing.assert_frame_equal(par.events, serial.events, check_exact=True)
+    assert par.meta.extra["ranks"] == serial.meta.extra["ranks"]
+    assert sorted(d.done for d in done) == [1, 2] and {d.total for d in done} == {2}
+    assert sorted(d.files[0].name for d in done) == [p.name for p in HTA_RANKS]
+    assert not list(job_dir.glob(".tracer-job-*"))  # cache=False writes nothing
+
+
+def test_the_dataset_is_written_once_and_read_back_equal(job_dir: Path) -> None:
+    serial = _serial(job_dir)
+    written: list[Path] = []
+    first = load_job(_files(job_dir), scheduler="processes", on_cache_write=written.append)
+    assert written == [jobstore.dataset_path(_files(job_dir))]
+    dataset = written[0]
+    assert dataset.parent == job_dir and dataset.name.startswith(".")
+    assert sorted(p.name for p in dataset.iterdir()) == ["_job.json", "rank=0", "rank=1"]
+    assert "stored_as" not in first.meta.extra
+    # the first open reads each rank back from the file its worker wrote: the same frame as parsed here
+    pd.testing.assert_frame_equal(first.events, serial.events, check_exact=True)
+    again = load_job(_files(job_dir), on_cache_write=written.append)
+    assert len(written) == 1 and again.meta.extra["stored_as"] == str(dataset)
+    pd.testing.assert_frame_equal(again.events, serial.events, check_exact=True)
+    assert again.meta.extra["ranks"] == serial.meta.extra["ranks"]
+
+
+def test_a_reload_reads_only_the_ranks_asked(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    serial = _serial(job_dir)
+    load_job(_files(job_dir), scheduler="sync")
+    dataset = jobstore.dataset_path(_files(job_dir))
+    # rank 0's partition gone: a view of rank 1 never opens it, and parses nothing
+    jobstore.partition_file(dataset, 0).unlink()
+    monkeypatch.setattr(parallel, "parse_group", lambda *a: pytest.fail("parsed a trace"))
+    one = load_job(_files(job_dir), ranks=[1])
+    assert one.meta.extra["stored_as"] == str(dataset)
+    expect = serial.events[serial.events["rank"] == 1].reset_index(drop=True)
+    assert one.events["rank"].unique().tolist() == [1]
+    pd.testing.assert_series_equal(one.events["start_ns"], expect["start_ns"])
+    pd.testing.assert_series_equal(one.events["name"].astype(str), expect["name"].astype(str))
+    # columns: only those asked, of the ranks asked
+    cols = jobstore.read_columns(dataset, ["start_ns", "end_ns"], ranks=[1])
+    assert list(cols.columns) == ["rank", "start_ns", "end_ns"] and len(cols) == len(expect)
+    assert (cols["end_ns"] - cols["start_ns"]).sum() == (expect["end_ns"] - expect["start_ns"]).sum()
+
+
+def test_a_changed_trace_invalidates_the_dataset(job_dir: Path) -> None:
+    written: list[Path] = []
+    load_job(_files(job_dir), scheduler="sync", on_cache_write=written.append)
+    target = job_dir / HTA_RANKS[1].name
+    # the same events, other bytes (another gzip level): the content hash decides, not the mtime
+    data = gzip.decompress(target.read_bytes())
+    stat = target.stat()
+    target.write_bytes(gzip.compress(data, compresslevel=1))
+    os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    again = load_job(_files(job_dir), scheduler="sync", on_cache_write=written.append)
+    assert len(written) == 2 and "stored_as" not in again.meta.extra
+    # a touch alone (ctime moves, bytes do not) is served from the dataset
+    os.utime(target)
+    assert load_job(_files(job_dir), on_cache_write=written.append).meta.extra["stored_as"]
+    assert len(written) == 2
+
+
+def test_a_small_job_is_not_stored(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", sum(p.stat().st_size for p in _files(job_dir)) + 1)
+    written: list[Path] = []
+    load_job(_files(job_dir), on_cache_write=written.append)
+    assert written == [] and not list(job_dir.glob(".tracer-job-*"))
+
+
+def test_an_unknown_rank_is_one_line(job_dir: Path) -> None:
+    with pytest.raises(UsageError, match=r"the job has no rank 5 \(it has 0, 1\)"):
+        load_job(_files(job_dir), ranks=[5], scheduler="sync")
+
+
+def _corrupt(job_dir: Path) -> Path:
+    bad = job_dir / HTA_RANKS[1].name
+    bad.write_bytes(HTA_RANKS[1].read_bytes()[:5000])  # a truncated gzip
+    return bad
+
+
+def test_a_corrupt_rank_is_one_error_naming_its_file(job_dir: Path) -> None:
+    bad = _corrupt(job_dir)
+    with pytest.raises(TraceFormatError) as err:
+        load_job(_files(job_dir), scheduler="processes")
+    assert err.value.subject.endswith(bad.name) and "truncated gzip" in err.value.problem
+    skipped: list[TracerError] = []
+    job = load_job(_files(job_dir), scheduler="processes", skip_bad_ranks=True, on_skip=skipped.append)
+    assert [s.subject for s in skipped] == [str(bad)]
+    assert job.events["rank"].unique().tolist() == [0]
+    assert list(job.meta.extra["skipped_ranks"]) == [str(bad)]
+    assert not list(job_dir.glob(".tracer-job-*"))  # a job read without a rank is not stored
+
+
+def test_cli_corrupt_rank_and_skip_bad_ranks(job_dir: Path) -> None:
+    bad = _corrupt(job_dir)
+    proc = run_cli("summary", "--job", "--json", str(job_dir), "--scheduler", "sync")
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tracer: error: {bad}: truncated gzip"), proc.stderr
+    proc = run_cli("summary", "--job", "--json", "--skip-bad-ranks", str(job_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert f"tracer: warning: {bad}: truncated gzip" in proc.stderr and "--skip-bad-ranks" in proc.stderr
+    doc = json.loads(proc.stdout)
+    assert list(doc["devices"]) == ["0"]  # rank 0's one GPU, labelled as in a one-rank trace
+    assert list(doc["meta"]["skipped_ranks"]) == [str(bad)]
+
+
+def test_cli_options_need_job(job_dir: Path) -> None:
+    proc = run_cli("summary", str(job_dir), "--scheduler", "sync")
+    assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --scheduler: applies to a job's traces: add --job"
+    proc = run_cli("summary", "--job", str(job_dir), "--ranks", "2-1")
+    assert proc.returncode == 2 and "tracer: error: --ranks: '2-1' is not a range" in proc.stderr
+
+
+def test_scheduler_values_and_the_environment() -> None:
+    assert parallel.resolve_scheduler(None, env={}) == parallel.Scheduler("processes")
+    assert parallel.resolve_scheduler("threads", env={}).name == "threads"
+    s = parallel.resolve_scheduler("10.0.0.5:8786", env={})
+    assert (s.name, s.address, s.origin) == ("distributed", "tcp://10.0.0.5:8786", "option")
+    s = parallel.resolve_scheduler(None, env={parallel.SCHEDULER_ENV: "tls://head:8786"})
+    assert (s.address, s.origin) == ("tls://head:8786", "environment")
+    # the option wins over the environment
+    assert parallel.resolve_scheduler("sync", env={parallel.SCHEDULER_ENV: "tcp://x:1"}).name == "sync"
+    with pytest.raises(UsageError, match=r"^--scheduler: 'cluster' is neither a Dask scheduler address"):
+        parallel.resolve_scheduler("cluster", env={})
+    with pytest.raises(UsageError, match=rf"^{parallel.SCHEDULER_ENV}: 'x y' is neither"):
+        parallel.resolve_scheduler(None, env={parallel.SCHEDULER_ENV: "x y"})
+
+
+def test_an_unreachable_cluster_is_one_line(job_dir: Path) -> None:
+    pytest.importorskip("distributed")
+    env = {**os.environ, parallel.SCHEDULER_ENV: "tcp://127.0.0.1:9"}
+    proc = subprocess.run([sys.executable, "-m", "tracer", "summary", "--job", "--no-cache", str(job_dir)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"tracer: error: {parallel.SCHEDULER_ENV}: cannot reach the Dask scheduler at "
+                                  "tcp://127.0.0.1:9")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_local_cluster_parses_the_job(job_dir: Path) -> None:
+    distributed = pytest.importorskip("distributed")
+    t0 = time.perf_counter()
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster:
+        started = time.perf_counter() - t0
+        done: list[RankDone] = []
+        job = load_job(_files(job_dir), scheduler=cluster.scheduler_address, cache=False, on_rank=done.append)
+    pd.testing.assert_frame_equal(job.events, _serial(job_dir).events, check_exact=True)
+    assert len(done) == 2
+    assert started < 30
+
+
+def test_the_single_file_path_does_not_import_dask() -> None:
+    code = ("import sys; from tracer.cli import main; rc = main(['summary', '--json', sys.argv[1]]); "
+            "bad = [m for m in ('dask', 'distributed') if m in sys.modules]; assert rc == 0 and not bad, bad")
+    proc = subprocess.run([sys.executable, "-c", code, str(HTA_RANKS[0])], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from tracer.cli import _job
+
+    out = io.StringIO()
+    terminal = Console(file=out, force_terminal=True, width=200, color_system=None)
+    assert _job.job_progress(_files(job_dir), terminal) is None  # a small job: no progress
+    monkeypatch.setattr(_job, "PROGRESS_MIN_BYTES", 0)
+    assert _job.job_progress(_files(job_dir), Console(file=io.StringIO(), force_terminal=False)) is None
+    on_rank = _job.job_progress(_files(job_dir), terminal)
+    assert on_rank is not None
+    load_job(_files(job_dir), scheduler="sync", cache=False, on_rank=on_rank)
+    lines = out.getvalue().splitlines()
+    assert [line.split(":")[0] for line in lines] == ["Parsed 1/2", "Parsed 2/2"]
+    assert all(" MB in " in line and line.endswith(" s)") for line in lines)
+
+
+def _die(*_: object) -> None:
+    os._exit(3)  # a worker killed mid-parse (the OOM killer, a segfault in a native library)
+
+
+def test_a_worker_that_dies_is_one_line(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.errors import TracerError
+
+    monkeypatch.setattr(parallel, "parse_group", _die)
+    with pytest.raises(TracerError, match=r"^a worker process parsing the job's ranks died"):
+        load_job(_files(job_dir), scheduler="processes", cache=False)

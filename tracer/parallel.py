@@ -1,0 +1,227 @@
+"""A job's rank files parsed in parallel on Dask: local processes by default, or a running Dask cluster.
+
+Which scheduler (first found): the ``scheduler`` argument (the CLI's ``--scheduler``), the environment variable
+:data:`SCHEDULER_ENV`, else ``processes``. A value is a Dask scheduler address (``tcp://HOST:PORT``,
+``tls://…``, ``HOST:PORT``), for a cluster already running (its workers must see the trace files at the same
+paths), or the name of a local scheduler: ``processes`` (one process per rank, as many at once as there are
+cores: parsing is CPU-bound Python and numpy, which threads would serialise on the GIL), ``threads`` or
+``sync`` (one after another in this process: for debugging).
+
+Dask is imported here only, inside the functions, and only for a job of more than one rank: the single-file
+path never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracer.errors import TracerError, UsageError
+
+SCHEDULER_ENV = "TRACER_DASK_SCHEDULER"
+LOCAL_SCHEDULERS = ("processes", "threads", "sync")
+#: ``tcp://10.0.0.5:8786``, ``tls://host:8786``, ``inproc://…``, or a bare ``host:port``.
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|inproc|ws|wss)://\S+|[A-Za-z0-9.\-\[\]:]+:\d{1,5})$")
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """Where a job's ranks are parsed: a local scheduler by name, or a cluster's address."""
+
+    name: str  # one of LOCAL_SCHEDULERS, or "distributed"
+    address: str = ""
+    origin: str = "default"  # "option", "environment" or "default": said in errors
+
+    def __str__(self) -> str:
+        return self.address or self.name
+
+
+def resolve_scheduler(value: str | None = None, env: dict[str, str] | None = None) -> Scheduler:
+    """The scheduler ``value`` names, else the one :data:`SCHEDULER_ENV` names, else local processes; a value
+    that is neither a local scheduler nor an address is a :class:`UsageError` (one line)."""
+    environ = os.environ if env is None else env
+    origin = "option"
+    if value is None or not value.strip():
+        value, origin = environ.get(SCHEDULER_ENV, "").strip(), "environment"
+    if not value:
+        return Scheduler("processes")
+    value = value.strip()
+    if value in LOCAL_SCHEDULERS:
+        return Scheduler(value, origin=origin)
+    if _ADDRESS.match(value):
+        return Scheduler("distributed", value if "://" in value else f"tcp://{value}", origin)
+    where = "--scheduler" if origin == "option" else SCHEDULER_ENV
+    raise UsageError(where, f"{value!r} is neither a Dask scheduler address (tcp://HOST:PORT) nor one of "
+                            f"{', '.join(LOCAL_SCHEDULERS)}")
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a worker does with each rank's files besides parsing them."""
+
+    with_keys: bool = False  # compute each file's tracer.jobstore.source_key (for the dataset's manifest)
+    align: bool = False  # put the timeline on the Unix clock (tracer.timeline.align): a job of several ranks
+    store: str | None = None  # write it into this dataset being built (tracer.jobstore.write_part)
+
+
+@dataclass
+class Parsed:
+    """What parsing one rank's files gave: its timeline, or the one-line error of the file that failed."""
+
+    index: int
+    timeline: Any = None  # a tracer.timeline.Timeline (Any: pickled across processes as it is); None if stored
+    error: tuple[str, str, str] | None = None  # (TracerError subclass name, subject, problem)
+    keys: list[dict[str, Any]] | None = None  # each file's tracer.jobstore.source_key, when asked for
+    stored: bool = False  # written into the dataset being built
+    seconds: float = 0.0
+
+    def raise_error(self) -> None:
+        """Raise the error this rank's parse reported, as the :class:`TracerError` it was."""
+        if self.error is None:
+            return
+        import tracer.errors as errors
+
+        cls = getattr(errors, self.error[0], TracerError)
+        raise cls(self.error[1], self.error[2])
+
+
+def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
+    """Parse one rank's files (a process's parts, in order) into one timeline and do ``task``; runs on a worker.
+    A :class:`TracerError` is returned, not raised: its class cannot be pickled back as it is, and a job with
+    ``--skip-bad-ranks`` goes on without the rank."""
+    from tracer.parsers import load_trace
+    from tracer.timeline import align, concat
+
+    t0 = time.perf_counter()
+    stored = False
+    try:
+        keys = None
+        if task.with_keys:
+            from tracer.jobstore import source_key
+
+            keys = [source_key(Path(p)) for p in paths]
+        parts = [load_trace(p, cache=False) for p in paths]
+        timeline = parts[0] if len(parts) == 1 else concat(parts)
+        if task.align:
+            timeline = align(timeline)
+        if task.store is not None:
+            from tracer.jobstore import write_part
+
+            # (here, in parallel, rather than after the gather: writing zstd Parquet costs a tenth of the parse;
+            # and what was written is not sent back: the caller reads it from the file, faster than a frame
+            # pickled through a pipe or a cluster's sockets)
+            stored = write_part(timeline, Path(task.store), index)
+    except TracerError as exc:
+        return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem),
+                      seconds=time.perf_counter() - t0)
+    return Parsed(index, None if stored else timeline, keys=keys, stored=stored, seconds=time.perf_counter() - t0)
+
+
+def parse_groups(
+    groups: Sequence[Sequence[Path]],
+    *,
+    scheduler: Scheduler,
+    task: Task = Task(),
+    on_done: Callable[[Parsed], None] | None = None,
+) -> list[Parsed]:
+    """Parse each group of files (one rank each) on ``scheduler``; the results in the groups' order.
+    ``on_done`` is called in this process as each rank finishes (in the order they finish)."""
+    # absolute (a worker's folder may differ: a cluster's, or a forkserver's); symbolic links kept as given
+    args = [(i, [os.path.abspath(p) for p in g], task) for i, g in enumerate(groups)]
+    if scheduler.name == "distributed":
+        results = _on_cluster(args, scheduler, on_done)
+    else:
+        results = _local(args, scheduler, on_done)
+    return sorted(results, key=lambda r: r.index)
+
+
+def local_workers(n_tasks: int) -> int:
+    """How many local processes: one per rank, at most one per core this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # (not on Linux)
+        cores = os.cpu_count() or 1
+    return max(1, min(n_tasks, cores))
+
+
+def _local(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
+           on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
+    import dask
+    from dask.callbacks import Callback
+
+    tasks = [dask.delayed(parse_group, pure=False)(*a) for a in args]
+
+    class _Progress(Callback):
+        # Called in this process as each task ends, whichever local scheduler ran it.
+        def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+            if on_done is not None and isinstance(result, Parsed):
+                on_done(result)
+
+    workers = local_workers(len(tasks))
+    with _Progress():  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
+        if scheduler.name == "processes":
+            from concurrent.futures import ProcessPoolExecutor
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method()) as pool:
+                    # (the pool as the scheduler: dask's local scheduler submits to it; its "processes" scheduler
+                    # would import cloudpickle and more, for functions that plain pickle ships by name)
+                    return list(dask.compute(*tasks, scheduler=pool))
+            except BrokenProcessPool:
+                raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
+                                      "try --scheduler sync, one rank at a time)") from None
+        return list(dask.compute(*tasks, scheduler=scheduler.name, num_workers=workers))
+
+
+def _start_method() -> Any:
+    """How local worker processes start: fork where this process runs one thread (fastest, and the caller's
+    ``__main__`` is not run again, so a script without an ``if __name__ == "__main__"`` guard works); forkserver
+    where it runs more (a Dash server, a progress spinner), whose locks a fork would copy mid-use. (Spawn and
+    forkserver re-import the caller's main module in each worker, as every multiprocessing user knows.)"""
+    import multiprocessing
+    import sys
+    import threading
+
+    if sys.platform == "linux" and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+    if sys.platform != "win32":
+        ctx.set_forkserver_preload(["tracer.parallel", "tracer.parsers", "tracer.parsers.kineto"])
+    return ctx
+
+
+def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
+                on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise UsageError(str(scheduler), "a Dask cluster needs the distributed package: "
+                                         "pip install 'tracer[cluster]'") from None
+    try:
+        client = Client(scheduler.address, timeout="10s", set_as_default=False)
+    except (OSError, TimeoutError, ValueError) as exc:
+        where = "--scheduler" if scheduler.origin == "option" else SCHEDULER_ENV
+        raise UsageError(where, f"cannot reach the Dask scheduler at {scheduler.address}: "
+                                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    try:
+        futures = [client.submit(parse_group, *a, pure=False) for a in args]
+        results = []
+        for future in as_completed(futures, loop=client.loop):  # (not the default client: none is set)
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - KilledWorker, a lost connection ...: one line, not a traceback
+                why = str(exc).splitlines()[0] if str(exc) else ""
+                raise TracerError(str(scheduler), f"the cluster failed parsing the job's ranks: "
+                                                  f"{type(exc).__name__}: {why}") from None
+            results.append(result)
+            if on_done is not None:
+                on_done(result)
+        return results
+    finally:
+        client.close()
