@@ -46,8 +46,8 @@ def test_chrome_export_of_a_job_keeps_each_rank_on_its_own_tracks(hta_job: Path,
     assert {r for rs in ranks_of_pid.values() for r in rs} == {0, 1}
     for pid, (rank,) in ranks_of_pid.items():
         assert names[(pid, 0)].startswith(f"rank {rank} · GPU")
-    # the same NCCL kernels on the same ranks as the job's timeline (args.rank: Kineto's distributedInfo holds
-    # one rank per file, so tracer reads such a file back as one rank; Parquet and nsys SQLite keep the ranks)
+    # the same NCCL kernels on the same ranks as the job's timeline (args.rank, with every row's real pid in
+    # args.tracer_pid: what tracer reads back, below)
     job = load_trace(hta_job, cache=False)
     nccl: dict[int, int] = {}
     for e in kernels:
@@ -119,3 +119,17 @@ def test_nsys_export_gives_ranks_sharing_a_pid_and_a_gpu_their_own_processes(hta
     for col in ("rank", "pid"):
         assert back.groupby(["kind", col], observed=True).size().to_dict() == \
             ev.groupby(["kind", col], observed=True).size().to_dict()
+
+
+def test_chrome_export_of_a_job_reads_back_with_every_row_on_its_rank(hta_job: Path, tmp_path: Path) -> None:
+    """No lost data: a job's Chrome JSON read back by tracer is the job again (ranks, pids, per-GPU figures)."""
+    from tracer.analysis.overlap import device_overlap
+
+    out = tmp_path / "job.json.gz"
+    assert main(["export", str(hta_job), "-o", str(out)]) == 0
+    job = load_trace(hta_job, cache=False).events
+    back = load_trace(out, cache=False).events
+    key = ["rank", "kind", "device", "stream", "pid"]
+    assert back.groupby(key, observed=True).size().to_dict() == job.groupby(key, observed=True).size().to_dict()
+    assert _nccl_per_rank(back) == {0: 10, 1: 10}
+    assert device_overlap(back) == device_overlap(job)

@@ -232,7 +232,7 @@ def build(
                 args["correlation"] = int(corr[i])
             if nbytes[i] is not None:
                 args["bytes"] = int(nbytes[i])
-            if moved_pid[i]:
+            if moved_pid[i] or not single_rank:  # a job: every row's real pid, and its rank below, read back
                 args["tracer_pid"] = int(tl_pid[i])
             if moved_tid[i]:
                 args["tracer_tid"] = int(tl_tid[i])

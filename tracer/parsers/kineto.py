@@ -54,6 +54,7 @@ class _Args(msgspec.Struct, gc=False):
     # tracer's own Chrome export draws some rows on another track and keeps their real pid/tid here
     tracer_pid: int | None = None
     tracer_tid: int | None = None
+    rank: int | None = None  # tracer's Chrome export of a job: the row's rank (read where tracer_pid is)
     # A collective's metadata, as PyTorch writes it on record_param_comms and (newer Kineto) on the NCCL kernel
     collective: str | None = msgspec.field(default=None, name="Collective name")
     pg_name: str | int | None = msgspec.field(default=None, name="Process Group Name")
@@ -493,6 +494,7 @@ def _firm_args(args: Any) -> _Args | None:
         name=name if type(name) is str else None,
         tracer_pid=_to_int(args.get("tracer_pid")),
         tracer_tid=_to_int(args.get("tracer_tid")),
+        rank=_to_int(args.get("rank")),
         collective=_str_or_none(args.get("Collective name")),
         pg_name=_str_or_none(args.get("Process Group Name")) or _to_int(args.get("Process Group Name")),
         pg_id=_to_int(args.get("Process Group ID")),
@@ -727,7 +729,7 @@ class _FastChunks:
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
 _PARTS: tuple[str, ...] = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
 _PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
-_PARTS += ("collective", "pg", "seq", "seq_na", "group_size")
+_PARTS += ("collective", "pg", "seq", "seq_na", "group_size", "rank")
 
 
 class _Columns:
@@ -770,6 +772,7 @@ class _Columns:
         no_args = _Args()
         args = [e.args or no_args for e in xs]
         pid_given = np.zeros(len(xs), dtype=bool)  # the Chrome export kept the real pid in args
+        row_rank = np.full(len(xs), -1, dtype=np.int64)  # -1: the trace's own rank (distributedInfo)
         for column, values, mark in (
             (pid, [a.tracer_pid for a in args], pid_given),
             (tid, [a.tracer_tid for a in args], None),
@@ -780,6 +783,11 @@ class _Columns:
                 column[given] = moved[given]
                 if mark is not None:
                     mark |= given
+                    # tracer's export of a job gives every row its real pid and its rank: read the ranks only
+                    # then (a plain Kineto trace pays nothing for them)
+                    ranks = _optional_int_column([a.rank for a in args])
+                    ok = ~np.isnan(ranks) & (ranks >= 0) & (ranks < 2**15)
+                    row_rank[ok] = ranks[ok].astype(np.int64)
         # GPU activities live at pid=device, tid=stream in Kineto; args say the same more reliably. Only GPU
         # rows (a tenth, typically) have args.device/stream read.
         device = np.full(len(xs), HOST_DEVICE, dtype=np.int64)
@@ -818,7 +826,7 @@ class _Columns:
         if keep is not None:
             xs = [xs[i] for i in np.flatnonzero(keep).tolist()]
             kind, start, end, pid, tid = kind[keep], start[keep], end[keep], pid[keep], tid[keep]
-            device, stream, pid_given = device[keep], stream[keep], pid_given[keep]
+            device, stream, pid_given, row_rank = device[keep], stream[keep], pid_given[keep], row_rank[keep]
             n_bytes, bytes_na = n_bytes[keep], bytes_na[keep]
             correlation, correlation_na = correlation[keep], correlation_na[keep]
             comm = {k: v[keep] for k, v in comm.items()}
@@ -831,6 +839,7 @@ class _Columns:
         p["name"].append(np.array([self.names[e.name] for e in xs], dtype=np.int32))
         p["pid"].append(pid)
         p["pid_given"].append(pid_given)
+        p["rank"].append(row_rank)
         p["tid"].append(tid)
         p["device"].append(device)
         p["stream"].append(stream)
@@ -941,6 +950,7 @@ class _Columns:
             "pg": pd.Categorical.from_codes(col["pg"], categories=pd.Index(list(self.pgs))),
             "seq": pd.arrays.IntegerArray(col["seq"], col["seq_na"]),
             "group_size": col["group_size"],
+            "row_rank": col["rank"],
         }
 
 
@@ -1106,7 +1116,9 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
             ignored["baseTimeNanoseconds"] = "not an integer"
         else:
             base_ns = base
-    ev = mark_by_name(build_events(cols.columns(base_ns)))
+    columns = cols.columns(base_ns)
+    row_rank = columns.pop("row_rank")
+    ev = mark_by_name(build_events(columns))
 
     props = trace.deviceProperties
     for prop in props if type(props) is list else ():
@@ -1134,4 +1146,7 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
     info = trace.distributedInfo
     if type(info) is dict and isinstance(info.get("rank"), int):
         ev["rank"] = np.int16(info["rank"])
+    if len(row_rank) == len(ev) and (row_rank >= 0).any():  # tracer's Chrome export of a job: each row's own rank
+        # (build_events kept the rows in the order columns() gave them: both sort by start, then end, stably)
+        ev["rank"] = np.where(row_rank >= 0, row_rank, ev["rank"].to_numpy()).astype(np.int16)
     return Timeline(validate(ev, source), meta)
