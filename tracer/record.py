@@ -146,7 +146,7 @@ def _experimental_config(all_threads: bool, cuda_sync: bool) -> Any:
     # a keyword the installed torch does not know is a TypeError.
     for keys in [wanted, *([k] for k in wanted if len(wanted) > 1)]:
         try:
-            return _ExperimentalConfig(**dict.fromkeys(keys, True))
+            return _ExperimentalConfig(**dict.fromkeys(keys, True))  # type: ignore[arg-type]
         except TypeError:
             continue
     return None
