@@ -37,12 +37,15 @@ PIECE_COLUMNS: tuple[str, ...] = ("start_ns", "end_ns", "dur_ns", "label", "node
 
 @dataclass(frozen=True)
 class Window:
-    """What the path is asked for: work issued in [``start_ns``, ``end_ns``] (trace clock; None: open), and
-    ``what`` it is, in words."""
+    """What the path is asked for: [``start_ns``, ``end_ns``] (trace clock; None: open), ``what`` it is, in words,
+    and which work counts: with ``issued`` (a range: HTA's rule) the work issued in the window, host intervals
+    that start in it and GPU work whose launch does, followed to its end; else the work that ran in it, cut at
+    its edges."""
 
     start_ns: int | None = None
     end_ns: int | None = None
     what: str = "the whole trace"
+    issued: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,15 @@ class CriticalPath:
         g = g.reset_index().sort_values(["ns", "start_ns"], ascending=[False, True], kind="stable").head(n)
         return g[["row", "kind", "name", "label", "ns", "start_ns"]].reset_index(drop=True)
 
+    def by_name(self, n: int = 10) -> pd.DataFrame:
+        """The ``n`` names (kernel, operator, call) with the most time on the path, summed over their intervals:
+        ``name``, ``kind``, ``label``, ``ns``, ``count`` (intervals)."""
+        p = self.pieces[self.pieces["row"] >= 0]
+        g = p.groupby(["name", "kind", "label"], observed=True, sort=False).agg(
+            ns=("dur_ns", "sum"), count=("row", "nunique"))
+        g = g.reset_index().sort_values(["ns", "name"], ascending=[False, True], kind="stable").head(n)
+        return g[["name", "kind", "label", "ns", "count"]].reset_index(drop=True)
+
     def traced_ns(self) -> int:
         """The path's length without its ``host gap`` pieces (time no traced interval covers) and the lag of
         host waits: what a path of zero-weight dependency edges (HTA's) measures."""
@@ -100,6 +112,8 @@ class CriticalPath:
             "breakdown": [{"label": r.label, "ns": int(r.ns), "share": float(r.share)} for r in b.itertuples()],
             "top": [{"row": int(r.row), "kind": str(r.kind), "name": str(r.name), "label": str(r.label),
                      "ns": int(r.ns), "start_ns": int(r.start_ns)} for r in self.top(top).itertuples()],
+            "by_name": [{"name": str(r.name), "kind": str(r.kind), "label": str(r.label), "ns": int(r.ns),
+                         "count": int(r.count)} for r in self.by_name(top).itertuples()],
             "notes": list(self.notes),
         }
 
@@ -124,7 +138,7 @@ def window_of_range(timeline: Timeline, name: str, instance: int = 0) -> Window:
     r = hit.iloc[instance]
     shown = str(r["name"]) if str(r["name"]) == name else f"{r['name']} (matched {name!r})"
     return Window(int(r["start_ns"]), int(r["end_ns"]),
-                  f"range {shown}, instance {instance % len(hit)} of {len(hit)}")
+                  f"range {shown}, instance {instance % len(hit)} of {len(hit)}", issued=True)
 
 
 def _binding(edges: pd.DataFrame, n: int, to: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -158,30 +172,35 @@ def node_labels(nodes: pd.DataFrame) -> np.ndarray:
 
 
 def _in_window(graph: Graph, window: Window) -> np.ndarray:
-    """Nodes whose work was issued in the window: host slices that start in it, GPU ops whose launch did (or,
-    with no launch in the graph, that start in it)."""
+    """Nodes of the window's work (:class:`Window`): issued in it (host slices that start in it, GPU ops whose
+    launch did or, with no launch in the graph, that start in it), or running in it."""
     nodes, edges = graph.nodes, graph.edges
+    lo = np.iinfo(np.int64).min if window.start_ns is None else window.start_ns
+    hi = np.iinfo(np.int64).max if window.end_ns is None else window.end_ns
+    if not window.issued:
+        running: np.ndarray = (nodes["start_ns"].to_numpy(np.int64) < hi) & (nodes["end_ns"].to_numpy(np.int64) > lo)
+        return running
     at = nodes["start_ns"].to_numpy(np.int64).copy()
     launch = edges[(edges["type"] == "launch").to_numpy()]
     at[launch["dst"].to_numpy()] = nodes["start_ns"].to_numpy(np.int64)[launch["src"].to_numpy()]
-    lo = np.iinfo(np.int64).min if window.start_ns is None else window.start_ns
-    hi = np.iinfo(np.int64).max if window.end_ns is None else window.end_ns
     inside: np.ndarray = (at >= lo) & (at <= hi)
     return inside
 
 
 def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
-    """The critical path of the work issued in ``window`` (default: the whole trace). Raises
-    :class:`TracerError` when the window holds no work."""
+    """The critical path of the work of ``window`` (default: the whole trace), ending where the last of it
+    ends (for a window of running work: where it ends or the window does). Raises :class:`TracerError` when
+    the window holds no work."""
     window = window or Window()
     nodes = graph.nodes
     n = len(nodes)
     scope = _in_window(graph, window)
     if not scope.any():
-        raise TracerError("window", f"no host or GPU work issued in {window.what}")
+        raise TracerError("window", f"no host or GPU work {'issued' if window.issued else 'ran'} in {window.what}")
     start = nodes["start_ns"].to_numpy(np.int64)
     end = nodes["end_ns"].to_numpy(np.int64)
-    ends = np.where(scope, end, np.iinfo(np.int64).min)
+    hi = np.iinfo(np.int64).max if window.end_ns is None or window.issued else window.end_ns
+    ends = np.where(scope, np.minimum(end, hi), np.iinfo(np.int64).min)
     last = int(np.argmax(ends))
     lo = np.iinfo(np.int64).min if window.start_ns is None else window.start_ns
     s_src, s_ready, s_type = _binding(graph.edges, n, "start")
@@ -203,10 +222,10 @@ def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
             out_edge.append(edge)
 
     # (plain lists: indexing them is several times faster than numpy scalars, one step per node)
-    start_l, end_l = start.tolist(), end.tolist()
+    start_l = start.tolist()
     s_src_l, s_ready_l, s_type_l = s_src.tolist(), s_ready.tolist(), s_type.tolist()
     e_src_l, e_ready_l, labels_l = e_src.tolist(), e_ready.tolist(), labels.tolist()
-    node, t = last, end_l[last]
+    node, t = last, int(ends[last])
     seen: set[int] = set()
     # One step per node on the path: the binding edges were chosen above, vectorised; this only follows them.
     while node >= 0 and node not in seen:
@@ -246,4 +265,4 @@ def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
     pieces["kind"] = nodes["kind"].astype(str).to_numpy()[idx] if len(idx) else []
     pieces["name"] = nodes["name"].astype(str).to_numpy()[idx] if len(idx) else []
     pieces["edge"] = np.array(out_edge, dtype=object)[order]
-    return CriticalPath(pieces[list(PIECE_COLUMNS)], t, int(end[last]), window, graph.notes)
+    return CriticalPath(pieces[list(PIECE_COLUMNS)], t, int(ends[last]), window, graph.notes)

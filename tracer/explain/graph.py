@@ -120,9 +120,9 @@ def build_graph(timeline: Timeline) -> Graph:
     if syncs is not None:
         parts += _recorded_sync_edges(nodes, syncs, links, node_of_gpu_row, last_slice, ev)
     elif n_gpu:
-        notes.append("no CUDA synchronisation records: cross-stream waits (cudaStreamWaitEvent) are not seen and "
-                     "host waits are inferred from call names and timing; record with `tracer record` (it turns on "
-                     "torch.profiler's enable_cuda_sync_events) to have them")
+        notes.append("no CUDA synchronisation records: cross-stream waits (cudaStreamWaitEvent) and host waits are "
+                     "inferred from timing and call names; record with `tracer record` (it turns on torch.profiler's "
+                     "enable_cuda_sync_events) to have them read, not inferred")
     parts.append(_inferred_host_waits(nodes, links, node_of_gpu_row, last_slice, syncs is not None))
     if syncs is None and ev["name"].astype(str).map(base_name).isin(_STREAM_WAIT_CALLS).any():
         parts.append(_inferred_event_waits(nodes.iloc[:n_gpu], pd.concat(parts[:2], ignore_index=True), nodes))
