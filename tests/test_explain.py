@@ -273,3 +273,27 @@ def test_graph_of_a_host_only_trace_has_thread_edges_only(data_dir):
     _assert_tiles(path)
     assert np.isin(path.pieces["label"].astype(str), ["host work", "host gap", "launch overhead",
                                                        "waiting on a sync"]).all()
+
+
+def test_nsys_synchronization_table_gives_the_cross_stream_edges(data_dir):
+    # pair.sqlite (H200, nsys): 20 rounds of a matmul on stream 7, an event recorded after it, and a copy on
+    # stream 17 that waits for the event (cudaStreamWaitEvent)
+    t = load_trace(data_dir / "pair.sqlite.gz", cache=False)
+    s = pd.DataFrame(t.meta.extra["cuda_sync"])
+    assert s["name"].value_counts().to_dict() == {"Stream Wait Event": 21, "Event Sync": 20, "Context Sync": 1}
+    waits = s[(s["name"] == "Stream Wait Event") & (s["wait_correlation"] >= 0)]
+    assert len(waits) == 20 and set(waits["stream"]) == {17} and set(waits["wait_stream"]) == {7}
+    records = t.events[t.events["correlation"].isin(waits["wait_correlation"]).to_numpy()
+                       & (t.events["kind"] == "runtime").to_numpy()]
+    assert set(records["name"].astype(str)) == {"cudaEventRecordWithFlags_v11010"} and len(records) == 20
+    g = build_graph(t)
+    e = g.edges[g.edges["type"] == "event_wait"]
+    assert len(e) == 20 and not e["inferred"].any()
+    n = g.nodes
+    assert set(zip(n.loc[e["src"], "stream"], n.loc[e["dst"], "stream"], strict=True)) == {(7, 17)}
+    assert set(n.loc[e["dst"], "kind"].astype(str)) == {"memcpy"}
+    # the Context Sync record names no call in the export; cudaDeviceSynchronize's wait is inferred: the last
+    # copy, which ended while it ran
+    (hw,) = g.edges[g.edges["type"] == "host_wait"].itertuples()
+    assert hw.inferred and n.at[hw.dst, "name"] == "cudaDeviceSynchronize_v3020"
+    assert n.at[hw.src, "end_ns"] == n.loc[n["device"] >= 0, "end_ns"].max()

@@ -123,7 +123,8 @@ def build_graph(timeline: Timeline) -> Graph:
         notes.append("no CUDA synchronisation records: cross-stream waits (cudaStreamWaitEvent) and host waits are "
                      "inferred from timing and call names; record with `tracer record` (it turns on torch.profiler's "
                      "enable_cuda_sync_events) to have them read, not inferred")
-    parts.append(_inferred_host_waits(nodes, links, node_of_gpu_row, last_slice, syncs is not None))
+    recorded = _recorded_calls(ev, syncs) if syncs is not None else np.zeros(0, np.int64)
+    parts.append(_inferred_host_waits(nodes, links, node_of_gpu_row, last_slice, recorded))
     if syncs is None and ev["name"].astype(str).map(base_name).isin(_STREAM_WAIT_CALLS).any():
         parts.append(_inferred_event_waits(nodes.iloc[:n_gpu], pd.concat(parts[:2], ignore_index=True), nodes))
     edges = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else _no_edges()
@@ -300,12 +301,7 @@ def _last_launched_before(launched: pd.DataFrame, at: pd.DataFrame, by: list[str
 def _recorded_sync_edges(nodes: pd.DataFrame, syncs: pd.DataFrame, links: pd.DataFrame,
                          node_of_gpu_row: pd.Series, last_slice: pd.Series, ev: pd.DataFrame) -> list[pd.DataFrame]:
     """``event_wait`` and ``host_wait`` edges from Kineto's cuda_sync rows."""
-    calls = ev[ev["kind"].isin(["runtime", "driver"]).to_numpy() & ev["correlation"].notna().to_numpy()]
-    call = pd.DataFrame({"rank": calls["rank"].to_numpy(np.int64), "pid": calls["pid"].to_numpy(np.int64),
-                         "correlation": calls["correlation"].to_numpy(np.int64),
-                         "call_row": calls.index.to_numpy(np.int64),
-                         "call_ns": calls["start_ns"].to_numpy(np.int64)})
-    call = call.drop_duplicates(["rank", "correlation"], keep="first")
+    call = _call_table(ev)
     s = syncs.merge(call, on=["rank", "correlation"], how="inner")
     rec = call.rename(columns={"correlation": "wait_correlation", "call_row": "record_row", "call_ns": "record_ns"})
     s = s.merge(rec[["rank", "wait_correlation", "record_ns"]], on=["rank", "wait_correlation"], how="left")
@@ -358,11 +354,27 @@ def _recorded_sync_edges(nodes: pd.DataFrame, syncs: pd.DataFrame, links: pd.Dat
     return out
 
 
+def _call_table(ev: pd.DataFrame) -> pd.DataFrame:
+    """Runtime / driver calls with a correlation id: rank, pid, correlation, call_row, call_ns (first per id)."""
+    calls = ev[ev["kind"].isin(["runtime", "driver"]).to_numpy() & ev["correlation"].notna().to_numpy()]
+    call = pd.DataFrame({"rank": calls["rank"].to_numpy(np.int64), "pid": calls["pid"].to_numpy(np.int64),
+                         "correlation": calls["correlation"].to_numpy(np.int64),
+                         "call_row": calls.index.to_numpy(np.int64),
+                         "call_ns": calls["start_ns"].to_numpy(np.int64)})
+    return call.drop_duplicates(["rank", "correlation"], keep="first")
+
+
+def _recorded_calls(ev: pd.DataFrame, syncs: pd.DataFrame) -> np.ndarray:
+    """Timeline rows of the calls a sync record is filed under."""
+    m = syncs[["rank", "correlation"]].merge(_call_table(ev), on=["rank", "correlation"], how="inner")
+    return np.unique(m["call_row"].to_numpy(np.int64))
+
+
 def _inferred_host_waits(nodes: pd.DataFrame, links: pd.DataFrame, node_of_gpu_row: pd.Series,
-                         last_slice: pd.Series, have_records: bool) -> pd.DataFrame:
+                         last_slice: pd.Series, recorded: np.ndarray) -> pd.DataFrame:
     """``host_wait`` edges read from names and timing: a synchronous copy or memset waits for the work it
-    launched; a synchronising call (when the trace has no sync records saying what it waited for) waits for
-    the GPU op of its process that ended last while it ran."""
+    launched; a synchronising call that no sync record is filed under (``recorded``: rows that have one) waits
+    for the GPU op of its process that ended last while it ran."""
     out: list[pd.DataFrame] = []
     lk = links[links["work_row"].isin(node_of_gpu_row.index).to_numpy()
                & links["call_row"].isin(last_slice.index).to_numpy()]
@@ -376,23 +388,22 @@ def _inferred_host_waits(nodes: pd.DataFrame, links: pd.DataFrame, node_of_gpu_r
         sync_copy = np.array([bool(_SYNC_COPY_RE.match(n)) for n in cname], dtype=bool)
         blocking = is_copy & (pageable | sync_copy)
         out.append(_edges(work[blocking], call[blocking], "host_wait", "end", inferred=True))
-    if not have_records:
-        h = nodes[nodes["kind"].isin(["runtime", "driver"]).to_numpy()]
-        h = h[h["name"].astype(str).map(lambda s: base_name(s) in _SYNC_CALLS).to_numpy(bool)]
-        g = nodes[nodes["kind"].isin(list(GPU_KINDS)).to_numpy()]
-        if len(h) and len(g):
-            gs = g.sort_values("end_ns", kind="stable")
-            left = pd.DataFrame({"key": h.index.to_numpy(), "at_ns": h["end_ns"].to_numpy(np.int64),
-                                 "rank": h["rank"].to_numpy(np.int64), "pid": h["pid"].to_numpy(np.int64)})
-            right = pd.DataFrame({"end_ns": gs["end_ns"].to_numpy(np.int64), "rank": gs["rank"].to_numpy(np.int64),
-                                  "pid": gs["pid"].to_numpy(np.int64), "node": gs.index.to_numpy(np.int64)})
-            m = pd.merge_asof(left.sort_values("at_ns"), right, left_on="at_ns", right_on="end_ns",
-                              by=["rank", "pid"], direction="backward")
-            m = m[m["node"].notna()]
-            start = h.loc[m["key"].to_numpy(), "start_ns"].to_numpy(np.int64)
-            ran = m["end_ns"].to_numpy(np.int64) >= start  # the op ended while the call ran: the call waited for it
-            out.append(_edges(m["node"].to_numpy(np.int64)[ran], m["key"].to_numpy(np.int64)[ran], "host_wait", "end",
-                              inferred=True))
+    h = nodes[nodes["kind"].isin(["runtime", "driver"]).to_numpy() & ~nodes["row"].isin(recorded).to_numpy()]
+    h = h[h["name"].astype(str).map(lambda s: base_name(s) in _SYNC_CALLS).to_numpy(bool)]
+    g = nodes[nodes["kind"].isin(list(GPU_KINDS)).to_numpy()]
+    if len(h) and len(g):
+        gs = g.sort_values("end_ns", kind="stable")
+        left = pd.DataFrame({"key": h.index.to_numpy(), "at_ns": h["end_ns"].to_numpy(np.int64),
+                             "rank": h["rank"].to_numpy(np.int64), "pid": h["pid"].to_numpy(np.int64)})
+        right = pd.DataFrame({"end_ns": gs["end_ns"].to_numpy(np.int64), "rank": gs["rank"].to_numpy(np.int64),
+                              "pid": gs["pid"].to_numpy(np.int64), "node": gs.index.to_numpy(np.int64)})
+        m = pd.merge_asof(left.sort_values("at_ns"), right, left_on="at_ns", right_on="end_ns",
+                          by=["rank", "pid"], direction="backward")
+        m = m[m["node"].notna()]
+        start = h.loc[m["key"].to_numpy(), "start_ns"].to_numpy(np.int64)
+        ran = m["end_ns"].to_numpy(np.int64) >= start  # the op ended while the call ran: the call waited for it
+        out.append(_edges(m["node"].to_numpy(np.int64)[ran], m["key"].to_numpy(np.int64)[ran], "host_wait", "end",
+                          inferred=True))
     return pd.concat(out, ignore_index=True) if out else _no_edges()
 
 
