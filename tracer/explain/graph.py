@@ -91,6 +91,15 @@ def base_name(name: str) -> str:
     return _VERSION_SUFFIX_RE.sub("", name)
 
 
+def _named(names: pd.Series, among: frozenset[str]) -> np.ndarray:
+    """Which of ``names`` (a categorical column) are in ``among``, nsys' version suffix dropped: one test per
+    distinct name, not per row."""
+    cat = names.astype("category").cat
+    hit = np.array([base_name(str(c)) in among for c in cat.categories] + [False], dtype=bool)
+    found: np.ndarray = hit[cat.codes.to_numpy()]  # (code -1, a missing name, reads the False at the end)
+    return found
+
+
 def build_graph(timeline: Timeline) -> Graph:
     """The dependency graph of ``timeline`` (every rank, process, device and thread in it)."""
     ev = timeline.events
@@ -125,7 +134,7 @@ def build_graph(timeline: Timeline) -> Graph:
                      "enable_cuda_sync_events) to have them read, not inferred")
     recorded = _recorded_calls(ev, syncs) if syncs is not None else np.zeros(0, np.int64)
     parts.append(_inferred_host_waits(nodes, links, node_of_gpu_row, last_slice, recorded))
-    if syncs is None and ev["name"].astype(str).map(base_name).isin(_STREAM_WAIT_CALLS).any():
+    if syncs is None and _named(ev["name"], _STREAM_WAIT_CALLS).any():
         parts.append(_inferred_event_waits(nodes.iloc[:n_gpu], pd.concat(parts[:2], ignore_index=True), nodes))
     edges = pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else _no_edges()
     edges = _finish_edges(edges, nodes)
@@ -134,7 +143,7 @@ def build_graph(timeline: Timeline) -> Graph:
     hw = edges[(edges["type"] == "host_wait").to_numpy()]
     waited = hw.loc[(hw["ready_ns"].to_numpy() >= nodes["start_ns"].to_numpy()[hw["dst"].to_numpy()]), "dst"].to_numpy()
     nodes.loc[np.unique(waited), "blocking"] = True
-    is_sync_name = nodes["name"].astype(str).map(lambda s: base_name(s) in _SYNC_CALLS).to_numpy(bool)
+    is_sync_name = _named(nodes["name"], _SYNC_CALLS)
     nodes.loc[is_sync_name & nodes["kind"].isin(["runtime", "driver"]).to_numpy(), "blocking"] = True
     return Graph(nodes, edges, tuple(notes), syncs is not None)
 
@@ -389,7 +398,7 @@ def _inferred_host_waits(nodes: pd.DataFrame, links: pd.DataFrame, node_of_gpu_r
         blocking = is_copy & (pageable | sync_copy)
         out.append(_edges(work[blocking], call[blocking], "host_wait", "end", inferred=True))
     h = nodes[nodes["kind"].isin(["runtime", "driver"]).to_numpy() & ~nodes["row"].isin(recorded).to_numpy()]
-    h = h[h["name"].astype(str).map(lambda s: base_name(s) in _SYNC_CALLS).to_numpy(bool)]
+    h = h[_named(h["name"], _SYNC_CALLS)]
     g = nodes[nodes["kind"].isin(list(GPU_KINDS)).to_numpy()]
     if len(h) and len(g):
         gs = g.sort_values("end_ns", kind="stable")
