@@ -123,16 +123,33 @@ def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
     if "acc_events" in accepted:
         # Without it torch >= 2.5 warns that events are cleared "at the end of each cycle"; we run one cycle.
         kwargs["acc_events"] = True
-    if all_threads:
-        try:
-            # By default the profiler sees only the thread that started it (and threads that inherit its state,
-            # like autograd's); the CPU mode's lanes are plain Python threads.
-            from torch._C._profiler import _ExperimentalConfig
-
-            kwargs["experimental_config"] = _ExperimentalConfig(profile_all_threads=True)
-        except (ImportError, TypeError):  # torch older than about 2.7
-            pass
+    config = _experimental_config(all_threads=all_threads, cuda_sync=torch.cuda.is_available())
+    if config is not None:
+        kwargs["experimental_config"] = config
     return kwargs
+
+
+def _experimental_config(all_threads: bool, cuda_sync: bool) -> Any:
+    """torch's ``_ExperimentalConfig`` with what the installed torch accepts of: ``profile_all_threads`` (by
+    default the profiler sees only the thread that started it and threads that inherit its state, like
+    autograd's; the CPU mode's lanes are plain Python threads) and ``enable_cuda_sync_events`` (Kineto's
+    cuda_sync rows: which stream or host call waited on which cudaEventRecord, what ``tracer explain``'s
+    cross-stream and host-wait edges read; CUDA only). None when it takes neither."""
+    wanted = [k for k, on in (("profile_all_threads", all_threads), ("enable_cuda_sync_events", cuda_sync)) if on]
+    if not wanted:
+        return None
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+    except ImportError:  # (torch without it)
+        return None
+    # All of them, else each alone (profile_all_threads: torch >= about 2.7, enable_cuda_sync_events: >= 2.4);
+    # a keyword the installed torch does not know is a TypeError.
+    for keys in [wanted, *([k] for k in wanted if len(wanted) > 1)]:
+        try:
+            return _ExperimentalConfig(**dict.fromkeys(keys, True))  # type: ignore[arg-type]
+        except TypeError:
+            continue
+    return None
 
 
 @contextlib.contextmanager

@@ -40,7 +40,9 @@ CACHE_MIN_BYTES = 4 * 1024 * 1024
 #: 2: exact decimal ts/dur, tolerant args, PyTorch 1.8 categories, B/E slices (2026-12-03).
 #: 3: events with a negative dur or bytes, bytes over 256 TiB or ts beyond int64 ns are skipped and counted.
 #: 4: meta.clock and meta.clock_offset_ns (issue 12).
-KINETO_PARSER_VERSION = 4
+#: 5: meta.extra["cuda_sync"]: what Kineto's cuda_sync rows wait on (issue 10); the collective columns from the
+#:    trace's metadata (schema 3) and each row's rank in tracer's Chrome export of a job (issue 9).
+KINETO_PARSER_VERSION = 5
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:

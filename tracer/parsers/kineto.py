@@ -64,6 +64,10 @@ class _Args(msgspec.Struct, gc=False):
     in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
     out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
     dtype: str | None = None
+    # Kineto's cuda_sync rows (torch.profiler with enable_cuda_sync_events): the stream whose cudaEventRecord a
+    # wait or an event sync waits on, and that record's correlation id (-1: not said)
+    wait_on_stream: int | None = None
+    wait_on_event_corr: int | None = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
 
 
 #: ts / dur are kept as the bytes of their JSON number (msgspec.Raw) and turned into integer ns from that
@@ -503,6 +507,8 @@ def _firm_args(args: Any) -> _Args | None:
         in_nelems=_to_int(args.get("In msg nelems")),
         out_nelems=_to_int(args.get("Out msg nelems")),
         dtype=_str_or_none(args.get("dtype")),
+        wait_on_stream=_to_int(args.get("wait_on_stream")),
+        wait_on_event_corr=_to_int(args.get("wait_on_cuda_event_record_corr_id")),
     )
 
 
@@ -741,6 +747,7 @@ class _Columns:
         self.pgs[""]  # code 0: no process group
         self.kind_of_cat = np.zeros(0, dtype=np.int8)  # -1: a category that is skipped
         self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
+        self.syncs: list[tuple[int, str, int, int, int, int]] = []  # see cuda_sync_table
 
     def add(
         self, xs: list[Any], skipped: Counter[str], times: tuple[np.ndarray, np.ndarray] | None = None
@@ -847,6 +854,8 @@ class _Columns:
         p["bytes_na"].append(bytes_na)
         p["correlation"].append(correlation)
         p["correlation_na"].append(correlation_na)
+        for i in np.flatnonzero(kind == _SYNC).tolist():  # (a few per step: waits and syncs, not the kernels)
+            self.syncs.append(_sync_entry(xs[i]))
 
     def _comm(self, args: list[_Args], n_bytes: np.ndarray, bytes_na: np.ndarray) -> dict[str, np.ndarray]:
         """The collective columns of a chunk's rows from their args (tracer.timeline.comm reads the names later);
@@ -952,6 +961,33 @@ class _Columns:
             "group_size": col["group_size"],
             "row_rank": col["rank"],
         }
+
+
+_SYNC = KINDS.index("sync")
+
+
+def _sync_entry(e: Any) -> tuple[int, str, int, int, int, int]:
+    """(correlation, name, device, stream, wait_on_stream, wait_on_event_corr) of a cuda_sync row; -1: not said."""
+    a = e.args or _Args()
+
+    def num(v: int | None) -> int:
+        return v if v is not None and -1 <= v < 2**62 else -1
+
+    return (num(a.correlation), str(e.name), num(a.device), num(a.stream), num(a.wait_on_stream),
+            num(a.wait_on_event_corr))
+
+
+#: The columns of ``meta.extra["cuda_sync"]``: one entry per cuda_sync row, in file order.
+CUDA_SYNC_FIELDS: tuple[str, ...] = ("correlation", "name", "device", "stream", "wait_stream", "wait_correlation")
+
+
+def cuda_sync_table(entries: list[tuple[int, str, int, int, int, int]]) -> dict[str, list[Any]]:
+    """What Kineto's cuda_sync rows say beyond the timeline's columns, as columns of lists (JSON, so the Parquet
+    cache keeps it): the sync's ``correlation`` (its runtime call's), its ``name`` ("Stream Wait Event",
+    "Event Sync", "Stream Sync", "Context Sync"), ``device``, the ``stream`` that waits (-1: the host),
+    ``wait_stream`` and ``wait_correlation``: the stream and the correlation id of the cudaEventRecord waited on.
+    """
+    return {f: [e[i] for e in entries] for i, f in enumerate(CUDA_SYNC_FIELDS)}
 
 
 # kind code -> is it on a GPU lane / a runtime or driver call (a table lookup: np.isin sorts, per chunk)
@@ -1136,6 +1172,7 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
             "distributed_info": trace.distributedInfo,
             "skipped": dict(sorted(skipped.items())) or None,
             "ignored": ignored or None,
+            "cuda_sync": cuda_sync_table(cols.syncs) if cols.syncs else None,
         }.items()
         if v is not None
     }

@@ -354,6 +354,9 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     _restore_ranks(con, tables, [part for part in parts if part.get("from_tracer_events") is None])
     for part in parts:
         part.pop("from_tracer_events", None)
+    sync = _cuda_sync(con, tables)
+    if sync is not None:
+        meta.extra["cuda_sync"] = sync
     meta.extra["skipped"] = dict(sorted(skipped.items())) or None
     if notes:
         meta.extra["notes"] = notes
@@ -393,6 +396,77 @@ def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[s
             new_pid = pid.copy()
             new_pid[hit] = own[at[hit]]
             part["rank"], part["pid"] = rank, new_pid
+
+
+#: CUPTI's synchronisation types (ENUM_CUPTI_SYNC_TYPE) as Kineto names its cuda_sync rows
+_SYNC_NAMES = {1: "Event Sync", 2: "Stream Wait Event", 3: "Stream Sync", 4: "Context Sync"}
+_SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+_EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+
+
+def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> dict[str, list[object]] | None:
+    """The synchronisation records as Kineto's cuda_sync rows say them (``meta.extra["cuda_sync"]``, columns
+    :data:`tracer.parsers.kineto.CUDA_SYNC_FIELDS`): each sync's correlation id, type, device and stream, and for
+    an event sync or a stream wait the stream and correlation id of the cudaEventRecord it waits on — the record
+    with the same ``eventSyncId`` (nsys >= 2023), else the last record of the same ``eventId`` before the sync.
+    None when the export has no such table or it cannot be read as one (a damaged file loses only this)."""
+    from tracer.parsers.kineto import CUDA_SYNC_FIELDS
+
+    if _SYNC_TABLE not in tables:
+        return None
+    try:
+        have = _columns(con, _SYNC_TABLE)
+        if not {"correlationId", "syncType", "deviceId", "streamId", "eventId"} <= have:
+            return None
+        link = "eventSyncId" if "eventSyncId" in have else "NULL"
+        s = pd.read_sql_query(
+            f'SELECT "correlationId" AS c, "syncType" AS t, "deviceId" AS d, "streamId" AS s, "eventId" AS e, '
+            f'{link} AS l FROM "{_SYNC_TABLE}"', con)
+        ev = pd.DataFrame({"c": [], "e": [], "s": [], "l": []})
+        if _EVENT_TABLE in tables and {"correlationId", "eventId", "streamId"} <= _columns(con, _EVENT_TABLE):
+            elink = "eventSyncId" if "eventSyncId" in _columns(con, _EVENT_TABLE) else "NULL"
+            ev = pd.read_sql_query(f'SELECT "correlationId" AS c, "eventId" AS e, "streamId" AS s, {elink} AS l '
+                                   f'FROM "{_EVENT_TABLE}"', con)
+    except (sqlite3.Error, pd.errors.DatabaseError):
+        return None
+    s = s.apply(pd.to_numeric, errors="coerce")
+    ev = ev.apply(pd.to_numeric, errors="coerce")
+    s = s[s["c"].notna() & s["t"].notna()].reset_index(drop=True)
+    if s.empty:
+        return None
+    wait_stream = np.full(len(s), -1, np.int64)
+    wait_corr = np.full(len(s), -1, np.int64)
+    ev = ev[ev["c"].notna() & ev["e"].notna() & ev["s"].notna()]
+    waits = s["t"].isin([1, 2]).to_numpy() & s["e"].notna().to_numpy()
+    if waits.any() and len(ev):
+        by_link = ev[ev["l"].notna()].drop_duplicates("l", keep="last").set_index("l")
+        linked = waits & s["l"].isin(by_link.index).to_numpy()
+        if linked.any():
+            hit = by_link.loc[s.loc[linked, "l"]]
+            wait_stream[linked], wait_corr[linked] = hit["s"].to_numpy(np.int64), hit["c"].to_numpy(np.int64)
+        rest = np.flatnonzero(waits & ~linked)
+        if len(rest):
+            left = pd.DataFrame({"i": rest, "c": s.loc[rest, "c"].to_numpy(np.int64),
+                                 "e": s.loc[rest, "e"].to_numpy(np.int64)}).sort_values("c")
+            right = pd.DataFrame({"rc": ev["c"].to_numpy(np.int64), "e": ev["e"].to_numpy(np.int64),
+                                  "rs": ev["s"].to_numpy(np.int64)}).sort_values("rc")
+            m = pd.merge_asof(left, right, left_on="c", right_on="rc", by="e", direction="backward",
+                              allow_exact_matches=False)
+            m = m[m["rc"].notna()]
+            wait_stream[m["i"].to_numpy()] = m["rs"].to_numpy(np.int64)
+            wait_corr[m["i"].to_numpy()] = m["rc"].to_numpy(np.int64)
+    kind = s["t"].astype(np.int64)
+    # the stream that waits: a stream wait's or a stream sync's own; the host for the others (Kineto writes -1)
+    own = kind.isin([2, 3]).to_numpy()
+    out = (
+        s["c"].astype(np.int64).tolist(),
+        [_SYNC_NAMES.get(int(k), "Unknown") for k in kind],
+        s["d"].fillna(-1).astype(np.int64).tolist(),
+        np.where(own, s["s"].fillna(-1).astype(np.int64), -1).tolist(),
+        wait_stream.tolist(),
+        wait_corr.tolist(),
+    )
+    return dict(zip(CUDA_SYNC_FIELDS, out, strict=True))
 
 
 def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], meta: TraceMeta) -> None:
