@@ -1,0 +1,84 @@
+"""How much of a GPU each kernel occupies, from the launch figures Kineto records (issue 10, the replay's
+resource model).
+
+Kineto gives every kernel its ``grid``, ``block``, ``registers per thread`` and ``shared memory``, and the trace
+its ``deviceProperties`` (SM count, threads, registers and shared memory per SM). From them: how many blocks of
+the kernel fit on one SM at once (the least of the thread, register, shared-memory and 32-block limits), how
+many waves its grid takes over all SMs, and the kernel's *demand*: the share of the GPU's block slots it keeps
+busy on average when it runs alone, ``waves / ceil(waves)``. A 512-block matmul on 132 one-block SMs takes 3.88
+waves in 4: demand 0.97, so two of them beside each other finish in 0.97 of their summed time, not half of it.
+(Kineto's ``est. achieved occupancy %`` is 0 in the bundled H200 traces; it is not used.)
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+#: CUDA's limit of resident blocks per SM (compute capability 5.0 to 9.0).
+MAX_BLOCKS_PER_SM = 32
+
+
+def _product(v: Any) -> int:
+    if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+        return math.prod(max(1, x) for x in v)
+    return 0
+
+
+def kernel_demand(args: dict[str, Any], props: dict[str, Any]) -> float | None:
+    """The demand (0, 1] of one kernel with Kineto ``args`` on a device with ``props``; None when a figure is
+    missing."""
+    blocks, threads = _product(args.get("grid")), _product(args.get("block"))
+    sms = props.get("numSms")
+    if not blocks or not threads or not isinstance(sms, int) or sms <= 0:
+        return None
+    warp = int(props.get("warpSize", 32)) or 32
+    threads_r = -(-threads // warp) * warp  # registers and slots are given per warp
+    fit = [MAX_BLOCKS_PER_SM, int(props.get("maxThreadsPerMultiprocessor", 2048)) // threads_r]
+    regs = args.get("registers per thread")
+    if isinstance(regs, int) and regs > 0:
+        fit.append(int(props.get("regsPerMultiprocessor", 65536)) // (regs * threads_r))
+    smem = args.get("shared memory")
+    if isinstance(smem, int) and smem > 0:
+        fit.append(int(props.get("sharedMemPerMultiprocessor", 1 << 30)) // smem)
+    per_sm = max(1, min(fit))
+    waves = blocks / (sms * per_sm)
+    return min(1.0, waves / math.ceil(waves))
+
+
+def read_kineto_demand(path: str | Path) -> tuple[dict[int, float], int | None]:
+    """``{correlation: demand}`` for the kernels of a Kineto JSON trace (``.json`` or ``.json.gz``; a run
+    directory's ``trace.json.gz``) and the SM count of its first device; ``({}, None)`` when the file is not a
+    Kineto trace or lacks the figures."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "trace.json.gz"
+    if not p.is_file() or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
+        return {}, None
+    try:
+        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+        doc = orjson.loads(raw)
+    except (OSError, ValueError, EOFError):
+        return {}, None
+    if not isinstance(doc, dict):
+        return {}, None
+    props_list = doc.get("deviceProperties") or []
+    props = {int(d["id"]): d for d in props_list if isinstance(d, dict) and isinstance(d.get("id"), int)}
+    out: dict[int, float] = {}
+    for e in doc.get("traceEvents") or []:
+        if not isinstance(e, dict) or e.get("cat") != "kernel":
+            continue
+        a = e.get("args") or {}
+        dev, corr = a.get("device"), a.get("correlation")
+        if not isinstance(dev, int) or not isinstance(corr, int) or dev not in props:
+            continue
+        d = kernel_demand(a, props[dev])
+        if d is not None:
+            out[corr] = d  # (one process per Kineto file: correlation ids are unique in it)
+    first = next(iter(props.values()), None)
+    sms = first.get("numSms") if first else None
+    return out, sms if isinstance(sms, int) else None

@@ -1,0 +1,602 @@
+"""What-if replay: a discrete-event pass over a run's dependency graph under a changed plan (issue 10, part 4).
+
+Every node of the graph (:func:`tracer.explain.build_graph`) is replayed in dependency order: it starts when its
+incoming edges allow, after the overhead the trace showed on its binding edge (a launch's latency, a stream's
+gap, a host gap), and its resource lets it run:
+
+- **one GPU's SMs** are shared by the kernels running on it at once: each kernel has a *demand* (the share of
+  the GPU it keeps busy alone, :mod:`tracer.explain.occupancy`), and while the demands of the running kernels
+  sum to more than 1 each progresses at 1 / sum of its solo speed (a kernel that fills the GPU does not get
+  faster beside another). Kernels without launch figures count as filling the GPU (demand 1);
+- **copy engines**, one per direction (HtoD, DtoH, DtoD ...) per device, shared the same way (demand 1 each);
+- **each host thread** runs its slices one after another (its ``thread`` edges); a blocking call ends when
+  both its own time and the GPU op it waited for (``host_wait``) are done.
+
+Durations are *solo* durations: a kernel's measured time with the slowdown the sharing model gives for the
+kernels it overlapped in the trace taken out, so that an unchanged plan replays to the measured times.
+
+A :class:`Plan` rewrites nodes and edges before the pass (:data:`PLANS`): copies on a side stream, pinned
+memory, host syncs removed, independent chains spread over N streams.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from tracer.errors import TracerError
+from tracer.explain.graph import Graph
+
+#: What-if plans and what they do (``--what-if NAME[=VALUE]``).
+PLANS: dict[str, str] = {
+    "side-stream": "every copy runs on a side stream of its device, after an event from the kernel that produced "
+                   "its data (DtoH, DtoD) or before the kernel that uses it (HtoD)",
+    "pinned": "copies from or to pageable memory use pinned memory: asynchronous, at the bandwidth pinned copies "
+              "of the same direction reached in the trace (pinned=GBPS: at GBPS GB/s)",
+    "no-sync": "host syncs removed (no-sync=NAME: only calls named NAME); the last one of each thread is kept, "
+               "so the window still ends when its GPU work does",
+    "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
+               "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
+               "before it), else N equal consecutive parts of each stream's work",
+}
+
+_GPU = ("kernel", "memcpy", "memset")
+#: Overhead of an edge a plan adds, where the trace has no binding edge of that type to take it from.
+DEFAULT_OVERHEAD_NS = {"stream": 1_000, "event_wait": 2_000, "launch": 5_000, "host_wait": 5_000, "thread": 0}
+_STEM_RE = re.compile(r"\d+$")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A changed plan: which rewrites apply (:data:`PLANS`)."""
+
+    side_stream: bool = False
+    pinned: bool = False
+    pinned_gbps: float | None = None  # None: from the trace's pinned copies
+    no_sync: bool = False
+    no_sync_name: str | None = None
+    streams: int = 1
+
+    @property
+    def unchanged(self) -> bool:
+        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1)
+
+    def describe(self) -> str:
+        parts = []
+        if self.side_stream:
+            parts.append("side-stream")
+        if self.pinned:
+            parts.append("pinned" + (f"={self.pinned_gbps:g}" if self.pinned_gbps else ""))
+        if self.no_sync:
+            parts.append("no-sync" + (f"={self.no_sync_name}" if self.no_sync_name else ""))
+        if self.streams > 1:
+            parts.append(f"streams={self.streams}")
+        return " + ".join(parts) or "unchanged"
+
+
+def parse_plan(specs: Sequence[str]) -> Plan:
+    """A :class:`Plan` from ``NAME[=VALUE]`` strings; raises :class:`TracerError` for an unknown name or a bad
+    value."""
+    kw: dict[str, object] = {}
+    for spec in specs:
+        name, _, value = spec.partition("=")
+        name, value = name.strip(), value.strip()
+        if name == "side-stream" and not value:
+            kw["side_stream"] = True
+        elif name == "pinned":
+            kw["pinned"] = True
+            if value:
+                try:
+                    gbps = float(value)
+                except ValueError:
+                    gbps = -1.0
+                if not (0 < gbps < 1e5):
+                    raise TracerError("--what-if", f"pinned={value!r}: give the bandwidth in GB/s (e.g. pinned=50)")
+                kw["pinned_gbps"] = gbps
+        elif name == "no-sync":
+            kw["no_sync"] = True
+            kw["no_sync_name"] = value or None
+        elif name == "streams":
+            try:
+                n = int(value or "2")
+            except ValueError:
+                n = 0
+            if not 1 < n <= 1024:
+                raise TracerError("--what-if", f"streams={value!r}: give a number of streams from 2 to 1024")
+            kw["streams"] = n
+        else:
+            raise TracerError("--what-if", f"{spec!r} is not a plan: one of " + ", ".join(
+                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N"]))
+    return Plan(**kw)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Replay:
+    """A replay's result: the ``measured`` and ``predicted`` span (ns) of the window's work, each node's replayed
+    ``start_ns`` / ``end_ns`` (``nodes``: graph node id, relative to the window's first start) and ``notes``:
+    what the replay assumed (a bandwidth, a guess at chains)."""
+
+    plan: Plan
+    measured_ns: int
+    predicted_ns: int
+    nodes: pd.DataFrame
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def ratio(self) -> float:
+        """Predicted / measured."""
+        return self.predicted_ns / self.measured_ns if self.measured_ns else float("nan")
+
+
+def issued_nodes(graph: Graph, start_ns: int | None = None, end_ns: int | None = None) -> np.ndarray:
+    """Graph node ids issued in [start_ns, end_ns] (None: open): host slices that start in it and GPU work whose
+    launching call does."""
+    n = graph.nodes
+    s = n["start_ns"].to_numpy(np.int64)
+    lo = np.iinfo(np.int64).min if start_ns is None else start_ns
+    hi = np.iinfo(np.int64).max if end_ns is None else end_ns
+    is_gpu = n["kind"].isin(list(_GPU)).to_numpy()
+    host_in = ~is_gpu & (s >= lo) & (s <= hi)
+    e = graph.edges
+    launch = e[(e["type"] == "launch").to_numpy()]
+    gpu_in = np.zeros(len(n), dtype=bool)
+    gpu_in[launch["dst"].to_numpy()[host_in[launch["src"].to_numpy()]]] = True
+    if start_ns is None and end_ns is None:
+        gpu_in |= is_gpu
+    return np.flatnonzero(host_in | gpu_in)
+
+
+def solo_durations(nodes: pd.DataFrame, demand: np.ndarray, resource: np.ndarray) -> np.ndarray:
+    """Each GPU node's duration as if alone on its resource: its measured time with the sharing model's slowdown
+    (1 / max(1, summed demand) of solo speed) over the stretches it overlapped others taken out (one +/- sweep
+    per resource). Host nodes (resource -1) keep their measured time."""
+    start = nodes["start_ns"].to_numpy(np.int64)
+    end = nodes["end_ns"].to_numpy(np.int64)
+    out = (end - start).astype(float)
+    for r in np.unique(resource[resource >= 0]):
+        idx = np.flatnonzero(resource == r)
+        t = np.concatenate([start[idx], end[idx]])
+        d = np.concatenate([demand[idx], -demand[idx]])
+        order = np.argsort(t, kind="stable")
+        t, d = t[order], d[order]
+        load = np.cumsum(d)  # summed demand from t[i] to t[i+1]
+        speed = 1.0 / np.maximum(1.0, load[:-1] - 1e-9)
+        integral = np.concatenate([[0.0], np.cumsum(np.diff(t) * speed)])
+        # F(x) at a time x: the integral up to the last boundary at or before x (x is a boundary itself)
+        pos_s = np.searchsorted(t, start[idx], side="left")
+        pos_e = np.searchsorted(t, end[idx], side="left")
+        out[idx] = integral[pos_e] - integral[pos_s]
+    return out
+
+
+class _Setup:
+    """The window's nodes and edges, in local ids, ready for a plan to rewrite and the pass to run."""
+
+    def __init__(self, graph: Graph, ids: np.ndarray, demand_of: dict[int, float]) -> None:
+        nodes = graph.nodes.loc[ids].reset_index().rename(columns={"index": "node"})
+        self.nodes = nodes
+        self.start = nodes["start_ns"].to_numpy(np.int64)
+        self.end = nodes["end_ns"].to_numpy(np.int64)
+        local = pd.Series(np.arange(len(ids)), index=ids)
+        e = graph.edges
+        e = e[e["src"].isin(ids).to_numpy() & e["dst"].isin(ids).to_numpy()].copy()
+        e["src"] = local.loc[e["src"].to_numpy()].to_numpy()
+        e["dst"] = local.loc[e["dst"].to_numpy()].to_numpy()
+        e["type"] = e["type"].astype(str)
+        e["to"] = e["to"].astype(str)
+        kind = nodes["kind"].astype(str).to_numpy()
+        self.is_gpu = np.isin(kind, _GPU)
+        self.is_kernel = kind == "kernel"
+        # resources: (device, "sm") for kernels, (device, copy kind) for copies; memsets take no shared resource
+        res_key = np.where(self.is_kernel, "sm", np.where(kind == "memcpy", nodes["copy_kind"].astype(str), ""))
+        dev = nodes["device"].to_numpy()
+        keys = [f"{d}/{k}" if g and k else "" for d, k, g in zip(dev, res_key, self.is_gpu)]
+        codes, uniq = pd.factorize(pd.Series(keys))
+        empty = np.flatnonzero(np.asarray(uniq) == "")
+        res = codes.astype(np.int64)
+        if len(empty):
+            res[res == empty[0]] = -1
+        self.resource = res
+        corr = nodes["correlation"].to_numpy()
+        self.demand = np.ones(len(nodes))
+        self.demand_known = np.zeros(len(nodes), dtype=bool)
+        for i in np.flatnonzero(self.is_kernel):
+            c = corr[i]
+            if c == c and int(c) in demand_of:
+                self.demand[i] = demand_of[int(c)]
+                self.demand_known[i] = True
+        self.demand[~self.is_gpu] = 0.0
+        self.dur = solo_durations(nodes, self.demand, self.resource)
+        self.stream = nodes["stream"].to_numpy(np.int64).copy()
+        # each start edge's overhead: its lag when it bound the node (the dependency met last), else no more
+        # than the typical binding lag of its type (so that it cannot bind later than the trace shows)
+        start_e = e[(e["to"] == "start").to_numpy()].copy()
+        # a GPU op can start before its launching call returns (a synchronous copy runs inside its call): a
+        # launch edge counts from the call's start
+        lk = (start_e["type"] == "launch").to_numpy()
+        s_start = self.start[start_e["src"].to_numpy()]
+        start_e.loc[lk, "ready_ns"] = s_start[lk]
+        start_e.loc[lk, "lag_ns"] = self.start[start_e["dst"].to_numpy()][lk] - s_start[lk]
+        binding = start_e.sort_values("ready_ns", kind="stable").drop_duplicates("dst", keep="last").index
+        start_e["binding"] = start_e.index.isin(binding)
+        self.typical = dict(DEFAULT_OVERHEAD_NS)
+        for t, lag in start_e[start_e["binding"].to_numpy()].groupby("type", observed=True)["lag_ns"]:
+            self.typical[str(t)] = int(lag.median())
+        typ = start_e["type"].map(self.typical).fillna(0).to_numpy(np.int64)
+        lag = start_e["lag_ns"].to_numpy(np.int64)
+        start_e["overhead"] = np.where(start_e["binding"].to_numpy(), lag, np.minimum(lag, typ))
+        end_e = e[(e["to"] == "end").to_numpy()].copy()
+        end_e["overhead"] = end_e["lag_ns"].to_numpy(np.int64)
+        self.edges = pd.concat([start_e, end_e], ignore_index=True)[["src", "dst", "type", "to", "overhead"]]
+        # a host node's own time: a call that waited for the GPU keeps only a typical call's time of its own
+        waited = end_e["dst"].to_numpy()
+        calls = ~self.is_gpu & nodes["kind"].isin(["runtime", "driver"]).to_numpy()
+        not_waiting = calls.copy()
+        not_waiting[waited] = False
+        nw = self.dur[not_waiting & ~nodes["blocking"].to_numpy(bool)]
+        self.call_ns = float(np.median(nw)) if len(nw) else 5_000.0
+        self.own = self.dur.copy()
+        blocking = nodes["blocking"].to_numpy(bool) & ~self.is_gpu
+        blocking[waited] = True
+        blocking &= ~self.is_gpu
+        self.own[blocking] = np.minimum(self.dur[blocking], self.call_ns)
+        self.notes: list[str] = []
+
+    def add_edges(self, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray, kind: str,
+                  to: str = "start") -> None:
+        if not len(src):
+            return
+        ov = self.typical.get(kind, DEFAULT_OVERHEAD_NS[kind]) if to == "start" else 0
+        add = pd.DataFrame({"src": np.asarray(src, np.int64), "dst": np.asarray(dst, np.int64), "type": kind,
+                            "to": to, "overhead": ov})
+        self.edges = pd.concat([self.edges, add], ignore_index=True)
+
+    def restream(self, new_stream: np.ndarray) -> None:
+        """Give GPU nodes new streams: drop every stream edge and chain each (device, stream) again in its
+        original order; a host wait that waited for a moved op also waits for the last op of every other stream
+        launched before the call."""
+        e = self.edges
+        self.edges = e[(e["type"] != "stream").to_numpy()]
+        self.stream = new_stream
+        g = np.flatnonzero(self.is_gpu)
+        frame = pd.DataFrame({"i": g, "dev": self.nodes["device"].to_numpy()[g], "s": new_stream[g],
+                              "t": self.start[g]}).sort_values(["dev", "s", "t", "i"], kind="stable")
+        ids = frame["i"].to_numpy()
+        same = (frame["dev"].to_numpy()[1:] == frame["dev"].to_numpy()[:-1]) & \
+               (frame["s"].to_numpy()[1:] == frame["s"].to_numpy()[:-1])
+        self.add_edges(ids[:-1][same], ids[1:][same], "stream")
+
+
+def _launch_of(setup: _Setup) -> dict[int, int]:
+    e = setup.edges
+    lk = e[(e["type"] == "launch").to_numpy()]
+    return dict(zip(lk["dst"].to_numpy().tolist(), lk["src"].to_numpy().tolist()))
+
+
+def _apply_side_stream(s: _Setup) -> None:
+    nodes = s.nodes
+    copy = (nodes["kind"].astype(str) == "memcpy").to_numpy()
+    if not copy.any():
+        s.notes.append("side-stream: the window has no copies; nothing moved")
+        return
+    # the op a copy's data comes from is not in a trace (no tensor ids): a run of k copies queued behind
+    # kernels on one stream pairs copy i with the i-th of the last k kernels before the run
+    order = np.lexsort((s.start, s.stream, nodes["device"].to_numpy()))
+    producer: dict[int, int] = {}
+    consumer: dict[int, int] = {}
+    run: list[int] = []
+    before: list[int] = []
+    prev_key: tuple[int, int] | None = None
+
+    def close_run(nxt: int | None) -> None:
+        k = len(run)
+        kernels = before[-k:] if k <= len(before) else before
+        for j, c in enumerate(run):
+            kind = str(nodes.at[c, "copy_kind"])
+            if kind.startswith("HtoD") or kind == "HtoH":
+                if nxt is not None:
+                    consumer[c] = nxt
+            elif kernels:
+                producer[c] = kernels[min(j, len(kernels) - 1)]
+        run.clear()
+
+    for i in order.tolist():
+        key = (int(nodes.at[i, "device"]), int(s.stream[i]))
+        if key != prev_key:
+            if run:
+                close_run(None)
+            before, prev_key = [], key
+        if copy[i]:
+            run.append(i)
+        else:
+            if run:
+                close_run(i)
+            if s.is_kernel[i]:
+                before.append(i)
+    if run:
+        close_run(None)
+    new = s.stream.copy()
+    side = -1 - nodes["stream"].to_numpy(np.int64)  # one side stream per original stream
+    new[copy] = side[copy]
+    s.restream(new)
+    s.add_edges(list(producer.values()), list(producer.keys()), "event_wait")
+    s.add_edges(list(consumer.keys()), list(consumer.values()), "event_wait")
+    s.notes.append(f"side-stream: {int(copy.sum())} copies moved; a copy's producer is the kernel it was queued "
+                   "behind in order (the trace has no tensor ids)")
+
+
+def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) -> None:
+    nodes = s.nodes
+    kind = nodes["kind"].astype(str).to_numpy()
+    pageable = (kind == "memcpy") & ((nodes["src_mem"].astype(str) == "pageable") |
+                                     (nodes["dst_mem"].astype(str) == "pageable")).to_numpy()
+    if not pageable.any():
+        s.notes.append("pinned: the window has no pageable copies; nothing changed")
+        return
+    ck = nodes["copy_kind"].astype(str).to_numpy()
+    byt = nodes["bytes"].to_numpy(float)
+    for i in np.flatnonzero(pageable):
+        rate = gbps * 1e9 / 1e9 if gbps else pinned_rate.get(str(ck[i]).split()[0])  # bytes per ns
+        if rate is None:
+            raise TracerError("--what-if", f"pinned: the trace has no pinned {ck[i]} copy to take a bandwidth "
+                              "from; give one: --what-if pinned=GBPS")
+        if byt[i] == byt[i]:
+            s.dur[i] = byt[i] / rate
+    # asynchronous now: the host no longer waits for these copies (in the call itself or a sync after it)
+    e = s.edges
+    s.edges = e[~((e["type"] == "host_wait").to_numpy() & pageable[e["src"].to_numpy()])]
+    src = f"{gbps:g} GB/s (given)" if gbps else ", ".join(f"{k} {v:.1f} GB/s" for k, v in pinned_rate.items())
+    s.notes.append(f"pinned: {int(pageable.sum())} pageable copies at {src}, asynchronous")
+
+
+def _apply_no_sync(s: _Setup, name: str | None) -> None:
+    e = s.edges
+    hw = e[(e["type"] == "host_wait").to_numpy()]
+    names = s.nodes["name"].astype(str).to_numpy()
+    dst = hw["dst"].to_numpy()
+    pick = np.ones(len(hw), dtype=bool) if name is None else (names[dst] == name)
+    # keep the last waiting call of each thread: the window still ends when the work it waited for does
+    th = s.nodes[["pid", "tid"]].astype(str).agg("/".join, axis=1).to_numpy()
+    last: dict[str, int] = {}
+    for d in np.unique(dst):
+        t = th[d]
+        if t not in last or s.start[d] > s.start[last[t]]:
+            last[t] = d
+    keep = np.isin(dst, list(last.values()))
+    drop = pick & ~keep
+    s.edges = e.drop(hw.index[drop])
+    s.notes.append(f"no-sync: {int(np.unique(dst[drop]).size)} waiting calls no longer wait")
+
+
+def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
+    """Spread chains over ``n`` streams; ``children``: the window's child ranges (name, start_ns, end_ns)."""
+    g = np.flatnonzero(s.is_gpu)
+    launch = _launch_of(s)
+    issued = np.array([s.start[launch[i]] if i in launch else s.start[i] for i in g], dtype=np.int64)
+    chain = np.full(len(s.nodes), -1, dtype=np.int64)
+    level_of: list[int] = []
+    if len(children):
+        ch = children.sort_values("start_ns", kind="stable").reset_index(drop=True)
+        stems = [_STEM_RE.sub("", str(x)) for x in ch["name"]]
+        lvl = 0
+        for k, stem in enumerate(stems):
+            if k and stem != stems[k - 1]:
+                lvl += 1
+            level_of.append(lvl)
+        pos = np.searchsorted(ch["start_ns"].to_numpy(np.int64), issued, side="right") - 1
+        inside = (pos >= 0) & (issued <= ch["end_ns"].to_numpy(np.int64)[np.maximum(pos, 0)])
+        chain[g[inside]] = pos[inside]
+        s.notes.append(f"streams: {len(ch)} chains from the window's child ranges, over {n} streams")
+    else:
+        # N equal consecutive parts of each stream's work, in order
+        for st in np.unique(s.stream[g]):
+            on = g[s.stream[g] == st]
+            on = on[np.argsort(s.start[on], kind="stable")]
+            chain[on] = (np.arange(len(on)) * n) // max(1, len(on))
+        level_of = [0] * n
+        s.notes.append(f"streams: no child ranges name the chains; each stream's work cut into {n} equal "
+                       "consecutive parts (a guess)")
+    base = s.stream.copy()
+    new = base.copy()
+    moved = chain >= 0
+    new[moved] = np.where(chain[moved] % n == 0, base[moved], -10_000 - (chain[moved] % n) * 1000 - base[moved])
+    s.restream(new)
+    # a chain of a later level waits for every chain of the level before it
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for i in g[np.argsort(s.start[g], kind="stable")]:
+        c = int(chain[i])
+        if c >= 0:
+            first.setdefault(c, int(i))
+            last[c] = int(i)
+    src, dst = [], []
+    for c, f in first.items():
+        lv = level_of[c] if c < len(level_of) else 0
+        for c2, l2 in last.items():
+            if c2 < len(level_of) and level_of[c2] == lv - 1:
+                src.append(l2)
+                dst.append(f)
+    s.add_edges(src, dst, "event_wait")
+    # the syncs that waited for the work now wait for every stream's last op launched before them
+    hw = s.edges[(s.edges["type"] == "host_wait").to_numpy()]
+    extra_src, extra_dst = [], []
+    for d in np.unique(hw["dst"].to_numpy()):
+        for st in np.unique(new[g]):
+            on = g[(new[g] == st) & (issued < s.start[d])]
+            if len(on):
+                extra_src.append(int(on[np.argmax(issued[np.isin(g, on)])]))
+                extra_dst.append(int(d))
+    s.add_edges(extra_src, extra_dst, "host_wait", to="end")
+
+
+def pinned_bandwidth(graph: Graph) -> dict[str, float]:
+    """Bytes per ns (= GB/s) pinned copies reached, by direction (HtoD, DtoH ...), over the whole graph."""
+    n = graph.nodes
+    cp = n[(n["kind"].astype(str) == "memcpy").to_numpy()
+           & (n["src_mem"].astype(str) != "pageable").to_numpy() & (n["dst_mem"].astype(str) != "pageable").to_numpy()
+           & n["bytes"].notna().to_numpy()]
+    out: dict[str, float] = {}
+    for k, grp in cp.groupby(cp["copy_kind"].astype(str).str.split().str[0], observed=True):
+        ns = float((grp["end_ns"] - grp["start_ns"]).sum())
+        if ns > 0 and str(k) in ("HtoD", "DtoH"):
+            out[str(k)] = float(grp["bytes"].sum()) / ns
+    return out
+
+
+def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = None, end_ns: int | None = None,
+           demand: dict[int, float] | None = None, children: pd.DataFrame | None = None) -> Replay:
+    """Replay the work issued in [start_ns, end_ns] (:func:`issued_nodes`) under ``plan`` (None: unchanged).
+
+    ``demand``: each kernel's share of its GPU by correlation id (:func:`tracer.explain.occupancy.
+    read_kineto_demand`); kernels not in it fill the GPU. ``children``: the child ranges of the window (name,
+    start_ns, end_ns) that name independent chains for ``streams``. Raises :class:`TracerError` when the window
+    has no work or a plan needs what the trace lacks.
+    """
+    plan = plan or Plan()
+    ids = issued_nodes(graph, start_ns, end_ns)
+    if not len(ids):
+        raise TracerError("replay", "no work issued in the window")
+    s = _Setup(graph, ids, demand or {})
+    if s.is_kernel.any() and not s.demand_known[s.is_kernel].any():
+        s.notes.append("no kernel launch figures (grid, block, registers): every kernel counts as filling its GPU")
+    if plan.pinned:
+        _apply_pinned(s, plan.pinned_gbps, pinned_bandwidth(graph))
+    if plan.side_stream:
+        _apply_side_stream(s)
+    if plan.no_sync:
+        _apply_no_sync(s, plan.no_sync_name)
+    if plan.streams > 1:
+        _apply_streams(s, plan.streams, children if children is not None else pd.DataFrame(
+            {"name": [], "start_ns": [], "end_ns": []}))
+    start, end = _simulate(s)
+    measured = int(s.end.max() - s.start.min())
+    predicted = int(round(end.max() - start.min()))
+    out = pd.DataFrame({"node": s.nodes["node"].to_numpy(), "start_ns": start, "end_ns": end})
+    return Replay(plan, measured, predicted, out, tuple(s.notes))
+
+
+def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
+    """The discrete-event pass: replayed start and end of every node (ns from the window's first start)."""
+    m = len(s.nodes)
+    e = s.edges.drop_duplicates(["src", "dst", "type", "to"])
+    is_start = (e["to"] == "start").to_numpy()
+    src, dst, ov = e["src"].to_numpy(np.int64), e["dst"].to_numpy(np.int64), e["overhead"].to_numpy(float)
+    out_start: list[list[tuple[int, float]]] = [[] for _ in range(m)]
+    out_end: list[list[tuple[int, float]]] = [[] for _ in range(m)]
+    n_start = np.zeros(m, np.int64)
+    n_end = np.zeros(m, np.int64)
+    from_start = (e["type"] == "launch").to_numpy()
+    out_begun: list[list[tuple[int, float]]] = [[] for _ in range(m)]  # launch edges: from src's start
+    for a, b, o, st, fs in zip(src.tolist(), dst.tolist(), ov.tolist(), is_start.tolist(), from_start.tolist()):
+        if fs:
+            out_begun[a].append((b, o))
+            n_start[b] += 1
+        elif st:
+            out_start[a].append((b, o))
+            n_start[b] += 1
+        else:
+            out_end[a].append((b, o))
+            n_end[b] += 1
+    earliest = np.full(m, -np.inf)
+    end_min = np.full(m, -np.inf)
+    start_t = np.full(m, np.nan)
+    end_t = np.full(m, np.nan)
+    own_done = np.zeros(m, dtype=bool)
+    starts: list[tuple[float, int]] = []  # (time, node)
+    finishes: list[tuple[float, int]] = []  # host nodes: (time their own work is done, node)
+    t0 = int(s.start.min())  # times relative to it: float ns keep sub-ns precision there, not at 1.8e18
+    for i in np.flatnonzero(n_start == 0).tolist():
+        heapq.heappush(starts, (float(s.start[i] - t0), i))
+    remaining: dict[int, dict[int, float]] = {}  # resource -> {node: solo ns left}
+    load: dict[int, float] = {}
+    res, dem, is_gpu = s.resource, s.demand, s.is_gpu
+    t = 0.0
+    done = 0
+
+    def release(edges: list[tuple[int, float]], at: float) -> None:
+        for b, o in edges:
+            earliest[b] = max(earliest[b], at + o)
+            n_start[b] -= 1
+            if n_start[b] == 0:
+                heapq.heappush(starts, (max(earliest[b], at), b))
+
+    def finish(i: int, at: float) -> None:
+        nonlocal done
+        end_t[i] = at
+        done += 1
+        release(out_start[i], at)
+        for b, o in out_end[i]:
+            end_min[b] = max(end_min[b], at + o)
+            n_end[b] -= 1
+            if n_end[b] == 0 and own_done[b]:
+                heapq.heappush(finishes, (max(end_min[b], at), b))
+
+    def pending_host(now: float) -> None:
+        """Finish what is due by ``now``; a code -1 - node is a host node whose own time is done but that may
+        still wait for GPU work."""
+        while finishes and finishes[0][0] <= now:
+            _, code = heapq.heappop(finishes)
+            if code >= 0:
+                finish(code, now)
+                continue
+            i = -1 - code
+            own_done[i] = True
+            if n_end[i] == 0:
+                heapq.heappush(finishes, (max(now, end_min[i]), i))
+
+    while done < m:
+        nxt = np.inf
+        if starts:
+            nxt = starts[0][0]
+        if finishes:
+            nxt = min(nxt, finishes[0][0])
+        for r, left in remaining.items():
+            if left:
+                nxt = min(nxt, t + min(left.values()) * max(1.0, load[r]))
+        if nxt == np.inf:
+            break  # a cycle: the caller reports unfinished nodes
+        nxt = max(nxt, t)
+        dt = nxt - t
+        ended: list[tuple[int, int]] = []
+        for r, left in remaining.items():
+            if left and dt > 0:
+                speed = 1.0 / max(1.0, load[r])
+                for i in left:
+                    left[i] -= dt * speed
+            for i, v in left.items():
+                if v <= 1e-6:
+                    ended.append((r, i))
+        t = nxt
+        for r, i in ended:
+            del remaining[r][i]
+            load[r] -= dem[i]
+            finish(i, t)
+        pending_host(t)
+        while starts and starts[0][0] <= t:
+            _, i = heapq.heappop(starts)
+            start_t[i] = t
+            release(out_begun[i], t)
+            if is_gpu[i] and res[i] >= 0:
+                remaining.setdefault(int(res[i]), {})[i] = max(float(s.dur[i]), 1e-3)
+                load[int(res[i])] = load.get(int(res[i]), 0.0) + dem[i]
+            elif is_gpu[i]:
+                heapq.heappush(finishes, (t + float(s.dur[i]), i))
+                own_done[i] = True
+            else:
+                own_done[i] = True
+                if n_end[i] == 0:
+                    heapq.heappush(finishes, (max(t + float(s.own[i]), end_min[i]), i))
+                else:
+                    own_done[i] = False
+                    heapq.heappush(finishes, (t + float(s.own[i]), -1 - i))
+        pending_host(t)
+    if done < m:
+        stuck = np.flatnonzero(np.isnan(end_t))[:3]
+        what = ", ".join(f"{s.nodes.at[i, 'name']} (node {s.nodes.at[i, 'node']})" for i in stuck)
+        raise TracerError("replay", f"{m - done} of {m} nodes never became ready (a cycle in the graph), e.g. {what}")
+    return start_t, end_t
