@@ -157,7 +157,7 @@ def solo_durations(nodes: pd.DataFrame, demand: np.ndarray, resource: np.ndarray
     per resource). Host nodes (resource -1) keep their measured time."""
     start = nodes["start_ns"].to_numpy(np.int64)
     end = nodes["end_ns"].to_numpy(np.int64)
-    out = (end - start).astype(float)
+    out: np.ndarray = (end - start).astype(float)
     for r in np.unique(resource[resource >= 0]):
         idx = np.flatnonzero(resource == r)
         t = np.concatenate([start[idx], end[idx]])
@@ -377,7 +377,7 @@ def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
     """Spread chains over ``n`` streams; ``children``: the window's child ranges (name, start_ns, end_ns)."""
     g = np.flatnonzero(s.is_gpu)
     launch = _launch_of(s)
-    issued = np.array([s.start[launch[i]] if i in launch else s.start[i] for i in g], dtype=np.int64)
+    issued = np.array([s.start[launch[int(i)]] if int(i) in launch else s.start[i] for i in g], dtype=np.int64)
     chain = np.full(len(s.nodes), -1, dtype=np.int64)
     level_of: list[int] = []
     if len(children):

@@ -1,0 +1,178 @@
+"""The what-if replay checked against real re-runs: from the "before" part of a scenario's trace, predict the
+"after" part's time and compare it with what the same run (or its sibling run of the same session) measured.
+
+    PYTHONPATH=. python bench/whatif.py [RUN_DIR ...]
+
+Without arguments: every bundled H200 torch run in tracer/examples/ that has a before/after pair. A run
+directory of a scenario (meta.json ``scenario``) may be given instead; compute-copy pairs need the
+non-blocking, blocking and side-stream runs side by side (as ``tracer record`` writes them). Prints one row per
+pair: the before and after time measured, the predicted after time, the error, and the plan. docs/explain.md
+quotes it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from tracer.explain import build_graph
+from tracer.explain.graph import Graph
+from tracer.explain.occupancy import read_kineto_demand
+from tracer.explain.replay import Plan, pinned_bandwidth, replay
+from tracer.parsers import load_trace
+from tracer.timeline import Timeline
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "tracer" / "examples"
+
+
+@dataclass
+class Loaded:
+    path: Path
+    meta: dict[str, object]
+    timeline: Timeline
+    graph: Graph
+    demand: dict[int, float]
+
+    def rng(self, name: str) -> tuple[int, int]:
+        ev = self.timeline.events
+        r = ev[(ev["kind"].astype(str) == "range").to_numpy() & (ev["name"].astype(str) == name).to_numpy()]
+        if r.empty:
+            raise KeyError(f"{self.path.name}: no range {name!r}")
+        return int(r["start_ns"].min()), int(r["end_ns"].max())
+
+    def children(self, lo: int, hi: int, parent: str) -> pd.DataFrame:
+        ev = self.timeline.events
+        r = ev[(ev["kind"].astype(str) == "range").to_numpy() & (ev["start_ns"] >= lo).to_numpy()
+               & (ev["end_ns"] <= hi).to_numpy() & (ev["name"].astype(str) != parent).to_numpy()]
+        return pd.DataFrame({"name": r["name"].astype(str).to_numpy(), "start_ns": r["start_ns"].to_numpy(),
+                             "end_ns": r["end_ns"].to_numpy()})
+
+    def measured(self, name: str) -> int:
+        lo, hi = self.rng(name)
+        return replay(self.graph, start_ns=lo, end_ns=hi, demand=self.demand).measured_ns
+
+
+def load(run: Path) -> Loaded:
+    meta = json.loads((run / "meta.json").read_text())
+    t = load_trace(run / "trace.json.gz", cache=False)
+    demand, _ = read_kineto_demand(run / "trace.json.gz")
+    return Loaded(run, meta, t, build_graph(t), demand)
+
+
+@dataclass
+class Row:
+    run: str
+    pair: str
+    plan: str
+    before_ns: int
+    predicted_ns: int | None
+    measured_ns: int | None
+    why: str = ""
+
+    @property
+    def error(self) -> float | None:
+        if self.predicted_ns is None or not self.measured_ns:
+            return None
+        return 100.0 * (self.predicted_ns - self.measured_ns) / self.measured_ns
+
+
+def predict(run: Loaded, before: list[str], plan: Plan) -> tuple[int, int]:
+    """(measured before, predicted after) for the window from the first ``before`` range's start to the last's
+    end."""
+    lo = min(run.rng(b)[0] for b in before)
+    hi = max(run.rng(b)[1] for b in before)
+    kids = run.children(lo, hi, before[0]) if len(before) == 1 else pd.DataFrame(
+        {"name": [], "start_ns": [], "end_ns": []})
+    r = replay(run.graph, plan, start_ns=lo, end_ns=hi, demand=run.demand, children=kids)
+    return r.measured_ns, r.predicted_ns
+
+
+def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
+    sc = str(run.meta["scenario"])
+    name = run.path.name
+    pre = sc + "/"
+    out: list[Row] = []
+    if sc == "multi-device":
+        plan = Plan(no_sync=True)
+        b, p = predict(run, [pre + "alone-0", pre + "alone-1"], plan)
+        out.append(Row(name, "alone -> together", plan.describe(), b, p, run.measured(pre + "together")))
+    elif sc == "cpu-gpu-copy":
+        plan = Plan(no_sync=True)
+        b, p = predict(run, [pre + "serial-device", pre + "serial-copies", pre + "serial-cpu"], plan)
+        out.append(Row(name, "serial -> together", plan.describe(), b, p, run.measured(pre + "together")))
+    elif sc == "dependency-graph":
+        plan = Plan(streams=len(run.meta.get("lanes", [])) or 4)  # type: ignore[arg-type]
+        b, p = predict(run, [pre + "serial"], plan)
+        out.append(Row(name, "serial -> parallel", plan.describe(), b, p, run.measured(pre + "parallel")))
+    elif sc == "independent-ops":
+        plan = Plan(streams=len(run.meta.get("lanes", [])) or 8)  # type: ignore[arg-type]
+        b, p = predict(run, [pre + "serial"], plan)
+        out.append(Row(name, "serial -> spread", plan.describe(), b, p, run.measured(pre + "spread")))
+    elif sc == "small-ops":
+        plan = Plan(streams=len(run.meta.get("lanes", [])) or 8)  # type: ignore[arg-type]
+        for size in str(run.meta["params"]["sizes"]).split(","):  # type: ignore[index]
+            b, p = predict(run, [f"{pre}one-stream-{size}"], plan)
+            out.append(Row(name, f"one stream -> streams ({size}²)", plan.describe(), b, p,
+                           run.measured(f"{pre}streams-{size}")))
+    elif sc == "mlp-data-parallel":
+        b = run.measured(pre + "single")
+        out.append(Row(name, "single -> parallel", "—", b, None, run.measured(pre + "parallel"),
+                       "not modelled: the replicas run other kernels (half batches) and add broadcast/gather work "
+                       "the single trace does not have"))
+    elif sc == "compute-copy":
+        variant = str(run.meta["variant"])
+        side = siblings.get("side-stream")
+        after = side.measured(pre + "run+copy-side-stream") if side else None
+        if variant == "non-blocking":
+            plan = Plan(side_stream=True)
+            b, p = predict(run, [pre + "run+copy-non-blocking"], plan)
+            out.append(Row(name, "non-blocking -> side-stream", plan.describe(), b, p, after))
+        elif variant == "blocking":
+            nb = siblings.get("non-blocking")
+            rate = pinned_bandwidth(nb.graph).get("DtoH") if nb else None
+            # the blocking run has no pinned copy to take a bandwidth from: the non-blocking run of the same
+            # session's pinned DtoH copies give it
+            plan = Plan(side_stream=True, pinned=True, pinned_gbps=rate)
+            b, p = predict(run, [pre + "run+copy-blocking"], plan)
+            out.append(Row(name, "blocking -> pinned side-stream", plan.describe(), b, p, after))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    runs = [Path(a) for a in argv] or sorted(p for p in EXAMPLES.iterdir() if (p / "trace.json.gz").is_file())
+    loaded = []
+    for r in runs:
+        meta = json.loads((r / "meta.json").read_text())
+        if meta.get("backend", "torch") != "torch" or not meta.get("scenario"):
+            continue
+        loaded.append(load(r))
+    # compute-copy siblings: the variant runs of the same backend
+    cc = {str(x.meta["variant"]): x for x in loaded if x.meta["scenario"] == "compute-copy"}
+    rows: list[Row] = []
+    for x in loaded:
+        rows += rows_for(x, cc)
+    print(f"{'run':<46} {'pair':<32} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7}  plan")
+    errors = []
+    for r in rows:
+        pred = f"{r.predicted_ns / 1e6:9.3f}" if r.predicted_ns is not None else f"{'—':>9}"
+        meas = f"{r.measured_ns / 1e6:9.3f}" if r.measured_ns is not None else f"{'—':>9}"
+        err = r.error
+        if err is not None:
+            errors.append(abs(err))
+        e = f"{err:+6.1f}%" if err is not None else f"{'—':>7}"
+        print(f"{r.run[:46]:<46} {r.pair:<32} {r.before_ns / 1e6:9.3f} {pred} {meas} {e}  {r.plan}")
+        if r.why:
+            print(f"{'':<46}   {r.why}")
+    if errors:
+        print(f"\n{len(errors)} pairs predicted: median |error| {statistics.median(errors):.1f}%, "
+              f"max {max(errors):.1f}%, within 15%: {sum(e <= 15 for e in errors)}/{len(errors)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
