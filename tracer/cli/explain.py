@@ -102,6 +102,12 @@ def explain(
         int, typer.Option("--instance", metavar="I", help="Which instance of --range, in time order (0: the first).")
     ] = 0,
     top: Annotated[int, typer.Option("--top", metavar="N", help="Intervals listed, by their time on the path.")] = 10,
+    what_if: Annotated[
+        list[str] | None,
+        typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
+                     "predicted time beside the measured one: side-stream, pinned[=GBPS], no-sync[=NAME], "
+                     "streams=N, warm (several combine). docs/explain.md."),
+    ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,
@@ -142,10 +148,24 @@ def explain(
         raise TracerError(path, exc.problem) from None
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
+    replayed = None
+    if what_if:
+        from tracer.cli import _whatif
+
+        try:
+            replayed = _whatif.what_if(path, timeline, graph, chosen, what_if)
+        except TracerError as exc:
+            raise TracerError(path if exc.subject == "replay" else exc.subject, exc.problem) from None
     if json:
-        sys.stdout.buffer.write(orjson.dumps(result.to_dict(top=max(top, 0))) + b"\n")
+        data = result.to_dict(top=max(top, 0))
+        if replayed is not None:
+            data["what_if"] = replayed
+        sys.stdout.buffer.write(orjson.dumps(data) + b"\n")
         sys.stdout.flush()
         return
     console = Console()
     for renderable in render_path(result, top=max(top, 0), width=console.width):
         console.print(renderable)
+    if replayed is not None:
+        for line in _whatif.render(replayed):
+            console.print(line, highlight=False, markup=False)

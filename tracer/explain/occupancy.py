@@ -17,7 +17,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
+import pandas as pd
 
 #: CUDA's limit of resident blocks per SM (compute capability 5.0 to 9.0).
 MAX_BLOCKS_PER_SM = 32
@@ -82,3 +84,53 @@ def read_kineto_demand(path: str | Path) -> tuple[dict[int, float], int | None]:
     first = next(iter(props.values()), None)
     sms = first.get("numSms") if first else None
     return out, sms if isinstance(sms, int) else None
+
+
+def overlap_demand(nodes: pd.DataFrame, min_concurrency: float = 1.2) -> dict[str, float]:
+    """Each kernel name's demand as the trace shows it: where instances of the name ran beside other kernels of
+    their device (average concurrency ``c`` of at least ``min_concurrency``) and others ran alone (their median
+    time is the solo time), the sharing model's slowdown ``max(1, c * demand)`` solved for the demand: the
+    median of slowdown / c, in (0, 1]. Names that never ran both ways are left out. ``nodes``: a graph's nodes
+    (:func:`tracer.explain.build_graph`)."""
+    k = nodes[(nodes["kind"].astype(str) == "kernel").to_numpy()]
+    if k.empty:
+        return {}
+    start = k["start_ns"].to_numpy(np.int64)
+    end = k["end_ns"].to_numpy(np.int64)
+    conc = np.ones(len(k))
+    dev = k["device"].to_numpy()
+    for d in np.unique(dev):
+        idx = np.flatnonzero(dev == d)
+        t = np.concatenate([start[idx], end[idx]])
+        step = np.concatenate([np.ones(len(idx)), -np.ones(len(idx))])
+        order = np.argsort(t, kind="stable")
+        t, step = t[order], step[order]
+        running = np.cumsum(step)[:-1]
+        area = np.concatenate([[0.0], np.cumsum(np.diff(t) * running)])
+        a = area[np.searchsorted(t, end[idx])] - area[np.searchsorted(t, start[idx])]
+        conc[idx] = a / np.maximum(1, end[idx] - start[idx])
+    frame = pd.DataFrame({"name": k["name"].astype(str).to_numpy(), "dur": (end - start).astype(float),
+                          "conc": conc})
+    out: dict[str, float] = {}
+    for name, grp in frame.groupby("name"):
+        alone = grp[grp["conc"] < 1.05]
+        shared = grp[grp["conc"] >= min_concurrency]
+        if len(alone) < 3 or len(shared) < 3:
+            continue
+        slow = shared["dur"].to_numpy() / float(alone["dur"].median())
+        out[str(name)] = float(np.clip(np.median(slow / shared["conc"].to_numpy()), 1e-3, 1.0))
+    return out
+
+
+def merge_demand(nodes: pd.DataFrame, slots: dict[int, float], by_name: dict[str, float]) -> dict[int, float]:
+    """Each kernel's demand by correlation id: the larger of its block-slot share (``slots``, from
+    :func:`read_kineto_demand`) and what overlaps showed for its name (``by_name``, from :func:`overlap_demand`
+    of other traces of the same GPU), the slot share alone where the name was never seen sharing."""
+    k = nodes[(nodes["kind"].astype(str) == "kernel").to_numpy() & nodes["correlation"].notna().to_numpy()]
+    out = dict(slots)
+    for name, corr in zip(k["name"].astype(str), k["correlation"].to_numpy()):
+        seen = by_name.get(name)
+        if seen is not None:
+            c = int(corr)
+            out[c] = max(out.get(c, 0.0), seen)
+    return out

@@ -40,6 +40,9 @@ PLANS: dict[str, str] = {
               "of the same direction reached in the trace (pinned=GBPS: at GBPS GB/s)",
     "no-sync": "host syncs removed (no-sync=NAME: only calls named NAME); the last one of each thread is kept, "
                "so the window still ends when its GPU work does",
+    "warm": "first-use host stalls removed: a host slice of 1 ms or more, 10 times the median of its name over "
+            "the whole trace, that waited for no GPU work takes that median (lazy module loading, allocator growth "
+            "in a first step)",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
                "before it), else N equal consecutive parts of each stream's work",
@@ -61,10 +64,11 @@ class Plan:
     no_sync: bool = False
     no_sync_name: str | None = None
     streams: int = 1
+    warm: bool = False
 
     @property
     def unchanged(self) -> bool:
-        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1)
+        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm)
 
     def describe(self) -> str:
         parts = []
@@ -76,6 +80,8 @@ class Plan:
             parts.append("no-sync" + (f"={self.no_sync_name}" if self.no_sync_name else ""))
         if self.streams > 1:
             parts.append(f"streams={self.streams}")
+        if self.warm:
+            parts.append("warm")
         return " + ".join(parts) or "unchanged"
 
 
@@ -101,6 +107,8 @@ def parse_plan(specs: Sequence[str]) -> Plan:
         elif name == "no-sync":
             kw["no_sync"] = True
             kw["no_sync_name"] = value or None
+        elif name == "warm" and not value:
+            kw["warm"] = True
         elif name == "streams":
             try:
                 n = int(value or "2")
@@ -111,7 +119,7 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["streams"] = n
         else:
             raise TracerError("--what-if", f"{spec!r} is not a plan: one of " + ", ".join(
-                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N"]))
+                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm"]))
     return Plan(**kw)  # type: ignore[arg-type]
 
 
@@ -354,6 +362,21 @@ def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) 
     s.notes.append(f"pinned: {int(pageable.sum())} pageable copies at {src}, asynchronous")
 
 
+def _apply_warm(s: _Setup, graph: Graph) -> None:
+    n = graph.nodes
+    host = n[~n["kind"].isin(list(_GPU)).to_numpy()]
+    median = (host["end_ns"] - host["start_ns"]).groupby(host["name"].astype(str)).median()
+    names = s.nodes["name"].astype(str)
+    typical = names.map(median).to_numpy(float)
+    waited = np.zeros(len(s.nodes), dtype=bool)
+    waited[s.edges.loc[(s.edges["to"] == "end").to_numpy(), "dst"].to_numpy()] = True
+    stall = ~s.is_gpu & ~waited & (s.own >= 1e6) & (s.own >= 10 * typical)
+    s.notes.append(f"warm: {int(stall.sum())} host stalls ({s.own[stall].sum() / 1e6:.1f} ms) take their name's "
+                   "median time")
+    s.own[stall] = typical[stall]
+    s.dur[stall] = typical[stall]
+
+
 def _apply_no_sync(s: _Setup, name: str | None) -> None:
     e = s.edges
     hw = e[(e["type"] == "host_wait").to_numpy()]
@@ -464,6 +487,8 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
     s = _Setup(graph, ids, demand or {})
     if s.is_kernel.any() and not s.demand_known[s.is_kernel].any():
         s.notes.append("no kernel launch figures (grid, block, registers): every kernel counts as filling its GPU")
+    if plan.warm:
+        _apply_warm(s, graph)
     if plan.pinned:
         _apply_pinned(s, plan.pinned_gbps, pinned_bandwidth(graph))
     if plan.side_stream:
