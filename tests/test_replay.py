@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import DATA, run_cli
 from tracer.explain import build_graph
-from tracer.explain.occupancy import kernel_demand, overlap_demand, read_kineto_demand
+from tracer.explain.occupancy import kernel_demand, overlap_demand, read_demand, read_kineto_demand
 from tracer.explain.replay import Plan, issued_nodes, parse_plan, replay
 from tracer.parsers import load_trace
 
@@ -147,3 +147,11 @@ def test_cli_what_if_json_and_bad_plan():
     proc = run_cli("explain", "--what-if", "streams=zero", path, module=True)
     err = [line for line in proc.stderr.splitlines() if line.startswith("tracer: error:")]
     assert proc.returncode == 2 and len(err) == 1 and "streams" in err[0] and "Traceback" not in proc.stderr
+
+
+def test_nsys_launch_figures_give_the_same_demand_as_kineto():
+    kineto, _ = read_demand(EXAMPLES / "multi-device-streams-20261202-161153")
+    nsys, sms = read_demand(EXAMPLES / "multi-device-streams-20261202-161443")
+    assert sms == 132 and len(nsys) == len(kineto) == 200
+    assert sorted(set(round(v, 4) for v in nsys.values())) == sorted(set(round(v, 4) for v in kineto.values()))
+    assert read_demand(DATA / "graph_nsys_stats.txt") == ({}, None)  # neither format: nothing, no error

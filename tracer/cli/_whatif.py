@@ -14,16 +14,17 @@ def what_if(path: Path, timeline: Timeline, graph: Graph, window: Window, specs:
     """The unchanged replay and the replay under ``specs`` (``NAME[=VALUE]``, :data:`tracer.explain.replay.PLANS`)
     of the work issued in ``window``, as one JSON-able object. Raises :class:`tracer.errors.TracerError` for a
     bad plan or a window without work."""
-    from tracer.explain.occupancy import read_kineto_demand
+    from tracer.explain.occupancy import read_demand
     from tracer.explain.replay import parse_plan, replay
 
     plan = parse_plan(specs)
-    demand, _ = read_kineto_demand(path)
+    demand, _ = read_demand(path)
     base = replay(graph, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand)
     r = replay(graph, plan, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand)
     notes = list(r.notes)
     if not demand:
-        notes.append("no kernel launch figures (a Kineto JSON trace has them): every kernel counts as filling its GPU")
+        notes.append("no kernel launch figures (Kineto JSON and nsys SQLite have them): every kernel counts as "
+                     "filling its GPU")
     return {"plan": plan.describe(), "window": window.what, "measured_ns": r.measured_ns,
             "unchanged_ns": base.predicted_ns, "predicted_ns": r.predicted_ns,
             "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}

@@ -134,3 +134,57 @@ def merge_demand(nodes: pd.DataFrame, slots: dict[int, float], by_name: dict[str
             c = int(corr)
             out[c] = max(out.get(c, 0.0), seen)
     return out
+
+
+def read_nsys_demand(path: str | Path) -> tuple[dict[int, float], int | None]:
+    """The same as :func:`read_kineto_demand` for an Nsight Systems SQLite export (``.sqlite``, ``.sqlite.gz``,
+    a run directory's ``report.sqlite[.gz]``): the kernels' grid, block, registers and shared memory from
+    ``CUPTI_ACTIVITY_KIND_KERNEL``, the device's limits from ``TARGET_INFO_GPU``."""
+    import sqlite3
+    import tempfile
+
+    p = Path(path)
+    if p.is_dir():
+        p = next((p / n for n in ("report.sqlite", "report.sqlite.gz") if (p / n).is_file()), p / "report.sqlite")
+    if not p.is_file() or not (p.name.endswith(".sqlite") or p.name.endswith(".sqlite.gz")):
+        return {}, None
+    with tempfile.TemporaryDirectory() as tmp:
+        db = p
+        if p.name.endswith(".gz"):
+            db = Path(tmp) / "report.sqlite"
+            try:
+                db.write_bytes(gzip.decompress(p.read_bytes()))
+            except (OSError, EOFError):
+                return {}, None
+        try:
+            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+            try:
+                gpus = con.execute("SELECT id, smCount, maxWarpsPerSm, threadsPerWarp, maxRegistersPerSm, "
+                                   "maxShmemPerSm FROM TARGET_INFO_GPU").fetchall()
+                rows = con.execute("SELECT deviceId, correlationId, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+                                   "registersPerThread, staticSharedMemory + dynamicSharedMemory "
+                                   "FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
+            finally:
+                con.close()
+        except sqlite3.Error:
+            return {}, None
+    props = {int(g[0]): {"numSms": int(g[1]), "maxThreadsPerMultiprocessor": int(g[2]) * int(g[3]),
+                         "warpSize": int(g[3]), "regsPerMultiprocessor": int(g[4]),
+                         "sharedMemPerMultiprocessor": int(g[5])} for g in gpus}
+    out: dict[int, float] = {}
+    for dev, corr, gx, gy, gz, bx, by, bz, regs, smem in rows:
+        if dev not in props or corr is None:
+            continue
+        d = kernel_demand({"grid": [gx, gy, gz], "block": [bx, by, bz], "registers per thread": regs,
+                           "shared memory": smem}, props[dev])
+        if d is not None:
+            out[int(corr)] = d
+    first = next(iter(props.values()), None)
+    return out, (first["numSms"] if first else None)
+
+
+def read_demand(path: str | Path) -> tuple[dict[int, float], int | None]:
+    """Kernel demand by correlation id from a Kineto JSON trace or an nsys SQLite export (or a run directory
+    holding one); ``({}, None)`` for anything else."""
+    found = read_kineto_demand(path)
+    return found if found[0] else read_nsys_demand(path)
