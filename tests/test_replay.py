@@ -155,3 +155,12 @@ def test_nsys_launch_figures_give_the_same_demand_as_kineto():
     assert sms == 132 and len(nsys) == len(kineto) == 200
     assert sorted(set(round(v, 4) for v in nsys.values())) == sorted(set(round(v, 4) for v in kineto.values()))
     assert read_demand(DATA / "graph_nsys_stats.txt") == ({}, None)  # neither format: nothing, no error
+
+
+def test_cli_what_if_streams_reads_the_ranges_chains():
+    run = EXAMPLES / "dependency-graph-streams-20261202-161236"
+    proc = run_cli("explain", "--range", "dependency-graph/serial", "--what-if", "streams=4", "--what-if", "warm",
+                   "--top", "0", str(run), module=True)
+    assert proc.returncode == 0, proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "What if streams=4 + warm" in out and "9 chains from the window's child ranges" in out

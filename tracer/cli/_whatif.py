@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from tracer.explain import Window
 from tracer.explain.graph import Graph
 from tracer.timeline import Timeline
@@ -20,7 +22,8 @@ def what_if(path: Path, timeline: Timeline, graph: Graph, window: Window, specs:
     plan = parse_plan(specs)
     demand, _ = read_demand(path)
     base = replay(graph, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand)
-    r = replay(graph, plan, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand)
+    r = replay(graph, plan, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand,
+               children=child_ranges(timeline, window))
     notes = list(r.notes)
     if not demand:
         notes.append("no kernel launch figures (Kineto JSON and nsys SQLite have them): every kernel counts as "
@@ -28,6 +31,21 @@ def what_if(path: Path, timeline: Timeline, graph: Graph, window: Window, specs:
     return {"plan": plan.describe(), "window": window.what, "measured_ns": r.measured_ns,
             "unchanged_ns": base.predicted_ns, "predicted_ns": r.predicted_ns,
             "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
+
+
+def child_ranges(timeline: Timeline, window: Window) -> pd.DataFrame:
+    """The ranges that lie inside ``window`` (name, start_ns, end_ns), the window's own range left out: the
+    chains ``streams=N`` spreads."""
+    ev = timeline.events
+    r = ev[(ev["kind"].astype(str) == "range").to_numpy()]
+    if window.start_ns is not None:
+        r = r[(r["start_ns"] >= window.start_ns).to_numpy()]
+    if window.end_ns is not None:
+        r = r[(r["end_ns"] <= window.end_ns).to_numpy()]
+    if window.start_ns is not None and window.end_ns is not None:
+        r = r[~((r["start_ns"] == window.start_ns) & (r["end_ns"] == window.end_ns)).to_numpy()]
+    return pd.DataFrame({"name": r["name"].astype(str).to_numpy(), "start_ns": r["start_ns"].to_numpy(),
+                         "end_ns": r["end_ns"].to_numpy()})
 
 
 def render(result: dict[str, Any]) -> list[str]:
