@@ -384,13 +384,13 @@ def _apply_no_sync(s: _Setup, name: str | None) -> None:
     dst = hw["dst"].to_numpy()
     pick = np.ones(len(hw), dtype=bool) if name is None else (names[dst] == name)
     # keep the last waiting call of each thread: the window still ends when the work it waited for does
-    th = s.nodes[["pid", "tid"]].astype(str).agg("/".join, axis=1).to_numpy()
-    last: dict[str, int] = {}
-    for d in np.unique(dst):
-        t = th[d]
-        if t not in last or s.start[d] > s.start[last[t]]:
-            last[t] = d
-    keep = np.isin(dst, list(last.values()))
+    waiting = pd.DataFrame({"d": np.unique(dst)})
+    waiting["rank"] = s.nodes["rank"].to_numpy()[waiting["d"]]
+    waiting["pid"] = s.nodes["pid"].to_numpy()[waiting["d"]]
+    waiting["tid"] = s.nodes["tid"].to_numpy()[waiting["d"]]
+    waiting["t"] = s.start[waiting["d"]]
+    last = waiting.sort_values("t", kind="stable").drop_duplicates(["rank", "pid", "tid"], keep="last")["d"]
+    keep = np.isin(dst, last.to_numpy())
     drop = pick & ~keep
     s.edges = e.drop(hw.index[drop])
     s.notes.append(f"no-sync: {int(np.unique(dst[drop]).size)} waiting calls no longer wait")
