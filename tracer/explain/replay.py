@@ -75,7 +75,7 @@ class Plan:
         if self.side_stream:
             parts.append("side-stream")
         if self.pinned:
-            parts.append("pinned" + (f"={self.pinned_gbps:g}" if self.pinned_gbps else ""))
+            parts.append("pinned" + (f"={self.pinned_gbps:.1f}" if self.pinned_gbps else ""))
         if self.no_sync:
             parts.append("no-sync" + (f"={self.no_sync_name}" if self.no_sync_name else ""))
         if self.streams > 1:
@@ -349,7 +349,7 @@ def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) 
     ck = nodes["copy_kind"].astype(str).to_numpy()
     byt = nodes["bytes"].to_numpy(float)
     for i in np.flatnonzero(pageable):
-        rate = gbps * 1e9 / 1e9 if gbps else pinned_rate.get(str(ck[i]).split()[0])  # bytes per ns
+        rate = gbps if gbps else pinned_rate.get(str(ck[i]).split()[0])  # GB/s = bytes per ns
         if rate is None:
             raise TracerError("--what-if", f"pinned: the trace has no pinned {ck[i]} copy to take a bandwidth "
                               "from; give one: --what-if pinned=GBPS")
@@ -358,7 +358,7 @@ def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) 
     # asynchronous now: the host no longer waits for these copies (in the call itself or a sync after it)
     e = s.edges
     s.edges = e[~((e["type"] == "host_wait").to_numpy() & pageable[e["src"].to_numpy()])]
-    src = f"{gbps:g} GB/s (given)" if gbps else ", ".join(f"{k} {v:.1f} GB/s" for k, v in pinned_rate.items())
+    src = f"{gbps:.1f} GB/s (given)" if gbps else ", ".join(f"{k} {v:.1f} GB/s" for k, v in pinned_rate.items())
     s.notes.append(f"pinned: {int(pageable.sum())} pageable copies at {src}, asynchronous")
 
 
