@@ -37,7 +37,8 @@ PLANS: dict[str, str] = {
     "side-stream": "every copy runs on a side stream of its device, after an event from the kernel that produced "
                    "its data (DtoH, DtoD) or before the kernel that uses it (HtoD)",
     "pinned": "copies from or to pageable memory use pinned memory: asynchronous, at the bandwidth pinned copies "
-              "of the same direction reached in the trace (pinned=GBPS: at GBPS GB/s)",
+              "of the same direction reached in the trace (those of 1 MiB or more where there are some; "
+              "pinned=GBPS: at GBPS GB/s), and no faster than a small pinned copy",
     "no-sync": "host syncs removed (no-sync=NAME: only calls named NAME); the last one of each thread is kept, "
                "so the window still ends when its GPU work does",
     "warm": "first-use host stalls removed: a host slice of 1 ms or more, 10 times the median of its name over "
@@ -348,17 +349,18 @@ def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) 
         return
     ck = nodes["copy_kind"].astype(str).to_numpy()
     byt = nodes["bytes"].to_numpy(float)
+    floor = pinned_latency(nodes)
     for i in np.flatnonzero(pageable):
         rate = gbps if gbps else pinned_rate.get(str(ck[i]).split()[0])  # GB/s = bytes per ns
         if rate is None:
             raise TracerError("--what-if", f"pinned: the trace has no pinned {ck[i]} copy to take a bandwidth "
                               "from; give one: --what-if pinned=GBPS")
         if byt[i] == byt[i]:
-            s.dur[i] = byt[i] / rate
+            s.dur[i] = max(byt[i] / rate, floor.get(str(ck[i]).split()[0], 0.0))
     # asynchronous now: the host no longer waits for these copies (in the call itself or a sync after it)
     e = s.edges
     s.edges = e[~((e["type"] == "host_wait").to_numpy() & pageable[e["src"].to_numpy()])]
-    src = f"{gbps:.1f} GB/s (given)" if gbps else ", ".join(f"{k} {v:.1f} GB/s" for k, v in pinned_rate.items())
+    src = f"{gbps:.1f} GB/s (given)" if gbps else ", ".join(f"{k} {v:.3g} GB/s" for k, v in pinned_rate.items())
     s.notes.append(f"pinned: {int(pageable.sum())} pageable copies at {src}, asynchronous")
 
 
@@ -404,7 +406,11 @@ def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
     chain = np.full(len(s.nodes), -1, dtype=np.int64)
     level_of: list[int] = []
     if len(children):
-        ch = children.sort_values("start_ns", kind="stable").reset_index(drop=True)
+        # the outermost ranges only: a range inside another is part of that one's chain
+        ch = children.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable")
+        ends = ch["end_ns"].to_numpy(np.int64)
+        before_max = np.maximum.accumulate(np.concatenate([[np.iinfo(np.int64).min], ends[:-1]]))
+        ch = ch[ends > before_max].reset_index(drop=True)
         stems = [_STEM_RE.sub("", str(x)) for x in ch["name"]]
         lvl = 0
         for k, stem in enumerate(stems):
@@ -414,7 +420,9 @@ def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
         pos = np.searchsorted(ch["start_ns"].to_numpy(np.int64), issued, side="right") - 1
         inside = (pos >= 0) & (issued <= ch["end_ns"].to_numpy(np.int64)[np.maximum(pos, 0)])
         chain[g[inside]] = pos[inside]
-        s.notes.append(f"streams: {len(ch)} chains from the window's child ranges, over {n} streams")
+        shown = ", ".join(dict.fromkeys(stems))
+        s.notes.append(f"streams: {len(ch)} chains from the window's child ranges ({shown}; ranges of one stem are "
+                       f"independent), over {n} streams")
     else:
         # N equal consecutive parts of each stream's work, in order
         for st in np.unique(s.stream[g]):
@@ -457,14 +465,26 @@ def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
     s.add_edges(extra_src, extra_dst, "host_wait", to="end")
 
 
+def pinned_latency(nodes: pd.DataFrame) -> dict[str, float]:
+    """The median time (ns) of small (under 64 KiB) pinned copies, by direction: the least a copy takes."""
+    cp = nodes[(nodes["kind"].astype(str) == "memcpy").to_numpy() & (nodes["bytes"] < 1 << 16).to_numpy()
+               & (nodes["src_mem"].astype(str) != "pageable").to_numpy()
+               & (nodes["dst_mem"].astype(str) != "pageable").to_numpy()]
+    d = (cp["end_ns"] - cp["start_ns"]).groupby(cp["copy_kind"].astype(str).str.split().str[0]).median()
+    return {str(k): float(v) for k, v in d.items()}
+
+
 def pinned_bandwidth(graph: Graph) -> dict[str, float]:
-    """Bytes per ns (= GB/s) pinned copies reached, by direction (HtoD, DtoH ...), over the whole graph."""
+    """Bytes per ns (= GB/s) pinned copies reached, by direction (HtoD, DtoH), over the whole graph: from the
+    copies of 1 MiB or more where there are some (small ones measure latency), else from all."""
     n = graph.nodes
     cp = n[(n["kind"].astype(str) == "memcpy").to_numpy()
            & (n["src_mem"].astype(str) != "pageable").to_numpy() & (n["dst_mem"].astype(str) != "pageable").to_numpy()
            & n["bytes"].notna().to_numpy()]
     out: dict[str, float] = {}
     for k, grp in cp.groupby(cp["copy_kind"].astype(str).str.split().str[0], observed=True):
+        big = grp[(grp["bytes"] >= 1 << 20).to_numpy()]
+        grp = big if len(big) else grp  # small copies measure latency, not bandwidth
         ns = float((grp["end_ns"] - grp["start_ns"]).sum())
         if ns > 0 and str(k) in ("HtoD", "DtoH"):
             out[str(k)] = float(grp["bytes"].sum()) / ns
