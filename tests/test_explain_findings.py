@@ -134,7 +134,11 @@ def test_kernels_that_fill_the_gpu(tmp_path):
     (r,) = f.itertuples()
     assert r.kind == "gpu_full" and r.cost_ns == 389_000 and r.path_ns == 389_000
     assert _names(g, r.nodes) == ["k2", "k1"]
-    assert "occupancy: not in the timeline, not known" in r.evidence
+    assert "occupancy: not in the timeline, not known" in r.evidence and "is not known" in r.reason
+    # started 100 µs after k1 ended, launched long before: the GPU idled with k2 ready; the graph has no reason
+    ev[-1] = _op("k2", 500, 390, 9, 2)
+    _, f = _found(tmp_path, ev)
+    assert f.empty
 
 
 # ---- the real H200 runs
@@ -235,3 +239,12 @@ def test_cli_explain_json_has_every_finding(data_dir):
 def test_cli_explain_bad_min_gap(data_dir, bad):
     proc = run_cli("explain", "--min-gap-us", bad, str(DATA / "copy_side_stream.json.gz"), module=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_record_prints_the_top_findings_of_a_run():
+    from tracer.cli.explain import findings_lines
+
+    (line,) = findings_lines(EXAMPLES / "compute-copy-non-blocking-streams-20261202-161723")
+    assert line.startswith("finding: same stream as the compute it queued behind (50×): 58.0 ms on the critical path")
+    lines = findings_lines(BLOCKING.parent, 1)
+    assert len(lines) == 1 and lines[0].startswith("finding: pageable, synchronous (50×)")

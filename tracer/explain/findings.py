@@ -11,8 +11,10 @@ Three things are looked at, and each gets a finding only where the graph shows t
   host thread that had been blocked in a synchronous call until the GPU ran dry), ``launch_bound`` (the GPU
   waited for the host to launch, no sync in the way), ``event_wait`` (it waited for an event on another stream).
 - every **kernel that waited** longer than ``min_gap_ns`` while ready (its stream and its launch done) with
-  other streams' kernels occupying its GPU the whole time and no edge between them: ``gpu_full`` (the GPU ran
-  them one after another: no room to run at once).
+  other streams' kernels occupying its GPU the whole time, starting as one of them drained, and no edge between
+  them: ``gpu_full`` (the GPU ran them one after another: no room to run at once). Whether each kernel fills
+  the GPU would take Kineto's occupancy args (``blocks per SM``), which the timeline does not keep: the finding
+  says it is not known (on the bundled small-ops run kernels of 0.03 and 0.97 blocks per SM waited so too).
 
 Each finding names its nodes (graph node ids, the subject first; the replay rewrites their edges) and timeline
 rows, the time it cost (``cost_ns``) and the part of that on the critical path (``path_ns``), and a one-line fix.
@@ -47,8 +49,9 @@ KINDS: dict[str, tuple[str, str]] = {
                      "kernels (fusion, bigger batches); move host work off the launching thread"),
     "event_wait": ("waiting on an event from another stream",
                    "record the event earlier (split the producer) or give this GPU independent work meanwhile"),
-    "gpu_full": ("kernels that each fill the GPU: no room to run at once",
-                 "none by streams: the kernels run one after another anyway; make them cheaper or use another GPU"),
+    "gpu_full": ("kernels ran one at a time: no room to run at once (whether each fills the GPU is not known)",
+                 "if each kernel fills the GPU (Kineto's 'blocks per SM' >= 1) streams cannot help: make the kernels "
+                 "cheaper or use another GPU; if not, look for a false dependency (CUDA_DEVICE_MAX_CONNECTIONS)"),
 }
 FINDING_COLUMNS: tuple[str, ...] = (
     "kind", "reason", "node", "nodes", "rows", "name", "rank", "device", "stream", "start_ns", "end_ns", "cost_ns",
@@ -61,6 +64,8 @@ MIN_EXPOSED_NS = 1_000
 MIN_GAP_NS = 50_000
 #: A ready kernel counts as held back by other streams' kernels if they covered this share of its wait.
 FULL_COVER = 0.9
+#: ... and started at most this long after one of them ended (or in its second half).
+FREED_NS = 20_000
 _GPU = ("kernel", "memcpy", "memset")
 
 
@@ -313,8 +318,8 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
                             f"{int(nd.stream[src])} (device {int(nd.device[src])}): the GPU "
                             f"idled {_us(gap)}"))
             continue
-        if edge != "launch":
-            continue  # (a stream edge with the GPU idle: the graph has no reason; no finding)
+        if edge != "launch" or end[src] <= g0:
+            continue  # (launched before the GPU ran dry, or held by its stream: the graph has no reason; none)
         # the launching thread's slices in the gap; a blocking call among them that returned after the GPU
         # ran dry is what kept the host from launching sooner
         key = (int(nd.rank[src]), int(nd.pid[src]), int(nd.tid[src]))
@@ -370,7 +375,10 @@ def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np
         if not len(other):
             continue
         cover = iv.total(iv.clip(iv.union(ks[other], ke[other]), lo, hi))
-        if cover < FULL_COVER * (hi - lo):
+        # it must also have started as one of them drained (in its second half, or just after its end): it got
+        # room then, as the other's last blocks finished
+        drained = (ke[other] >= hi - FREED_NS) & (ke[other] - hi <= (ke[other] - ks[other]) // 2)
+        if cover < FULL_COVER * (hi - lo) or not drained.any():
             continue
         k = int(ids[j])
         streams = ", ".join(str(s) for s in sorted(set(stream[other].tolist())))
