@@ -89,8 +89,8 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int) -> list[Any]:
     from tracer.explain.findings import group_findings
 
     if found.empty:
-        return [Text(f"Findings: none. Every copy overlapped compute or had none to overlap, and no GPU idle gap "
-                     f"over {min_gap_ns / 1e3:g} µs has a reason in the trace.")]
+        return [Text(f"Findings: none (no exposed copy, GPU idle gap over {min_gap_ns / 1e3:g} µs or waiting kernel "
+                     "with a reason in the trace).")]
     groups = group_findings(found)
     out: list[Any] = [Text("Findings: why work did not overlap, by kind (ranked by time on the critical path)",
                            style="bold")]
