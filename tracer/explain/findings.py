@@ -109,8 +109,9 @@ def _us(ns: float) -> str:
 
 def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS) -> pd.DataFrame:
     """The findings of ``graph``, costliest first (by time on ``path``, then in all), one row each
-    (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns`` and bounds the findings to
-    its time span; ``min_gap_ns`` is the shortest idle gap or kernel wait reported."""
+    (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
+    range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
+    wait reported."""
     if path is None:
         path = critical_path(graph)
     nodes, edges = graph.nodes, graph.edges
