@@ -25,8 +25,8 @@ from tracer.dashboard.model import TimelineView
 from tracer.errors import TracerError, UsageError
 
 #: Traces with more events than this are explained only when asked (a button; the path overlay starts off):
-#: explain costs ~0.2 s on the bundled 700-event runs and grows with the events (docs/dashboard.md).
-EAGER_EVENTS = 100_000
+#: explain costs ~0.1 s on the bundled 700-event runs and ~1 s on 54k events (docs/dashboard.md).
+EAGER_EVENTS = 60_000
 #: Findings sent to the browser at most (the costliest first).
 MAX_ROWS = 500
 PAGE_SIZE = 10
@@ -72,7 +72,7 @@ def explained(view: TimelineView) -> Explained:
     if "_explained" not in cache:
         with _lock:  # two callbacks of one page may ask at once: compute once
             if "_explained" not in cache:
-                cache["_explained"] = explain_view(view)
+                cache["_explained"] = compute(view)
     found: Explained = cache["_explained"]
     return found
 
@@ -85,13 +85,13 @@ def _empty(reason: str | None, seconds: float = 0.0) -> Explained:
     from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS
 
     e = np.zeros(0, np.int64)
+    none = PathPieces(e, e, e, np.zeros(0, object), np.zeros(0, object))
     return Explained(reason, pd.DataFrame({c: [] for c in FINDING_COLUMNS}),
-                     pd.DataFrame({c: [] for c in GROUP_COLUMNS}), PathPieces(e, e, e, np.zeros(0, object),
-                                                                               np.zeros(0, object)),
+                     pd.DataFrame({c: [] for c in GROUP_COLUMNS}), none,
                      pd.DataFrame({"label": [], "ns": [], "share": []}), seconds)
 
 
-def explain_view(view: TimelineView) -> Explained:
+def compute(view: TimelineView) -> Explained:
     """Build the graph, walk the whole trace's critical path and read the findings (no cache: see
     :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
     from tracer.explain import build_graph, critical_path

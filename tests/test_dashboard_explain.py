@@ -15,7 +15,6 @@ from dash import no_update
 from tracer.dashboard import explain_view, ids
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import PATH_BUDGET_PER_PX, timeline_figure
-from tracer.dashboard.model import prepare
 from tracer.dashboard.pages import timeline
 from tracer.explain import build_graph, critical_path
 from tracer.parsers import load_trace
