@@ -187,8 +187,11 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
         return [html.P(f"No findings: {result.reason}.", className="muted", id=ids.TL_FIND_REASON)]
     head = html.P(path_line(result), className="muted small")
     if result.findings.empty:
-        return [head, html.P("No findings: every copy overlapped compute, and no GPU idle gap over 50 µs or waiting "
-                             "kernel has a reason in the trace.", className="muted")]
+        from tracer.explain.findings import MIN_GAP_NS
+
+        return [head, html.P(f"No findings: every copy overlapped compute, and no GPU idle gap over "
+                             f"{fmt_duration(MIN_GAP_NS)} or waiting kernel has a reason in the trace.",
+                             className="muted")]
     rows = table_rows(view, result)
     shown = "" if len(rows) == len(result.findings) else f" (the {len(rows):,} costliest shown)"
     return [
