@@ -93,6 +93,28 @@ def clamp_span(span_ns: int, window: Window) -> Window:
     return lo, hi
 
 
+@dataclass(frozen=True)
+class PathPieces:
+    """A critical path to draw over the lanes (:func:`tracer.explain.critical_path`'s pieces): one entry per piece,
+    in time order, times in ns since the view's ``t0_ns``; ``src`` is the events row (position) the piece belongs
+    to, whose drawn row the line runs along (-1: none)."""
+
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    src: np.ndarray
+    label: np.ndarray  # "gpu compute", "copy", "host gap" ...
+    name: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.start_ns.size)
+
+
+#: The path overlay's colour (black: over every lane colour) and the most points one figure sends of it, per
+#: pixel of the plot's width (merged as the lanes are, :func:`tracer.dashboard.lod.merge_blocks`).
+PATH_COLOR = "#000000"
+PATH_BUDGET_PER_PX = 1.0
+
+
 @dataclass
 class Drawn:
     """The traces of one run's lanes for one window, and what went into them."""
@@ -528,11 +550,13 @@ def timeline_figure(
     lanes: list[str] | None = None,
     highlight: int | None = None,
     uirevision: str | None = None,
+    path: PathPieces | None = None,
 ) -> go.Figure:
     """The Gantt chart of one run over ``window`` (ns since its first event; default: all of it).
 
     ``lanes`` keeps only those lane keys; ``highlight`` is an events row of GPU work whose launching host
-    call gets outlined and linked by an arrow. ``layout.meta`` says what was drawn (window, blocks, intervals).
+    call gets outlined and linked by an arrow; ``path`` is drawn as a thin line along the rows its pieces lie on
+    (:func:`path_trace`). ``layout.meta`` says what was drawn (window, blocks, intervals, path blocks).
     """
     if isinstance(view, Timeline):
         view = prepare(view)
@@ -547,6 +571,12 @@ def timeline_figure(
         shapes += outlines
         if arrow is not None:
             fig.add_trace(arrow)
+    path_blocks = 0
+    if path is not None and len(path):
+        line = path_trace(view, drawn, path, window, width_px)
+        if line is not None:
+            fig.add_trace(line)
+            path_blocks = len(line.x) // 3
     if not drawn.rows:
         annotations.append(
             dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
@@ -565,10 +595,83 @@ def timeline_figure(
         annotations=annotations,
         uirevision=uirevision,
         meta=dict(
-            window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows)
+            window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows),
+            path_blocks=path_blocks,
         ),
     )
     return fig
+
+
+def path_trace(
+    view: TimelineView, drawn: Drawn, path: PathPieces, window: Window, width_px: int
+) -> go.Scatter | None:
+    """The critical path over ``window`` as one thin line trace: a segment along the row of each piece, joined
+    where the path moves from one row to another. Pieces narrower than a few pixels merge as the lanes' intervals
+    do (:func:`tracer.dashboard.lod.merge_blocks`; a merged block is drawn on the row of its longest piece), so
+    the line never has more than :data:`PATH_BUDGET_PER_PX` blocks per pixel of width, however long the path.
+    A piece on a row not shown (a hidden lane) leaves a break in the line. None when no piece is in the window."""
+    t0, t1 = window
+    width = max(width_px, 50)
+    ns_per_px = (t1 - t0) / width
+    budget = max(int(PATH_BUDGET_PER_PX * width), 1)
+    s, e = path.start_ns, path.end_ns
+    big_px = 3.0
+    blocks = merge_blocks(s, e, np.zeros(s.size, np.int64), t0, t1, ns_per_px, big_px=big_px)
+    while len(blocks) > budget:  # (pieces tile the path, so at most ~2/3 of a block per pixel: never in practice)
+        big_px *= 2
+        blocks = merge_blocks(s, e, np.zeros(s.size, np.int64), t0, t1, ns_per_px, big_px=big_px)
+    if not len(blocks):
+        return None
+    # each block's longest piece (within the window) gives its row and its hover
+    first = blocks.first
+    member = np.repeat(np.arange(len(blocks)), blocks.count)
+    k = first[member] + (np.arange(member.size) - np.repeat(np.cumsum(blocks.count) - blocks.count, blocks.count))
+    dur = np.minimum(e[k], t1) - np.maximum(s[k], t0)
+    order = np.lexsort((-dur, member))
+    longest = k[order[np.r_[0, np.flatnonzero(np.diff(member[order])) + 1]]]
+    row_of_src = _chart_rows(view)
+    src = path.src[longest]
+    view_row = np.where(src >= 0, row_of_src[np.clip(src, 0, None)], -1)
+    y = np.array([drawn.row_of.get(int(r), np.nan) if r >= 0 else np.nan for r in view_row], dtype=np.float64)
+    x0 = blocks.start_ns.astype(np.float64) / 1e6
+    x1 = np.maximum(blocks.end_ns.astype(np.float64), blocks.start_ns + ns_per_px) / 1e6
+    texts = []
+    for b, j in enumerate(longest.tolist()):
+        what = f"{escape_label(str(path.label[j]))}: {escape_label(str(path.name[j]))[:90]}"
+        if blocks.count[b] > 1:
+            what = f"{blocks.count[b]:,} pieces merged (zoom in for each); the longest: {what}"
+        texts.append(f"<b>critical path</b><br>{what}<br>{x0[b]:.4f} – {x1[b]:.4f} ms")
+    # (x0, y), (x1, y) per block, then the next block's start: the line steps between rows where the path does
+    xs = np.column_stack([x0, x1, x1]).ravel()
+    nxt = np.r_[y[1:], np.nan]
+    ys = np.column_stack([y, y, nxt]).ravel() - 0.44  # along the top edge of the bars: the bars stay readable
+    hover = np.repeat(np.array(texts, dtype=object), 3)
+    custom = np.repeat(src, 3)  # a click on the line is a click on the piece's interval (its launch link)
+    return go.Scatter(
+        x=xs,
+        y=ys,
+        mode="lines",
+        line=dict(color=PATH_COLOR, width=2),
+        connectgaps=False,
+        text=hover.tolist(),
+        customdata=custom.tolist(),
+        hovertemplate="%{text}<extra></extra>",
+        name="critical path",
+        showlegend=True,
+        uid="y-critical-path",
+    )
+
+
+def _chart_rows(view: TimelineView) -> np.ndarray:
+    """Per events row (position), the view row it is drawn on; -1 where it is not drawn (kept on the view)."""
+    cache = view.__dict__
+    if "_chart_rows" not in cache:
+        out = np.full(len(view.timeline.events), -1, dtype=np.int64)
+        drawn = view.src >= 0  # (the bands' and folded lanes' unions have no events row: -1)
+        out[view.src[drawn]] = view.group[drawn] // N_CLASSES
+        cache["_chart_rows"] = out
+    found: np.ndarray = cache["_chart_rows"]
+    return found
 
 
 def short_lane_label(label: str, limit: int = 16) -> str:

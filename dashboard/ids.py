@@ -24,8 +24,10 @@ TL_LANES = "timeline-lanes"
 TL_RESET = "timeline-reset"
 TL_STATUS = "timeline-status"
 TL_LAUNCH = "timeline-launch"
-TL_STATE = "timeline-state"  # store: {"run": key, "window": [lo, hi], "highlight": src | None} (drawn)
-#: store: the window asked for: {"relayout": {...}} | {"range_ms": [a, b]} | {"whole": n_clicks}
+#: store: {"run": key, "window": [lo, hi], "highlight": src | None, "path": bool} (drawn)
+TL_STATE = "timeline-state"
+#: store: the window asked for: {"relayout": {...}} | {"range_ms": [a, b]} | {"whole": n_clicks}; or
+#: {"path": bool}: the critical path overlay on or off, the window as it is
 TL_WANT = "timeline-want"
 TL_CARDS = "timeline-cards"
 TL_RANKS = "timeline-ranks"  # checklist: the ranks shown (a job's timeline)
@@ -34,6 +36,13 @@ TL_RANK_CONTROLS = "timeline-rank-controls"
 TL_COLLECTIVES = "timeline-collectives"  # the collectives section (a job with communication)
 TL_COLL_TABLE = "timeline-collectives-table"  # DataTable: one row per collective instance; a click zooms
 TL_RANK_SKEW = "timeline-rank-skew"  # table: per rank, skew and clock bounds
+TL_PATH = "timeline-path"  # checklist: ["on"] draws the critical path over the lanes
+TL_FIND_SECTION = "timeline-findings-section"  # the findings section (dashboard/explain_view.py)
+TL_FINDINGS = "timeline-findings"  # the panel: the reason explain cannot run, or the groups and the table
+TL_FIND_RUN = "timeline-findings-run"  # button: explain a big trace (not explained when the page opens)
+TL_FIND_GROUPS = "timeline-findings-groups"  # table: one row per kind of finding
+TL_FIND_TABLE = "timeline-findings-table"  # DataTable: one row per finding; a click zooms to its intervals
+TL_FIND_REASON = "timeline-findings-reason"  # the one line saying why explain cannot run on this trace
 
 # compare page
 CMP_GRAPH = "compare-graph"

@@ -326,7 +326,8 @@ def test_timeline_callback_draws_everything_asked_whatever_changed_last():
     click = {"points": [{"customdata": kernel}]}
     want = {"relayout": {"xaxis.range[0]": 1.0, "xaxis.range[1]": 130.0}}
     fig, _, _, launch, new_state = timeline.update(store, state, want, None, click, None)
-    assert new_state == {"run": "copy_side_stream", "window": [1_000_000, 130_000_000], "highlight": kernel}
+    assert new_state == {"run": "copy_side_stream", "window": [1_000_000, 130_000_000], "highlight": kernel,
+                         "path": False}
     assert "correlation" in str(launch)
     assert any(t.name == "launch → work" for t in fig.data)
     # nothing asked yet (Dash's call when the page appears): the page stays as its layout drew it

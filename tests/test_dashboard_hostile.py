@@ -582,3 +582,59 @@ def test_the_upload_limit_is_shown_as_the_megabytes_the_flag_gave():
 
     assert _fmt_size(DEFAULT_MAX_UPLOAD_BYTES) == "200 MB"
     assert f"{DEFAULT_MAX_UPLOAD_BYTES / 1e6:.0f}" == "200"  # the browser-side message's figure
+
+
+def _post_duplicate(client: DashClient, input_id: str, value: Any, state: Any) -> Any:
+    """Posts to the callback whose one input is ``input_id`` and whose outputs share ids with other callbacks
+    (``allow_duplicate``: their keys carry a hash), as the browser's renderer does."""
+    key = next(k for k, spec in client.app.callback_map.items() if spec["inputs"][0]["id"] == input_id)
+    spec = client.app.callback_map[key]
+    outputs = [o.rsplit(".", 1) for o in key.strip(".").split("...")]
+    return client.client.post("/_dash-update-component", json={
+        "output": key,
+        "outputs": [{"id": i, "property": p} for i, p in outputs],
+        "inputs": [{**spec["inputs"][0], "value": value}],
+        "state": [{**spec["state"][0], "value": state}],
+        "changedPropIds": [f"{input_id}.{spec['inputs'][0]['property']}"],
+    })
+
+
+@pytest.mark.parametrize(
+    "cell", [{"row_id": 50}, {"row_id": 1e300}, {"row_id": "x" * 100_000}, {"row_id": True}, "abc", [1, 2]],
+    ids=["past-the-end", "huge", "long-text", "bool", "text", "list"],
+)
+def test_a_forged_findings_table_click_is_a_message(quiet_log, cell):
+    """The findings table's click names a finding by id (the same-stream run has 50): the server looks it up
+    itself; anything else is one line in the status, never a zoom."""
+    client = DashClient(create_app(store=_store(SAME)))
+    resp = _post_duplicate(client, ids.TL_FIND_TABLE, cell, {"run": SAME.name.removesuffix(".json.gz")})
+    assert resp.status_code == 200
+    out = resp.get_json()["response"]
+    assert ids.TL_WANT not in out
+    assert "no such finding" in json.dumps(out[ids.TL_STATUS]["children"])
+
+
+@pytest.mark.parametrize("state", ["abc", {"run": "no-such-run"}, {"run": ["x"]}, None])
+def test_the_explain_button_with_a_forged_state_is_a_message(quiet_log, state):
+    client = DashClient(create_app(store=_store(SIDE)))
+    resp = _post_duplicate(client, ids.TL_FIND_RUN, 1, state)
+    assert resp.status_code == 200
+    out = resp.get_json()["response"]
+    assert ids.TL_FIND_RUN not in out  # the button stays
+    text = json.dumps(out[ids.TL_FINDINGS]["children"])
+    assert "names no run" in text or "no-such-run" in text
+
+
+@pytest.mark.parametrize("path", ["on", 1, [True], {"a": 1}, "x" * 100_000], ids=["text", "int", "list", "dict", "long"])
+def test_a_forged_critical_path_toggle_is_a_message(quiet_log, path):
+    client = DashClient(create_app(store=_store(SIDE)))
+    state = {"run": RUN, "window": None, "highlight": None, "path": "forged: read as off"}
+    resp = client.post("timeline-graph", [{"path": path}, None, None, None, None, state, None])
+    assert resp.status_code == 200
+    assert "expected the toggle's state" in _status_text(resp, ids.TL_STATUS)
+    assert set(resp.get_json()["response"]) == {ids.TL_STATUS}
+    # a forged "path" in the page's state is off, not an error
+    resp = client.post("timeline-graph", [{"whole": 1}, None, None, None, None, state, None])
+    out = resp.get_json()["response"]
+    assert out[ids.TL_STATE]["data"]["path"] is False
+    assert all(t.get("name") != "critical path" for t in out[ids.TL_GRAPH]["figure"]["data"])

@@ -22,9 +22,10 @@ from typing import Any, Literal
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
 
-from tracer.dashboard import collectives_view, ids
+from tracer.dashboard import collectives_view, explain_view, ids
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import (
+    PathPieces,
     Window,
     clamp_window,
     fmt_duration,
@@ -63,7 +64,8 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     window = full_window(view)
     lanes = [k for k, _ in view.lanes]
     collectives = collectives_view.section(view) if view.multi_rank else None
-    fig = timeline_figure(view, window, width_px=width, uirevision=key)
+    path_on = len(view.timeline.events) <= explain_view.EAGER_EVENTS  # (big traces: off until asked)
+    fig = timeline_figure(view, window, width_px=width, uirevision=key, path=path_of(view, path_on))
     minimap_config: dcc.Graph.Config = {
         **GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False
     }
@@ -83,6 +85,13 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
                         className="lane-filter",
                     ),
                     html.Button("Whole run", id=ids.TL_RESET, className="button"),
+                    dcc.Checklist(
+                        id=ids.TL_PATH,
+                        options=[{"label": " Critical path", "value": "on"}],
+                        value=["on"] if path_on else [],
+                        inline=True,
+                        className="path-toggle",
+                    ),
                 ],
                 className="controls",
             ),
@@ -96,8 +105,9 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
             ),
             dcc.Graph(id=ids.TL_MINIMAP, figure=minimap_figure(view, window), config=minimap_config),
             html.Div(launch_text(view, None), id=ids.TL_LAUNCH, className="launch muted"),
+            explain_view.section(view),
             *([collectives] if collectives is not None else []),
-            dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None}),
+            dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None, "path": path_on}),
             dcc.Store(id=ids.TL_WANT, data=None),
         ],
         className="timeline-page",
@@ -177,9 +187,12 @@ TIMELINE_CONFIG: dcc.Graph.Config = {**GRAPH_CONFIG, "doubleClick": "autosize"}
 #: Clientside: which events ask for a window. Relayouts that touch no x-axis key (autosize, dragmode,
 #: selections) return no_update, so they never reach — and never cancel — the server callback.
 WANT_JS = f"""
-function(relayout, selected, reset) {{
+function(relayout, selected, reset, path) {{
     const nu = window.dash_clientside.no_update;
     const fired = (window.dash_clientside.callback_context.triggered || []).map(t => t.prop_id);
+    if (fired.some(p => p.startsWith("{ids.TL_PATH}."))) {{
+        return {{path: Array.isArray(path) && path.includes("on")}};
+    }}
     if (fired.some(p => p.startsWith("{ids.TL_RESET}."))) {{
         return {{whole: reset || 0}};
     }}
@@ -202,6 +215,8 @@ def wanted_window(view: TimelineView, want: Any, current: Window) -> Window:
         return current
     if not isinstance(want, dict):
         raise UsageError("zoom", "expected a window request")
+    if "path" in want and not isinstance(want["path"], bool):
+        raise UsageError("critical path", "expected the toggle's state (true or false)")
     if "whole" in want:
         return full_window(view)
     if "range_ms" in want:
@@ -224,6 +239,23 @@ def clicked_src(click: Any) -> int | None:
     if isinstance(src, bool) or not isinstance(src, (int, float)) or not 0 <= src < 2**62:
         return None  # nothing clicked, or nonsense (inf, NaN, text) from a request
     return int(src)
+
+
+def path_wanted(state: Any, want: Any) -> bool:
+    """Whether the critical path is drawn: what the toggle last asked (``want``), else what the page drew last
+    (``state``); anything but ``true`` is off."""
+    if isinstance(want, dict) and "path" in want:
+        return want["path"] is True
+    return isinstance(state, dict) and state.get("path") is True
+
+
+def path_of(view: TimelineView, on: bool) -> PathPieces | None:
+    """The critical path to draw (explained once per run, :func:`tracer.dashboard.explain_view.explained`), or
+    None when it is off or the trace cannot give one (the findings panel says why)."""
+    if not on:
+        return None
+    result = explain_view.explained(view)
+    return result.path if result.reason is None else None
 
 
 def run_of_state(state: Any) -> str:
@@ -292,15 +324,17 @@ def _update(
     link = launch_of(view, src) if src is not None else None
     highlight = src if link else None
     shown = view.shown_lanes(lanes, ranks, folded)
+    path_on = path_wanted(state, want)
     fig = timeline_figure(
-        view, window, width_px=plot_width(viewport), lanes=shown, highlight=highlight, uirevision=key
+        view, window, width_px=plot_width(viewport), lanes=shown, highlight=highlight, uirevision=key,
+        path=path_of(view, path_on),
     )
     # The minimap's heatmap never changes: send only the window's outline, and drop the selection box a
     # drag across it left (the outline now shows where the main chart is).
     minimap = Patch()
     minimap["layout"]["shapes"] = minimap_shapes(view, window)
     minimap["layout"]["selections"] = []
-    new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight}
+    new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight, "path": path_on}
     return fig, minimap, status_text(fig), launch_text(view, link), new_state
 
 
@@ -311,6 +345,7 @@ def register(app: Dash, store: RunStore) -> None:
         Input(ids.TL_GRAPH, "relayoutData"),
         Input(ids.TL_MINIMAP, "selectedData"),
         Input(ids.TL_RESET, "n_clicks"),
+        Input(ids.TL_PATH, "value"),
         prevent_initial_call=True,
     )
 
@@ -343,6 +378,54 @@ def register(app: Dash, store: RunStore) -> None:
     )
     def _zoom_to_collective(cell, state):
         return zoom_to_collective(store, state, cell)
+
+    @app.callback(
+        Output(ids.TL_WANT, "data", allow_duplicate=True),
+        Output(ids.TL_STATUS, "children", allow_duplicate=True),
+        Input(ids.TL_FIND_TABLE, "active_cell"),
+        State(ids.TL_STATE, "data"),
+        prevent_initial_call=True,
+        on_error=on_error(lambda message: (no_update, alert(message))),
+    )
+    def _zoom_to_finding(cell, state):
+        return zoom_to_finding(store, state, cell)
+
+    @app.callback(
+        Output(ids.TL_FINDINGS, "children"),
+        Output(ids.TL_FIND_RUN, "style"),
+        Input(ids.TL_FIND_RUN, "n_clicks"),
+        State(ids.TL_STATE, "data"),
+        prevent_initial_call=True,
+        on_error=on_error(lambda message: (alert(message), no_update)),
+    )
+    def _explain(_clicks, state):
+        return explain_run(store, state)
+
+
+def zoom_to_finding(store: RunStore, state: Any, cell: Any) -> tuple[Any, Any]:
+    """(window request, status) for a click on a row of the findings table: the timeline's window becomes that
+    finding's intervals (found on the server from the row's id). A cell that names no finding is a message in
+    the status line."""
+    if cell is None:
+        return no_update, no_update
+    try:
+        view = store.view(run_of_state(state))
+        result = explain_view.explained(view)
+        i = explain_view.row_of_cell(cell, len(result.findings))
+    except TracerError as exc:
+        return no_update, alert(error_message(exc))
+    lo, hi = explain_view.finding_window(view, result, i)
+    return {"range_ms": [lo / 1e6, hi / 1e6], "finding": i}, no_update
+
+
+def explain_run(store: RunStore, state: Any) -> tuple[Any, Any]:
+    """(panel, button style) for the **Explain this run** button of a big trace: explain it (once per run) and
+    show the panel; the button goes."""
+    try:
+        view = store.view(run_of_state(state))
+    except TracerError as exc:
+        return alert(error_message(exc)), no_update
+    return explain_view.panel(view, explain_view.explained(view)), {"display": "none"}
 
 
 def zoom_to_collective(store: RunStore, state: Any, cell: Any) -> tuple[Any, Any]:

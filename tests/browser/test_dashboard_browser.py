@@ -240,6 +240,32 @@ def test_clicking_a_kernel_names_its_launch_and_the_arrow_stays_in_the_plot(page
     assert page.js_errors == []
 
 
+def test_the_critical_path_toggles_and_a_finding_click_zooms_to_it(page, served):
+    """The same-stream run: its critical path drawn over the lanes (on by default for a small trace), the
+    toggle taking it off, and a click on the findings table's first row zooming the chart to that finding."""
+    from tracer.dashboard import explain_view
+
+    key = "copy_nonblocking_same_stream"
+    view = served.store.view(key)
+    open_timeline(page, served, key)
+    has_path = f"() => {GRAPH_JS}.data.some(t => t.name === 'critical path')"
+    assert page.evaluate(has_path)
+    page.locator(f"#{ids.TL_PATH} input").click()
+    page.wait_for_function(f"() => !({has_path})()")
+    settle(page)
+    rows = page.locator(f"#{ids.TL_FIND_TABLE} tbody tr").filter(has=page.locator("td"))
+    assert rows.count() == explain_view.PAGE_SIZE
+    before = window_ns(page)
+    rows.nth(0).locator("td").first.click()
+    page.wait_for_function(f"w => {GRAPH_JS}.layout.meta.window_ns[0] !== w[0]", arg=before)
+    settle(page)
+    result = explain_view.explained(view)
+    lo, hi = explain_view.finding_window(view, result, 0)
+    assert abs(window_ns(page)[0] - lo) < 1000 and abs(window_ns(page)[1] - hi) < 1000
+    assert not page.evaluate(has_path)  # (the toggle's off stays off through the zoom)
+    assert page.js_errors == []
+
+
 def test_no_event_is_lost_while_the_server_is_busy(page, served, monkeypatch):
     """The flake's cause, made certain with a slow server: Dash drops a callback's in-flight answer when one
     of its inputs changes again. dcc.Graph's resize after its first plot sends relayoutData {autosize: true};

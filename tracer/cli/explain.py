@@ -1,4 +1,5 @@
-"""`tracer explain`: the critical path of a run, a window or a range, and what its time went to."""
+"""`tracer explain`: the critical path of a run, a window or a range, what its time went to, and the findings:
+why copies and GPU idle gaps did not overlap compute, ranked by what they cost."""
 
 from __future__ import annotations
 
@@ -80,6 +81,54 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     return out
 
 
+def render_findings(found: Any, *, top: int, min_gap_ns: int) -> list[Any]:
+    """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind, then the
+    ``top`` costliest findings with their evidence."""
+    from rich.text import Text
+
+    from tracer.explain.findings import group_findings
+
+    if found.empty:
+        return [Text(f"Findings: none (no exposed copy, GPU idle gap over {min_gap_ns / 1e3:g} µs or waiting kernel "
+                     "with a reason in the trace).")]
+    groups = group_findings(found)
+    out: list[Any] = [Text("Findings: why work did not overlap, by kind (ranked by time on the critical path)",
+                           style="bold")]
+    for r in groups.itertuples():
+        out.append(Text.assemble(f"  {r.path_ns / 1e6:>10,.3f} ms on the path ({r.cost_ns / 1e6:,.3f} ms in all)  "
+                                 f"{r.count:,} × ", (str(r.reason), "bold")))
+        out.append(Text(f"      fix: {r.fix}", style="dim"))
+    shown = found.head(max(top, 0))
+    if len(shown):
+        out.append(Text(f"Top {len(shown)} of {len(found):,} findings (`--json` lists all, with their nodes and rows)",
+                        style="bold"))
+        for i, r in enumerate(shown.itertuples(), 1):
+            out.append(Text(f"{i:>3}. {r.path_ns / 1e6:,.3f} ms on the path ({r.cost_ns / 1e6:,.3f} ms in all) · "
+                            f"{r.reason} · GPU {r.device} stream {r.stream}: {r.evidence}"))
+    return out
+
+
+def findings_lines(path: Path, n: int = 3) -> list[str]:
+    """One line per kind of finding, the ``n`` costliest, for ``tracer record`` to print after a run; none where
+    the run's trace cannot give a graph."""
+    from tracer.explain import build_graph
+    from tracer.explain.findings import findings, group_findings
+    from tracer.parsers import load_trace
+
+    try:
+        timeline = load_trace(path, cache=False)  # (writes nothing into the run directory)
+        graph = build_graph(timeline)
+        if not (graph.edges["type"] == "launch").any():
+            return []  # (no GPU work tied to its launch: a CPU run)
+        groups = group_findings(findings(graph)).head(n)
+    except Exception as exc:  # noqa: BLE001 - the run is written: a summary after it must not fail the command
+        print(f"tracer: note: {path}: no findings ({type(exc).__name__}: {exc}); try `tracer explain {path}`",
+              file=sys.stderr)
+        return []
+    return [f"finding: {r.reason} ({r.count:,}×): {r.path_ns / 1e6:,.1f} ms on the critical path, "
+            f"{r.cost_ns / 1e6:,.1f} ms in all; fix: {r.fix}" for r in groups.itertuples()]
+
+
 @app.command(cls=TracerCommand)
 def explain(
     path: Annotated[
@@ -101,7 +150,12 @@ def explain(
     instance: Annotated[
         int, typer.Option("--instance", metavar="I", help="Which instance of --range, in time order (0: the first).")
     ] = 0,
-    top: Annotated[int, typer.Option("--top", metavar="N", help="Intervals listed, by their time on the path.")] = 10,
+    top: Annotated[int, typer.Option("--top", metavar="N", help="Intervals and findings listed, by their time on the "
+                                     "path (--json: intervals; it has every finding).")] = 10,
+    min_gap_us: Annotated[
+        float, typer.Option("--min-gap-us", metavar="US", help="Shortest GPU idle gap, or wait of a ready kernel, "
+                            "that is a finding (µs).")
+    ] = 50.0,
     what_if: Annotated[
         list[str] | None,
         typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
@@ -114,15 +168,22 @@ def explain(
 ) -> None:
     """The critical path: the chain of dependent intervals that set the end-to-end time, each piece labelled
     (gpu compute, communication, copy, launch overhead, host work, waiting on a sync, waiting on another stream,
-    gpu gap, host gap). Times in ms (ns in --json). docs/explain.md says how the graph is read from the trace."""
+    gpu gap, host gap); then the findings: every copy that did not overlap compute and every GPU idle gap over
+    --min-gap-us, with the reason read from the graph, what it cost and the fix, ranked by time on the path.
+    Times in ms (ns in --json). docs/explain.md says how the graph is read from the trace."""
     from rich.console import Console
 
     from tracer.cli._report import say_cached, warn_left_out
     from tracer.explain import Window, build_graph, critical_path, window_of_range
+    from tracer.explain.findings import findings
+    from tracer.explain.findings import to_dict as findings_dict
     from tracer.parsers import load_trace
 
     if window is not None and range_name is not None:
         raise TracerError("explain", "give --window or --range, not both")
+    if not (0 <= min_gap_us < 1e12):
+        raise TracerError("--min-gap-us", f"{min_gap_us:g} is not a duration in µs (0 or more, e.g. 50)")
+    min_gap_ns = round(min_gap_us * 1e3)
     timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)
     ev = timeline.events
@@ -146,6 +207,7 @@ def explain(
         result = critical_path(graph, chosen)
     except TracerError as exc:
         raise TracerError(path, exc.problem) from None
+    found = findings(graph, result, min_gap_ns=min_gap_ns)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
     replayed = None
@@ -157,14 +219,17 @@ def explain(
         except TracerError as exc:
             raise TracerError(path if exc.subject == "replay" else exc.subject, exc.problem) from None
     if json:
-        data = result.to_dict(top=max(top, 0))
+        out = result.to_dict(top=max(top, 0))
+        out["findings"] = {"min_gap_ns": min_gap_ns, **findings_dict(found)}
         if replayed is not None:
-            data["what_if"] = replayed
-        sys.stdout.buffer.write(orjson.dumps(data) + b"\n")
+            out["what_if"] = replayed
+        sys.stdout.buffer.write(orjson.dumps(out) + b"\n")
         sys.stdout.flush()
         return
     console = Console()
     for renderable in render_path(result, top=max(top, 0), width=console.width):
+        console.print(renderable)
+    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns):
         console.print(renderable)
     if replayed is not None:
         for line in _whatif.render(replayed):

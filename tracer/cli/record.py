@@ -162,6 +162,18 @@ def record(
         return
     for r in render_run(run.meta, run.summary, run.path):
         console.print(r)
+    _print_findings(run.path)
+
+
+def _print_findings(path: Path) -> None:
+    """The run's top 3 findings, one line each (`tracer explain` has them all)."""
+    from tracer.cli.explain import findings_lines
+
+    lines = findings_lines(path, 3)
+    for line in lines:
+        print(line)
+    if lines:
+        print(f"next: tracer explain {path}   (every finding, the critical path)")
 
 
 def _record_command(command: list[str], *, out: Path, name: str | None, steps: str | None, delay: float | None,
@@ -193,6 +205,8 @@ def _record_command(command: list[str], *, out: Path, name: str | None, steps: s
                   file=sys.stderr)
         print(f"run: {run.path}")
         print(f"next: tracer summary {run.path}   ·   tracer dashboard {run.path.parent}")
+        if run.exit_code == 0:
+            _print_findings(run.path)
     if run.exit_code:
         raise typer.Exit(run.exit_code)
 

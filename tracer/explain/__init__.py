@@ -2,13 +2,18 @@
 
 - :func:`build_graph` (:mod:`tracer.explain.graph`): nodes and typed edges as DataFrames;
 - :func:`critical_path` (:mod:`tracer.explain.critical`): the chain of dependent intervals that set the
-  end-to-end time of a run, a window or a range, each piece labelled.
+  end-to-end time of a run, a window or a range, each piece labelled;
+- :mod:`tracer.explain.findings` (``from tracer.explain.findings import findings``: the function is not
+  re-exported here, where it would hide its module): why copies and GPU idle gaps did not overlap compute, each
+  with the intervals it names, its cost (on the path and in all) and the fix; :func:`group_findings` ranks them
+  by kind.
 
 Pure functions of a :class:`tracer.timeline.Timeline`: no printing, no plotting. docs/explain.md.
 """
 
 from tracer.explain.critical import LABELS, CriticalPath, Window, critical_path, window_of_range
+from tracer.explain.findings import KINDS, group_findings
 from tracer.explain.graph import EDGE_TYPES, Graph, build_graph
 
-__all__ = ["EDGE_TYPES", "LABELS", "CriticalPath", "Graph", "Window", "build_graph", "critical_path",
-           "window_of_range"]
+__all__ = ["EDGE_TYPES", "KINDS", "LABELS", "CriticalPath", "Graph", "Window", "build_graph", "critical_path",
+           "group_findings", "window_of_range"]

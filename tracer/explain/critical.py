@@ -226,10 +226,12 @@ def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
     s_src_l, s_ready_l, s_type_l = s_src.tolist(), s_ready.tolist(), s_type.tolist()
     e_src_l, e_ready_l, labels_l = e_src.tolist(), e_ready.tolist(), labels.tolist()
     node, t = last, int(ends[last])
-    seen: set[int] = set()
+    # A node can be met twice: a blocking copy call hands the path to its copy (host_wait), whose launch edge
+    # leads back to the call, now at the copy's start; only the same node at the same time is a loop.
+    seen: set[tuple[int, int]] = set()
     # One step per node on the path: the binding edges were chosen above, vectorised; this only follows them.
-    while node >= 0 and node not in seen:
-        seen.add(node)
+    while node >= 0 and (node, t) not in seen:
+        seen.add((node, t))
         w = e_src_l[node]
         if w >= 0 and start_l[node] <= e_ready_l[node] <= t:
             # a blocking call that returned when the GPU op it waited for ended: the path goes through that op

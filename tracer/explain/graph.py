@@ -460,8 +460,13 @@ def _finish_edges(edges: pd.DataFrame, nodes: pd.DataFrame) -> pd.DataFrame:
     # is not what happened (a non-blocking query recorded as a sync, a stream reused across a capture): dropped
     ok = np.where(to_end, s_end <= d_end, s_start <= d_start)
     edges = edges[ok].copy()
-    s_end, d_start, d_end, to_end = s_end[ok], d_start[ok], d_end[ok], to_end[ok]
+    s_start, s_end, d_start, d_end, to_end = s_start[ok], s_end[ok], d_start[ok], d_end[ok], to_end[ok]
     ready = np.where(to_end, s_end, np.minimum(s_end, d_start))
+    # A call that returned only after the op it launched had ended (a synchronous or pageable copy) launched it
+    # at its start: the op was ready then, not when the call returned (else the call's wait for the stream
+    # ahead of its copy would hide the work it waited for)
+    launched_early = (edges["type"].to_numpy() == "launch") & (s_end >= d_end)
+    ready = np.where(launched_early, np.minimum(s_start, d_start), ready)
     edges["ready_ns"] = ready
     edges["lag_ns"] = np.where(to_end, d_end, d_start) - ready
     edges["type"] = pd.Categorical(edges["type"], categories=list(EDGE_TYPES))

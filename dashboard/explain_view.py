@@ -1,0 +1,245 @@
+"""``tracer explain`` on the timeline page: the findings panel (why work did not overlap, ranked; a click zooms the
+timeline to a finding's intervals) and the critical path drawn over the lanes (:class:`PathPieces`).
+
+Explain runs once per run, when the page first needs it (:func:`explained`), and its result is kept on the run's
+cached :class:`TimelineView`; traces over :data:`EAGER_EVENTS` events get a button instead of an automatic run,
+and the path overlay starts off for them. The findings table carries only each finding's position (``id``); a
+click sends it back and the server finds the window itself, as the collectives table does
+(:mod:`tracer.dashboard.collectives_view`): a request cannot make the page zoom anywhere a finding is not.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from dash import dash_table, html
+
+from tracer.dashboard import ids
+from tracer.dashboard.figures import PathPieces, fmt_duration
+from tracer.dashboard.model import TimelineView
+from tracer.errors import TracerError, UsageError
+
+#: Traces with more events than this are explained only when asked (a button; the path overlay starts off):
+#: explain costs ~0.1 s on the bundled 700-event runs and ~1 s on 54k events (docs/dashboard.md).
+EAGER_EVENTS = 60_000
+#: Findings sent to the browser at most (the costliest first).
+MAX_ROWS = 500
+PAGE_SIZE = 10
+#: What explain needs and this trace lacks, said as ``tracer explain`` says it.
+NO_CORRELATION = ("no GPU work is tied to the host call that launched it (the trace has no correlation ids), so no "
+                  "path can cross from the host to the GPU: record with torch.profiler (CPU and CUDA activities) "
+                  "or nsys --trace=cuda")
+NO_WORK = ("no GPU work and no host operators or CUDA calls to build a dependency graph from: record with "
+           "torch.profiler (CPU and CUDA activities) or nsys --trace=cuda")
+
+COLUMNS: tuple[tuple[str, str, str], ...] = (  # (id, header, type)
+    ("reason", "Why", "text"),
+    ("path_ms", "On the path ms", "numeric"),
+    ("cost_ms", "In all ms", "numeric"),
+    ("where", "Where", "text"),
+    ("start_ms", "Start ms", "numeric"),
+    ("name", "Interval", "text"),
+    ("evidence", "Evidence", "text"),
+    ("fix", "Fix", "text"),
+)
+
+
+@dataclass(frozen=True)
+class Explained:
+    """A run's explain result, as the page uses it. ``reason``: why explain cannot run on this trace (one line;
+    then everything else is empty), else None. Times in ns since the view's ``t0_ns``."""
+
+    reason: str | None
+    findings: pd.DataFrame  # tracer.explain.findings.findings(): one row per finding, costliest first
+    groups: pd.DataFrame  # group_findings(): one row per kind, ranked
+    path: PathPieces  # the critical path's pieces
+    breakdown: pd.DataFrame  # label, ns, share
+    seconds: float  # what computing it took
+
+
+_lock = threading.Lock()
+
+
+def explained(view: TimelineView) -> Explained:
+    """The run's explain result, computed on the first call and kept on ``view`` (the data layer caches views
+    per run, so this is once per run)."""
+    cache = view.__dict__
+    if "_explained" not in cache:
+        with _lock:  # two callbacks of one page may ask at once: compute once
+            if "_explained" not in cache:
+                cache["_explained"] = compute(view)
+    found: Explained = cache["_explained"]
+    return found
+
+
+def is_computed(view: TimelineView) -> bool:
+    return "_explained" in view.__dict__
+
+
+def _empty(reason: str | None, seconds: float = 0.0) -> Explained:
+    from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS
+
+    e = np.zeros(0, np.int64)
+    none = PathPieces(e, e, e, np.zeros(0, object), np.zeros(0, object))
+    return Explained(reason, pd.DataFrame({c: [] for c in FINDING_COLUMNS}),
+                     pd.DataFrame({c: [] for c in GROUP_COLUMNS}), none,
+                     pd.DataFrame({"label": [], "ns": [], "share": []}), seconds)
+
+
+def compute(view: TimelineView) -> Explained:
+    """Build the graph, walk the whole trace's critical path and read the findings (no cache: see
+    :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
+    from tracer.explain import build_graph, critical_path
+    from tracer.explain.findings import findings, group_findings
+
+    t = time.perf_counter()
+    ev = view.timeline.events
+    if not ev["kind"].isin(["kernel", "memcpy", "memset", "cpu_op", "runtime", "driver"]).any():
+        return _empty(NO_WORK)
+    try:
+        graph = build_graph(view.timeline)
+        is_gpu = graph.nodes["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
+        if is_gpu.any() and not (graph.edges["type"] == "launch").any():
+            return _empty(NO_CORRELATION)
+        path = critical_path(graph)
+        found = findings(graph, path)
+    except TracerError as exc:
+        return _empty(exc.problem)
+    except Exception as exc:  # noqa: BLE001 - an analysis bug must not take the page down: say it in one line
+        return _empty(f"explain failed on this trace ({type(exc).__name__}: {str(exc)[:200]})")
+    p = path.pieces
+    pos = ev.index.get_indexer(p["row"].to_numpy())  # timeline row labels -> positions (the view's src)
+    pieces = PathPieces(
+        start_ns=p["start_ns"].to_numpy(np.int64) - view.t0_ns,
+        end_ns=p["end_ns"].to_numpy(np.int64) - view.t0_ns,
+        src=pos.astype(np.int64),
+        label=p["label"].astype(str).to_numpy(dtype=object),
+        name=p["name"].astype(str).to_numpy(dtype=object),
+    )
+    return Explained(None, found, group_findings(found), pieces, path.breakdown(), time.perf_counter() - t)
+
+
+def finding_window(view: TimelineView, result: Explained, i: int) -> tuple[int, int]:
+    """Finding ``i``'s window (ns since ``t0_ns``): the intervals it names and the time it cost, with a quarter
+    of that on each side (at least 5 µs)."""
+    f = result.findings.iloc[i]
+    ev = view.timeline.events
+    pos = ev.index.get_indexer(list(f["rows"]))
+    pos = pos[pos >= 0]
+    lo = min([int(f["start_ns"]), *ev["start_ns"].to_numpy()[pos].tolist()]) - view.t0_ns
+    hi = max([int(f["end_ns"]), *ev["end_ns"].to_numpy()[pos].tolist()]) - view.t0_ns
+    pad = max((hi - lo) // 4, 5_000)
+    return lo - pad, hi + pad
+
+
+def table_rows(view: TimelineView, result: Explained, limit: int = MAX_ROWS) -> list[dict[str, Any]]:
+    """The ``limit`` costliest findings, numbers in the units of the headers; ``id`` is the finding's position in
+    :attr:`Explained.findings`."""
+    f = result.findings.head(limit)
+    multi = view.multi_rank
+    out = []
+    for i, r in enumerate(f.itertuples(index=False)):
+        where = f"GPU {r.device} · stream {r.stream}"
+        out.append({
+            "id": i,
+            "reason": r.reason,
+            "path_ms": round(r.path_ns / 1e6, 3),
+            "cost_ms": round(r.cost_ns / 1e6, 3),
+            "where": f"rank {r.rank} · {where}" if multi else where,
+            "start_ms": round((r.start_ns - view.t0_ns) / 1e6, 4),
+            "name": r.name,
+            "evidence": r.evidence,
+            "fix": r.fix,
+        })
+    return out
+
+
+def groups_table(result: Explained) -> html.Table:
+    """One row per kind of finding, ranked by time on the critical path: how many, that time, the time in all,
+    the fix."""
+    head = ["Why", "Findings", "On the critical path", "In all", "Fix"]
+    body = [
+        html.Tr([html.Td(str(g.reason)), html.Td(f"{int(g.count):,}", className="num"),
+                 html.Td(fmt_duration(g.path_ns), className="num"), html.Td(fmt_duration(g.cost_ns), className="num"),
+                 html.Td(str(g.fix), className="small")])
+        for g in result.groups.itertuples()
+    ]
+    return html.Table([html.Thead(html.Tr([html.Th(h) for h in head])), html.Tbody(body)],
+                      id=ids.TL_FIND_GROUPS, className="table diff-table")
+
+
+def path_line(result: Explained) -> str:
+    """``"Critical path 192.5 ms: gpu compute 68%, copy 30%, ..."``: where the path's time went."""
+    parts = [f"{r.label} {100 * r.share:.0f}%" for r in result.breakdown.itertuples() if r.share >= 0.005]
+    length = int(result.path.end_ns[-1] - result.path.start_ns[0]) if len(result.path) else 0
+    return f"Critical path of the whole trace {fmt_duration(length)}: " + ", ".join(parts) + "."
+
+
+def panel(view: TimelineView, result: Explained) -> list[Any]:
+    """The findings panel's contents: the one-line reason where explain cannot run; else the path's breakdown,
+    the kinds ranked and the costliest findings (a click zooms the timeline to one)."""
+    if result.reason is not None:
+        return [html.P(f"No findings: {result.reason}.", className="muted", id=ids.TL_FIND_REASON)]
+    head = html.P(path_line(result), className="muted small")
+    if result.findings.empty:
+        from tracer.explain.findings import MIN_GAP_NS
+
+        return [head, html.P(f"No findings: every copy overlapped compute, and no GPU idle gap over "
+                             f"{fmt_duration(MIN_GAP_NS)} or waiting kernel has a reason in the trace.",
+                             className="muted")]
+    rows = table_rows(view, result)
+    shown = "" if len(rows) == len(result.findings) else f" (the {len(rows):,} costliest shown)"
+    return [
+        head,
+        groups_table(result),
+        html.P(f"{len(result.findings):,} findings{shown}, costliest on the critical path first. Click a row to show "
+               "its intervals above; `tracer explain` prints the same.", className="muted small"),
+        dash_table.DataTable(  # type: ignore[attr-defined]  # (generated: no stub names it)
+            id=ids.TL_FIND_TABLE,
+            columns=[{"id": c, "name": name, "type": t} for c, name, t in COLUMNS],
+            data=rows,
+            sort_action="native",
+            page_action="native",
+            page_size=PAGE_SIZE,
+            cell_selectable=True,
+            style_table={"overflowX": "auto"},
+            style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "3px 8px", "whiteSpace": "normal",
+                        "textAlign": "left", "maxWidth": "420px"},
+            style_header={"backgroundColor": "#f0f2f5", "fontWeight": "bold"},
+        ),
+    ]
+
+
+def section(view: TimelineView) -> html.Div:
+    """The page's findings section: the panel when explain is cheap or already done, else a button that runs it
+    (:func:`findings_children` answers it)."""
+    events = len(view.timeline.events)
+    if events <= EAGER_EVENTS or is_computed(view):
+        children = panel(view, explained(view))
+    else:
+        children = [html.P(f"This trace has {events:,} events: explaining it takes a few seconds.",
+                           className="muted small")]
+    return html.Div(
+        [
+            html.H3("Findings: why work did not overlap"),
+            html.Div(children, id=ids.TL_FINDINGS),
+            html.Button("Explain this run", id=ids.TL_FIND_RUN, className="button",
+                        style=None if events > EAGER_EVENTS and not is_computed(view) else {"display": "none"}),
+        ],
+        id=ids.TL_FIND_SECTION,
+        className="collectives-section",
+    )
+
+
+def row_of_cell(cell: Any, n: int) -> int:
+    """The finding a clicked cell (DataTable's ``active_cell``) belongs to, by its row id; :class:`UsageError`
+    for a cell that names none of the ``n`` findings."""
+    row_id = cell.get("row_id") if isinstance(cell, dict) else None
+    if isinstance(row_id, bool) or not isinstance(row_id, int) or not 0 <= row_id < n:
+        raise UsageError("findings table", "no such finding in the table; reload the page")
+    return row_id

@@ -1,0 +1,250 @@
+"""tracer.explain.findings: why work did not run at once, on the real H200 traces and on one small hand-made
+Kineto trace per finding kind (each the smallest run that shows that reason, and nothing else)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import DATA, run_cli
+from tracer.explain import build_graph, critical_path
+from tracer.explain.findings import FINDING_COLUMNS, KINDS, findings, group_findings, to_dict
+from tracer.parsers import load_trace
+
+EXAMPLES = Path(__file__).parents[1] / "tracer" / "examples"
+BLOCKING = EXAMPLES / "compute-copy-blocking-streams-20261202-161350" / "trace.json.gz"
+PID = 100
+
+
+def _call(name: str, ts: float, dur: float, corr: int | None = None) -> dict[str, Any]:
+    args = {} if corr is None else {"correlation": corr}
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def _op(name: str, ts: float, dur: float, stream: int, corr: int) -> dict[str, Any]:
+    cat = "gpu_memcpy" if name.startswith("Memcpy") else "kernel"
+    args: dict[str, Any] = {"device": 0, "stream": stream, "correlation": corr}
+    if cat == "gpu_memcpy":
+        args["bytes"] = 1 << 20
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+def _host(name: str, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": 1, "ts": ts, "dur": dur, "args": {}}
+
+
+def _found(tmp_path: Path, events: list[dict[str, Any]], **kw: Any):  # noqa: ANN202
+    p = tmp_path / "t.json.gz"
+    p.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    g = build_graph(load_trace(p, cache=False))
+    return g, findings(g, **kw)
+
+
+def _names(g, ids) -> list[str]:  # noqa: ANN001
+    return [str(g.nodes.at[i, "name"]) for i in ids]
+
+
+# ---- one hand-made trace per kind (times in µs, as Kineto writes them)
+
+def test_same_stream_copy_between_two_kernels(tmp_path):
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaMemcpyAsync", 6, 2, 2), _call("cudaLaunchKernel", 9, 5, 3),
+          _op("k1", 10, 390, 7, 1), _op("Memcpy DtoH (Device -> Pinned)", 400, 200, 7, 2), _op("k2", 600, 300, 7, 3)]
+    g, f = _found(tmp_path, ev)
+    assert list(f.columns) == list(FINDING_COLUMNS)
+    (r,) = f.itertuples()
+    assert r.kind == "same_stream" and r.reason == KINDS["same_stream"][0]
+    assert _names(g, r.nodes) == ["Memcpy DtoH (Device -> Pinned)", "k1", "k2"]
+    assert r.cost_ns == 200_000 == r.path_ns  # all of it exposed, all of it on the path
+    assert "queued behind k1 and held up k2" in r.evidence and "side stream" in r.fix
+
+
+def test_copy_on_a_side_stream_beside_compute_is_no_finding(tmp_path):
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaMemcpyAsync", 6, 2, 2), _call("cudaLaunchKernel", 9, 5, 3),
+          _op("k1", 10, 390, 7, 1), _op("Memcpy DtoH (Device -> Pinned)", 400, 200, 9, 2), _op("k2", 400, 300, 7, 3)]
+    _, f = _found(tmp_path, ev)
+    assert f.empty
+
+
+def test_pageable_copy_and_the_host_blocked_in_it(tmp_path):
+    # cudaMemcpyAsync into pageable memory returns only when its copy is done (610 µs); the host then works
+    # until it launches k2 at 700: the GPU idles 600 → 710
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaMemcpyAsync", 6, 604, 2), _host("aten::add", 612, 86),
+          _call("cudaLaunchKernel", 700, 5, 3),
+          _op("k1", 10, 390, 7, 1), _op("Memcpy DtoH (Device -> Pageable)", 400, 200, 7, 2), _op("k2", 710, 100, 7, 3)]
+    g, f = _found(tmp_path, ev)
+    by = {r.kind: r for r in f.itertuples()}
+    assert set(by) == {"pageable", "host_sync"}
+    p = by["pageable"]
+    assert p.reason == "pageable, synchronous" and p.cost_ns == 200_000 == p.path_ns
+    assert _names(g, p.nodes) == ["Memcpy DtoH (Device -> Pageable)", "cudaMemcpyAsync"]
+    assert "the host waited in cudaMemcpyAsync" in p.evidence and "pin the host buffer" in p.fix
+    h = by["host_sync"]
+    assert (h.start_ns - g.nodes["start_ns"].min(), h.cost_ns) == (600_000, 110_000)
+    assert _names(g, h.nodes)[:3] == ["k2", "cudaLaunchKernel", "cudaMemcpyAsync"]
+    assert "the host was in cudaMemcpyAsync until 10.0 µs into the gap" in h.evidence
+    assert h.path_ns == 110_000  # the gap's time is all on the path (the call's return, host work, the launch)
+
+
+def test_device_synchronize_before_the_next_launch(tmp_path):
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaDeviceSynchronize", 6, 399), _call("cudaLaunchKernel", 480, 5, 2),
+          _op("k1", 10, 390, 7, 1), _op("k2", 490, 300, 7, 2)]
+    g, f = _found(tmp_path, ev)
+    (r,) = f.itertuples()
+    assert r.kind == "host_sync" and r.cost_ns == 90_000 == r.path_ns
+    assert "cudaDeviceSynchronize" in _names(g, r.nodes) and "remove the sync" in r.fix
+    # a smaller threshold does not invent more; a larger one drops it
+    assert len(findings(g, min_gap_ns=1_000)) == 1 and findings(g, min_gap_ns=100_000).empty
+
+
+def test_launch_bound_gap(tmp_path):
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _host("aten::slow_host_op", 6, 194), _call("cudaLaunchKernel", 205, 5, 2),
+          _op("k1", 10, 10, 7, 1), _op("k2", 215, 10, 7, 2)]
+    g, f = _found(tmp_path, ev)
+    (r,) = f.itertuples()
+    assert r.kind == "launch_bound" and r.cost_ns == 195_000 == r.path_ns
+    assert _names(g, r.nodes) == ["k2", "cudaLaunchKernel", "aten::slow_host_op"]
+    assert "traced host intervals cover 180.0 µs of it" in r.evidence and "CUDA graphs" in r.fix
+
+
+def test_waiting_on_an_event_from_another_stream(tmp_path):
+    # k2 on stream 9 waits (cudaStreamWaitEvent, recorded by CUPTI) for k1 on stream 7; it starts 30 µs after
+    # k1 ends, the GPU idle meanwhile
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaEventRecord", 6, 1, 2), _call("cudaStreamWaitEvent", 8, 1, 3),
+          _call("cudaLaunchKernel", 10, 5, 4), _op("k1", 10, 390, 7, 1), _op("k2", 430, 100, 9, 4),
+          {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 8, "dur": 1,
+           "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
+                    "device": 0}}]
+    g, f = _found(tmp_path, ev, min_gap_ns=10_000)
+    assert g.has_sync_events
+    (r,) = f.itertuples()
+    assert r.kind == "event_wait" and r.cost_ns == 30_000
+    assert _names(g, r.nodes) == ["k2", "k1"] and "on stream 7" in r.evidence
+    assert findings(g).empty  # below the default 50 µs
+
+
+def test_kernels_that_fill_the_gpu(tmp_path):
+    # k2 on stream 9 is launched at once but starts only when k1 (stream 7) ends: nothing orders them
+    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaLaunchKernel", 6, 5, 2),
+          _op("k1", 10, 390, 7, 1), _op("k2", 400, 390, 9, 2)]
+    g, f = _found(tmp_path, ev)
+    (r,) = f.itertuples()
+    assert r.kind == "gpu_full" and r.cost_ns == 389_000 and r.path_ns == 389_000
+    assert _names(g, r.nodes) == ["k2", "k1"]
+    assert "occupancy: not in the timeline, not known" in r.evidence and "is not known" in r.reason
+    # started 100 µs after k1 ended, launched long before: the GPU idled with k2 ready; the graph has no reason
+    ev[-1] = _op("k2", 500, 390, 9, 2)
+    _, f = _found(tmp_path, ev)
+    assert f.empty
+
+
+# ---- the real H200 runs
+
+def test_nonblocking_same_stream_copies_are_same_stream(data_dir):
+    g = build_graph(load_trace(data_dir / "copy_nonblocking_same_stream.json.gz", cache=False))
+    f = findings(g)
+    assert set(f["kind"]) == {"same_stream"} and len(f) == 50
+    # `tracer summary`: copy_ns 58004331, none of it overlapped: all exposed, all on the path
+    assert f["cost_ns"].sum() == 58_004_331 == f["path_ns"].sum()
+    assert f["evidence"].str.contains("queued behind sm80_xmma_gemm").all()
+    (grp,) = group_findings(f).itertuples()
+    assert (grp.kind, grp.count, grp.cost_ns) == ("same_stream", 50, 58_004_331)
+
+
+def test_side_stream_copies_are_no_finding(data_dir):
+    g = build_graph(load_trace(data_dir / "copy_side_stream.json.gz", cache=False))
+    f = findings(g)
+    assert not f["kind"].isin(["same_stream", "pageable"]).any()
+    assert f.empty
+
+
+def test_blocking_copies_are_pageable_synchronous():
+    # the bundled H200 run: 50 matmuls, then y.to("cpu") one by one into pageable memory
+    g = build_graph(load_trace(BLOCKING, cache=False))
+    path = critical_path(g)
+    f = findings(g, path)
+    copies = f[f["kind"] == "pageable"]
+    assert len(copies) == 50 and (copies["reason"] == "pageable, synchronous").all()
+    n = g.nodes
+    copy_ns = int((n["end_ns"] - n["start_ns"])[(n["kind"] == "memcpy").to_numpy()].sum())
+    assert copies["cost_ns"].sum() == copy_ns == copies["path_ns"].sum()
+    # between two copies the GPU idles while the host returns from the sync after one (.to("cpu") is
+    # cudaMemcpyAsync + cudaStreamSynchronize) and issues the next
+    assert set(f["kind"]) == {"pageable", "host_sync"}
+    assert (f.loc[f["kind"] == "host_sync", "evidence"].str.contains("the host was in cudaStreamSynchronize")).all()
+    assert group_findings(f)["kind"].tolist() == ["pageable", "host_sync"]
+
+
+def test_blocking_copy_path_runs_through_the_matmuls_it_waited_for():
+    # regression: the path used to stop at the first blocking copy (its call was met twice: as the host_wait's
+    # call and as the copy's launch), and the call's wait for the stream hid the matmuls (39.5 ms of 2,121 ms)
+    g = build_graph(load_trace(BLOCKING, cache=False))
+    path = critical_path(g)
+    b = dict(zip(path.breakdown()["label"], path.breakdown()["ns"], strict=True))
+    n = g.nodes
+    compute_ns = int((n["end_ns"] - n["start_ns"])[(n["kind"] == "kernel").to_numpy()].sum())
+    assert b["gpu compute"] > 0.99 * compute_ns
+    assert path.length_ns > 0.99 * (int(n["end_ns"].max()) - int(n["start_ns"].min()))
+    p = path.pieces
+    assert int(p["dur_ns"].sum()) == path.length_ns
+    assert (p["start_ns"].to_numpy()[1:] == p["end_ns"].to_numpy()[:-1]).all()
+
+
+def test_two_streams_of_big_matmuls_fill_the_gpu(data_dir):
+    f = findings(build_graph(load_trace(data_dir / "two_streams.json.gz", cache=False)))
+    assert set(f["kind"]) == {"gpu_full"} and len(f) > 40
+
+
+def test_findings_of_a_window_are_those_in_it(data_dir):
+    t = load_trace(data_dir / "copy_nonblocking_same_stream.json.gz", cache=False)
+    g = build_graph(t)
+    from tracer.explain import Window
+
+    lo = int(g.nodes["start_ns"].min())
+    # the copies run from ~131 ms on: a window on the matmuls has none
+    assert findings(g, critical_path(g, Window(lo, lo + 100_000_000))).empty
+    assert len(findings(g, critical_path(g, Window(lo + 150_000_000, None)))) < 50
+
+
+def test_to_dict_is_json(data_dir):
+    f = findings(build_graph(load_trace(data_dir / "copy_nonblocking_same_stream.json.gz", cache=False)))
+    d = json.loads(json.dumps(to_dict(f)))
+    assert len(d["findings"]) == 50 and d["groups"][0]["count"] == 50
+    assert d["findings"][0]["nodes"][0] == d["findings"][0]["node"]
+
+
+# ---- surfaces
+
+def test_cli_explain_prints_ranked_findings(data_dir):
+    proc = run_cli("explain", "--top", "2", str(BLOCKING), module=True)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.index("Critical path of") < out.index("Findings")
+    assert "pageable, synchronous" in out and "pin the host buffer" in out
+
+
+def test_cli_explain_json_has_every_finding(data_dir):
+    proc = run_cli("explain", "--json", "--top", "1", str(data_dir / "copy_nonblocking_same_stream.json.gz"),
+                   module=True)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert len(out["findings"]["findings"]) == 50 and out["findings"]["groups"][0]["kind"] == "same_stream"
+    assert out["findings"]["min_gap_ns"] == 50_000
+
+
+@pytest.mark.parametrize("bad", ["-1", "x"])
+def test_cli_explain_bad_min_gap(data_dir, bad):
+    proc = run_cli("explain", "--min-gap-us", bad, str(DATA / "copy_side_stream.json.gz"), module=True)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+def test_record_prints_the_top_findings_of_a_run():
+    from tracer.cli.explain import findings_lines
+
+    (line,) = findings_lines(EXAMPLES / "compute-copy-non-blocking-streams-20261202-161723")
+    assert line.startswith("finding: same stream as the compute it queued behind (50×): 58.0 ms on the critical path")
+    lines = findings_lines(BLOCKING.parent, 1)
+    assert len(lines) == 1 and lines[0].startswith("finding: pageable, synchronous (50×)")

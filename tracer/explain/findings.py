@@ -1,0 +1,406 @@
+"""Why work did not run at once: findings read from the dependency graph (issue 10, part 3).
+
+Three things are looked at, and each gets a finding only where the graph shows the reason:
+
+- every **memcpy** whose time was not hidden behind compute on its GPU (``exposed_ns`` > :data:`MIN_EXPOSED_NS`):
+  ``pageable`` (host memory not pinned: the copy is staged synchronously, the host waits), else ``same_stream``
+  (it queued behind, or held up, compute on its own stream). A copy that waited for its producer on another
+  stream and found no compute to hide behind (the last copy of a side-stream run) has no reason to fix: none.
+- every **idle gap** of a GPU (no kernel, copy or memset on any of its streams) longer than ``min_gap_ns``; the
+  op that ended it says why through its binding edge (the dependency met last): ``host_sync`` (launched by a
+  host thread that had been blocked in a synchronous call until the GPU ran dry), ``launch_bound`` (the GPU
+  waited for the host to launch, no sync in the way), ``event_wait`` (it waited for an event on another stream).
+- every **kernel that waited** longer than ``min_gap_ns`` while ready (its stream and its launch done) with
+  other streams' kernels occupying its GPU the whole time, starting as one of them drained, and no edge between
+  them: ``gpu_full`` (the GPU ran them one after another: no room to run at once). Whether each kernel fills
+  the GPU would take Kineto's occupancy args (``blocks per SM``), which the timeline does not keep: the finding
+  says it is not known (on the bundled small-ops run kernels of 0.03 and 0.97 blocks per SM waited so too).
+
+Each finding names its nodes (graph node ids, the subject first; the replay rewrites their edges) and timeline
+rows, the time it cost (``cost_ns``) and the part of that on the critical path (``path_ns``), and a one-line fix.
+Pure functions of a :class:`Graph` and a :class:`CriticalPath`: no printing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracer.analysis import intervals as iv
+from tracer.explain.critical import CriticalPath, _binding, critical_path
+from tracer.explain.graph import EDGE_TYPES, HOST_KINDS, Graph
+
+#: Finding kinds: (words shown, the fix in one line), in the order a tie in cost lists them.
+KINDS: dict[str, tuple[str, str]] = {
+    "pageable": ("pageable, synchronous",
+                 "pin the host buffer (tensor.pin_memory() / pin_memory=True) and copy with non_blocking=True, "
+                 "on a side stream that waits on an event from the producer"),
+    "same_stream": ("same stream as the compute it queued behind",
+                    "move the copy to a side stream that waits on an event recorded after its producer "
+                    "(stream.wait_event / wait_stream; tensor.record_stream), into pinned memory"),
+    "host_sync": ("the host was blocked in a synchronous call before the next launch",
+                  "remove the sync (.item(), .cpu(), print of a GPU tensor, torch.cuda.synchronize) from the loop, "
+                  "or copy with non_blocking=True into pinned memory and sync once, later"),
+    "launch_bound": ("launch-bound: the GPU waited for the host to launch",
+                     "CUDA graphs (torch.cuda.CUDAGraph, torch.compile mode='reduce-overhead') or fewer, larger "
+                     "kernels (fusion, bigger batches); move host work off the launching thread"),
+    "event_wait": ("waiting on an event from another stream",
+                   "record the event earlier (split the producer) or give this GPU independent work meanwhile"),
+    "gpu_full": ("kernels ran one at a time: no room to run at once (whether each fills the GPU is not known)",
+                 "if each kernel fills the GPU (Kineto's 'blocks per SM' >= 1) streams cannot help: make the kernels "
+                 "cheaper or use another GPU; if not, look for a false dependency (CUDA_DEVICE_MAX_CONNECTIONS)"),
+}
+FINDING_COLUMNS: tuple[str, ...] = (
+    "kind", "reason", "node", "nodes", "rows", "name", "rank", "device", "stream", "start_ns", "end_ns", "cost_ns",
+    "path_ns", "evidence", "fix",
+)
+GROUP_COLUMNS: tuple[str, ...] = ("kind", "reason", "count", "cost_ns", "path_ns", "fix", "example")
+#: Copy time not hidden behind compute below this is timing noise, not a finding.
+MIN_EXPOSED_NS = 1_000
+#: Default threshold of an idle gap or a kernel's wait, ns.
+MIN_GAP_NS = 50_000
+#: A ready kernel counts as held back by other streams' kernels if they covered this share of its wait.
+FULL_COVER = 0.9
+#: ... and started at most this long after one of them ended (or in its second half).
+FREED_NS = 20_000
+_GPU = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class _Nodes:
+    """The graph's node columns the findings read, as arrays (one lookup per finding, not a pandas one)."""
+
+    frame: pd.DataFrame
+    kind: np.ndarray
+    name: np.ndarray
+    row: np.ndarray
+    rank: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    src_mem: np.ndarray
+    dst_mem: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    blocking: np.ndarray
+
+    @classmethod
+    def of(cls, nodes: pd.DataFrame) -> _Nodes:
+        def text(c: str) -> np.ndarray:
+            a: np.ndarray = nodes[c].astype(str).to_numpy(dtype=object)
+            return a
+
+        def num(c: str) -> np.ndarray:
+            a: np.ndarray = nodes[c].to_numpy(np.int64)
+            return a
+
+        return cls(nodes, text("kind"), text("name"), num("row"), num("rank"), num("pid"), num("tid"), num("device"),
+                   num("stream"), text("src_mem"), text("dst_mem"), num("start_ns"), num("end_ns"),
+                   nodes["blocking"].to_numpy(bool))
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:,.1f} µs"
+
+
+def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS) -> pd.DataFrame:
+    """The findings of ``graph``, costliest first (by time on ``path``, then in all), one row each
+    (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
+    range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
+    wait reported."""
+    if path is None:
+        path = critical_path(graph)
+    nodes, edges = graph.nodes, graph.edges
+    n = len(nodes)
+    s_src, s_ready, s_type = _binding(edges, n, "start")
+    rows: list[dict[str, Any]] = []
+    nd = _Nodes.of(nodes)
+    is_gpu = nodes["kind"].astype(str).isin(_GPU).to_numpy() & (nodes["device"].to_numpy() >= 0)
+    for _key, dev in nodes[is_gpu].groupby(["rank", "device"], observed=True, sort=True):
+        rows += _copy_findings(nd, edges, dev, s_src, s_type)
+        rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
+        rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns)
+    f = pd.DataFrame(rows, columns=[c for c in FINDING_COLUMNS if c not in ("path_ns", "reason", "fix")])
+    lo, hi = path.window.start_ns, path.window.end_ns
+    if len(f) and (lo is not None or hi is not None):
+        # a window's findings: those whose time falls in it (a range's path may run past its end: up to that)
+        hi = None if hi is None else max(hi, path.end_ns)
+        keep = np.ones(len(f), bool)
+        if lo is not None:
+            keep &= f["end_ns"].to_numpy(np.int64) > lo
+        if hi is not None:
+            keep &= f["start_ns"].to_numpy(np.int64) < hi
+        f = f[keep]
+    f.insert(1, "reason", [KINDS[k][0] for k in f["kind"]])
+    f["path_ns"] = _on_path(f, path)
+    f["fix"] = [KINDS[k][1] for k in f["kind"]]
+    order = list(KINDS)
+    f["_k"] = [order.index(k) for k in f["kind"]]
+    f = f.sort_values(["path_ns", "cost_ns", "_k", "start_ns"], ascending=[False, False, True, True], kind="stable")
+    f = f.drop(columns="_k").reset_index(drop=True)
+    for c in ("start_ns", "end_ns", "cost_ns", "path_ns", "node", "rank", "device", "stream"):
+        f[c] = f[c].astype(np.int64)
+    return f[list(FINDING_COLUMNS)]
+
+
+def group_findings(f: pd.DataFrame) -> pd.DataFrame:
+    """One row per kind (:data:`GROUP_COLUMNS`): how many, their summed cost and time on the path, the fix,
+    and the costliest one's subject as an ``example``; ranked by time on the path, then cost."""
+    if f.empty:
+        return pd.DataFrame({c: [] for c in GROUP_COLUMNS})
+    g = f.groupby("kind", sort=False).agg(count=("node", "size"), cost_ns=("cost_ns", "sum"),
+                                           path_ns=("path_ns", "sum"), example=("name", "first"))
+    g = g.reset_index()
+    g["reason"] = [KINDS[k][0] for k in g["kind"]]
+    g["fix"] = [KINDS[k][1] for k in g["kind"]]
+    g = g.sort_values(["path_ns", "cost_ns"], ascending=[False, False], kind="stable").reset_index(drop=True)
+    return g[list(GROUP_COLUMNS)]
+
+
+def to_dict(f: pd.DataFrame) -> dict[str, Any]:
+    """Findings as plain data (``tracer explain --json``): ``groups`` and every finding."""
+    g = group_findings(f)
+    items = []
+    for r in f.itertuples(index=False):
+        d = r._asdict()
+        d["nodes"] = [int(x) for x in d["nodes"]]
+        d["rows"] = [int(x) for x in d["rows"]]
+        items.append({k: (int(v) if isinstance(v, np.integer) else v) for k, v in d.items()})
+    groups = [{k: (int(v) if isinstance(v, np.integer) else v) for k, v in r._asdict().items()}
+              for r in g.itertuples(index=False)]
+    return {"groups": groups, "findings": items}
+
+
+def _row(nd: _Nodes, kind: str, subject: int, others: list[int], start: int, end: int, cost: int,
+         evidence: str) -> dict[str, Any]:
+    ids = list(dict.fromkeys([subject, *others]))
+    return {"kind": kind, "node": subject, "nodes": tuple(ids), "rows": tuple(int(nd.row[i]) for i in ids),
+            "name": nd.name[subject], "rank": int(nd.rank[subject]),
+            "device": int(nd.device[subject]), "stream": int(nd.stream[subject]),
+            "start_ns": start, "end_ns": end, "cost_ns": cost, "evidence": evidence}
+
+
+def _stream_neighbours(edges: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """For each GPU node: the previous op of its stream (``prev``), and the next (``nxt``)."""
+    st = edges[(edges["type"] == "stream").to_numpy()]
+    prev = pd.Series(st["src"].to_numpy(), index=st["dst"].to_numpy())
+    nxt = pd.Series(st["dst"].to_numpy(), index=st["src"].to_numpy())
+    return prev, nxt
+
+
+def _copy_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.ndarray,
+                   s_type: np.ndarray) -> list[dict[str, Any]]:
+    kind = dev["kind"].astype(str).to_numpy()
+    copies = dev[kind == "memcpy"]
+    if copies.empty:
+        return []
+    kernels = dev[kind == "kernel"]
+    compute = iv.union(kernels["start_ns"].to_numpy(np.int64), kernels["end_ns"].to_numpy(np.int64))
+    cs, ce = copies["start_ns"].to_numpy(np.int64), copies["end_ns"].to_numpy(np.int64)
+    hidden = _covered(cs, ce, compute)
+    exposed = (ce - cs) - hidden
+    prev, nxt = _stream_neighbours(edges)
+    stream_code = EDGE_TYPES.index("stream")
+    node_kind = nd.kind
+    hw = edges[(edges["type"] == "host_wait").to_numpy()]
+    waiter = pd.Series(hw["dst"].to_numpy(), index=hw["src"].to_numpy())
+    waiter = waiter[~waiter.index.duplicated()]
+    memo_back: dict[int, int] = {}
+    memo_ahead: dict[int, int] = {}
+    out: list[dict[str, Any]] = []
+    for i, c in enumerate(copies.index.to_numpy(np.int64)):
+        if exposed[i] <= MIN_EXPOSED_NS:
+            continue
+        c = int(c)
+        what = f"{_us(exposed[i])} of its {_us(ce[i] - cs[i])} ran beside no compute"
+        pageable = "pageable" in (nd.src_mem[c], nd.dst_mem[c])
+        if pageable:
+            others = [int(waiter[c])] if c in waiter.index else []
+            how = (f"; the host waited in {nd.name[others[0]]} until it ended" if others
+                   else "; CUDA stages a pageable copy synchronously")
+            out.append(_row(nd, "pageable", c, others, int(cs[i]), int(ce[i]), int(exposed[i]),
+                            f"{nd.name[c]}: {what}{how}"))
+            continue
+        # same stream: it waited (through the copies queued before it) for a kernel before it on its stream, or
+        # a kernel after it waited (through the copies after it) for it
+        behind = _stream_bound(c, prev, s_src, s_type, node_kind, stream_code, memo_back, back=True)
+        ahead = _stream_bound(c, nxt, s_src, s_type, node_kind, stream_code, memo_ahead, back=False)
+        if behind < 0 and ahead < 0:
+            continue
+        parts = []
+        if behind >= 0:
+            parts.append(f"queued behind {nd.name[behind]}")
+        if ahead >= 0:
+            parts.append(f"held up {nd.name[ahead]}")
+        out.append(_row(nd, "same_stream", c, [x for x in (behind, ahead) if x >= 0], int(cs[i]), int(ce[i]),
+                        int(exposed[i]), f"on stream {int(nd.stream[c])} it {' and '.join(parts)}: {what}"))
+    return out
+
+
+def _stream_bound(c: int, step: pd.Series, s_src: np.ndarray, s_type: np.ndarray, node_kind: np.ndarray,
+                  stream_code: int, memo: dict[int, int], *, back: bool) -> int:
+    """The kernel that copy ``c`` queued behind on its stream (``back``; ``step``: each op's predecessor) or that
+    queued behind it (else; ``step``: each op's successor), through other copies and memsets on the way, each
+    link the binding (last met) dependency of the later op; -1 if none. ``memo`` keeps the answers per copy, so
+    a run of copies is walked once."""
+    walked: list[int] = []
+    x, found = c, -1
+    while True:
+        if x in memo:
+            found = memo[x]
+            break
+        walked.append(x)
+        if x not in step.index:
+            break
+        y = int(step[x])
+        later, earlier = (x, y) if back else (y, x)
+        if s_type[later] != stream_code or s_src[later] != earlier:
+            break
+        if node_kind[y] == "kernel":
+            found = y
+            break
+        if node_kind[y] not in ("memcpy", "memset"):
+            break
+        x = y
+    for w in walked:
+        memo[w] = found
+    return found
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray, cover: iv.Intervals) -> np.ndarray:
+    """How much of each interval [starts[i], ends[i]) the normalised set ``cover`` covers (vectorised: a running
+    total of the cover's length, read at both ends)."""
+    cs, ce = cover
+    if cs.size == 0:
+        return np.zeros(len(starts), np.int64)
+    cum = np.concatenate([[0], np.cumsum(ce - cs)])
+
+    def upto(t: np.ndarray) -> np.ndarray:
+        # covered length of (-inf, t): whole intervals ending by t, plus the part of the one holding t
+        k = np.searchsorted(cs, t, side="right")  # intervals that start before t
+        full = cum[k]
+        last = np.maximum(k - 1, 0)
+        over = np.where(k > 0, np.maximum(ce[last] - t, 0), 0)
+        covered: np.ndarray = full - over
+        return covered
+
+    got: np.ndarray = upto(ends) - upto(starts)
+    return got
+
+
+def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.ndarray,
+                  s_type: np.ndarray, min_gap_ns: int) -> list[dict[str, Any]]:
+    busy = iv.union(dev["start_ns"].to_numpy(np.int64), dev["end_ns"].to_numpy(np.int64))
+    gap_s, gap_e = busy[1][:-1], busy[0][1:]
+    big = (gap_e - gap_s) > min_gap_ns
+    if not big.any():
+        return []
+    order = dev.sort_values(["start_ns", "end_ns"], kind="stable")
+    first_start = order["start_ns"].to_numpy(np.int64)
+    ids = order.index.to_numpy(np.int64)
+    start, end, blocking = nd.start, nd.end, nd.blocking
+    threads = _threads(nd.frame)
+    types = list(EDGE_TYPES)
+    out: list[dict[str, Any]] = []
+    for g0, g1 in zip(gap_s[big].tolist(), gap_e[big].tolist(), strict=True):
+        op = int(ids[np.searchsorted(first_start, g1, side="left")])  # the op that ended the gap
+        src = int(s_src[op])
+        if src < 0:
+            continue
+        edge = types[int(s_type[op])]
+        gap = g1 - g0
+        if edge == "event_wait":
+            out.append(_row(nd, "event_wait", op, [src], g0, g1, gap,
+                            f"{nd.name[op]} waited for {nd.name[src]} on stream "
+                            f"{int(nd.stream[src])} (device {int(nd.device[src])}): the GPU "
+                            f"idled {_us(gap)}"))
+            continue
+        if edge != "launch" or end[src] <= g0:
+            continue  # (launched before the GPU ran dry, or held by its stream: the graph has no reason; none)
+        # the launching thread's slices in the gap; a blocking call among them that returned after the GPU
+        # ran dry is what kept the host from launching sooner
+        key = (int(nd.rank[src]), int(nd.pid[src]), int(nd.tid[src]))
+        t_ids, t_start, t_end = threads[key]
+        on_thread = t_ids[np.searchsorted(t_end, g0, side="right"):np.searchsorted(t_start, start[src], side="left")]
+        sync = on_thread[blocking[on_thread] & (end[on_thread] >= g0) & (end[on_thread] <= start[src])]
+        if len(sync):
+            b = int(sync[np.argmax(end[sync])])
+            after = on_thread[start[on_thread] >= end[b]].tolist()
+            out.append(_row(nd, "host_sync", op, [src, b, *after], g0, g1, gap,
+                            f"the host was in {nd.name[b]} until {_us(end[b] - g0)} into the gap, then "
+                            f"launched {nd.name[op]}: the GPU idled {_us(gap)}"))
+            continue
+        busy_host = int(np.minimum(end[on_thread], g1).sum() - np.maximum(start[on_thread], g0).sum())
+        traced = f"traced host intervals cover {_us(busy_host)} of it" if len(on_thread) else "no traced host work"
+        out.append(_row(nd, "launch_bound", op, [src, *on_thread.tolist()], g0, g1, gap,
+                        f"{nd.name[op]} was launched by {nd.name[src]} "
+                        f"{_us(end[src] - g0)} after the GPU ran dry ({traced}): the GPU idled {_us(gap)}"))
+    return out
+
+
+def _threads(nodes: pd.DataFrame) -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Host nodes per thread (rank, pid, tid): ids, starts and ends in time order (a thread's slices do not
+    overlap, so both are sorted)."""
+    host = nodes[nodes["kind"].astype(str).isin(HOST_KINDS).to_numpy()]
+    host = host.sort_values(["rank", "pid", "tid", "start_ns", "end_ns"], kind="stable")
+    out = {}
+    for key, h in host.groupby(["rank", "pid", "tid"], sort=False, observed=True):
+        out[(int(key[0]), int(key[1]), int(key[2]))] = (
+            h.index.to_numpy(np.int64), h["start_ns"].to_numpy(np.int64), h["end_ns"].to_numpy(np.int64))
+    return out
+
+
+def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np.ndarray,
+                   s_type: np.ndarray, min_gap_ns: int) -> list[dict[str, Any]]:
+    kernels = dev[(dev["kind"].astype(str) == "kernel").to_numpy()]
+    if kernels["stream"].nunique() < 2:
+        return []
+    ids = kernels.index.to_numpy(np.int64)
+    ks = kernels["start_ns"].to_numpy(np.int64)
+    ready = np.where(s_src[ids] >= 0, s_ready[ids], ks)
+    wait = ks - ready
+    event_code = EDGE_TYPES.index("event_wait")
+    late = np.flatnonzero((wait > min_gap_ns) & (s_type[ids] != event_code))
+    if not len(late):
+        return []
+    stream = kernels["stream"].to_numpy(np.int64)
+    ke = kernels["end_ns"].to_numpy(np.int64)
+    out: list[dict[str, Any]] = []
+    for j in late.tolist():
+        lo, hi = int(ready[j]), int(ks[j])
+        other = np.flatnonzero((stream != stream[j]) & (ks < hi) & (ke > lo))
+        if not len(other):
+            continue
+        cover = iv.total(iv.clip(iv.union(ks[other], ke[other]), lo, hi))
+        # it must also have started as one of them drained (in its second half, or just after its end): it got
+        # room then, as the other's last blocks finished
+        drained = (ke[other] >= hi - FREED_NS) & (ke[other] - hi <= (ke[other] - ks[other]) // 2)
+        if cover < FULL_COVER * (hi - lo) or not drained.any():
+            continue
+        k = int(ids[j])
+        streams = ", ".join(str(s) for s in sorted(set(stream[other].tolist())))
+        out.append(_row(nd, "gpu_full", k, [int(x) for x in ids[other][-3:]], lo, hi, hi - lo,
+                        f"{nd.name[k]} was ready {_us(hi - lo)} before it started; kernels of stream(s) "
+                        f"{streams} ran on its GPU {100 * cover / (hi - lo):.0f}% of that time and nothing orders "
+                        "them (occupancy: not in the timeline, not known)"))
+    return out
+
+
+def _on_path(f: pd.DataFrame, path: CriticalPath) -> np.ndarray:
+    """Per finding: the time of the critical path spent on its nodes within its [start_ns, end_ns). The path's
+    pieces do not overlap, so the clipped pieces of a finding's nodes add up without double counting."""
+    if f.empty:
+        return np.zeros(0, np.int64)
+    pairs = pd.DataFrame({"i": np.repeat(np.arange(len(f)), [len(x) for x in f["nodes"]]),
+                          "node": np.concatenate([np.asarray(x, np.int64) for x in f["nodes"]])})
+    pairs["lo"] = f["start_ns"].to_numpy(np.int64)[pairs["i"].to_numpy()]
+    pairs["hi"] = f["end_ns"].to_numpy(np.int64)[pairs["i"].to_numpy()]
+    m = pairs.merge(path.pieces[["node", "start_ns", "end_ns"]], on="node", how="inner")
+    clipped = np.maximum(np.minimum(m["end_ns"].to_numpy(np.int64), m["hi"].to_numpy(np.int64))
+                         - np.maximum(m["start_ns"].to_numpy(np.int64), m["lo"].to_numpy(np.int64)), 0)
+    out = np.bincount(m["i"].to_numpy(np.int64), weights=clipped, minlength=len(f))
+    return np.rint(out).astype(np.int64)
