@@ -6,7 +6,9 @@
 - :mod:`tracer.explain.findings` (``from tracer.explain.findings import findings``: the function is not
   re-exported here, where it would hide its module): why copies and GPU idle gaps did not overlap compute, each
   with the intervals it names, its cost (on the path and in all) and the fix; :func:`group_findings` ranks them
-  by kind.
+  by kind;
+- :mod:`tracer.explain.replay` (``from tracer.explain.replay import replay``, likewise): the what-if replay of a
+  window under a :class:`Plan` (:func:`parse_plan` reads ``NAME[=VALUE]``), predicted beside measured.
 
 Pure functions of a :class:`tracer.timeline.Timeline`: no printing, no plotting. docs/explain.md.
 """
@@ -14,6 +16,7 @@ Pure functions of a :class:`tracer.timeline.Timeline`: no printing, no plotting.
 from tracer.explain.critical import LABELS, CriticalPath, Window, critical_path, window_of_range
 from tracer.explain.findings import KINDS, group_findings
 from tracer.explain.graph import EDGE_TYPES, Graph, build_graph
+from tracer.explain.replay import Plan, Replay, parse_plan
 
-__all__ = ["EDGE_TYPES", "KINDS", "LABELS", "CriticalPath", "Graph", "Window", "build_graph", "critical_path",
-           "group_findings", "window_of_range"]
+__all__ = ["EDGE_TYPES", "KINDS", "LABELS", "CriticalPath", "Graph", "Plan", "Replay", "Window", "build_graph",
+           "critical_path", "group_findings", "parse_plan", "window_of_range"]
