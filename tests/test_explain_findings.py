@@ -233,6 +233,22 @@ def test_cli_explain_json_has_every_finding(data_dir):
     out = json.loads(proc.stdout)
     assert len(out["findings"]["findings"]) == 50 and out["findings"]["groups"][0]["kind"] == "same_stream"
     assert out["findings"]["min_gap_ns"] == 50_000
+    # the fix replayed beside the finding: the copies moved to a side stream hide behind the 131 ms of matmuls,
+    # so most of the 58.0 ms of copy time is gained, and the run cannot get shorter than its compute
+    fix = out["findings"]["groups"][0]["fix_replay"]
+    assert fix["plan"] == "side-stream" and fix["measured_ns"] == out["length_ns"]
+    assert 0.9 * 58.0e6 < fix["gain_ns"] < 58.1e6 and fix["predicted_ns"] > 130.9e6
+
+
+def test_cli_explain_says_when_a_fix_cannot_be_replayed(data_dir):
+    """The blocking run has no pinned device-to-host copy to take a bandwidth from: said, not guessed; its host
+    syncs' fix is replayed."""
+    proc = run_cli("explain", "--json", "--top", "0", str(BLOCKING), module=True)
+    assert proc.returncode == 0, proc.stderr
+    groups = {g["kind"]: g for g in json.loads(proc.stdout)["findings"]["groups"]}
+    assert "no pinned DtoH copy" in groups["pageable"]["fix_replay"]["error"]
+    sync = groups["host_sync"]["fix_replay"]
+    assert sync["plan"] == "no-sync" and 0 < sync["gain_ns"] <= groups["host_sync"]["cost_ns"] * 1.01
 
 
 @pytest.mark.parametrize("bad", ["-1", "x"])

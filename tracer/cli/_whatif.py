@@ -33,6 +33,30 @@ def what_if(path: Path, timeline: Timeline, graph: Graph, window: Window, specs:
             "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
 
 
+#: The plan that applies each finding kind's fix (tracer.explain.findings.KINDS), where the replay models it.
+FIX_PLANS: dict[str, list[str]] = {
+    "same_stream": ["side-stream"],
+    "pageable": ["pinned", "side-stream"],
+    "host_sync": ["no-sync"],
+}
+
+
+def fix_gains(path: Path, timeline: Timeline, graph: Graph, window: Window, kinds: list[str]) -> dict[str, Any]:
+    """For each finding kind in ``kinds`` whose fix the replay models (:data:`FIX_PLANS`): the replay of ``window``
+    with that fix applied (:func:`what_if`), keyed by kind; where the replay cannot run (e.g. no pinned copy to
+    take a bandwidth from), ``{"plan": ..., "error": why}`` instead."""
+    from tracer.errors import TracerError
+
+    out: dict[str, Any] = {}
+    for kind in kinds:
+        if kind in FIX_PLANS:
+            try:
+                out[kind] = what_if(path, timeline, graph, window, FIX_PLANS[kind])
+            except TracerError as exc:
+                out[kind] = {"plan": " + ".join(FIX_PLANS[kind]), "error": exc.problem}
+    return out
+
+
 def child_ranges(timeline: Timeline, window: Window) -> pd.DataFrame:
     """The ranges that lie inside ``window`` (name, start_ns, end_ns), the window's own range left out: the
     chains ``streams=N`` spreads."""

@@ -81,9 +81,10 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     return out
 
 
-def render_findings(found: Any, *, top: int, min_gap_ns: int) -> list[Any]:
-    """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind, then the
-    ``top`` costliest findings with their evidence."""
+def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, Any] | None = None) -> list[Any]:
+    """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind (with the
+    replayed time of its fix, from ``gains``, where the replay models it), then the ``top`` costliest findings
+    with their evidence."""
     from rich.text import Text
 
     from tracer.explain.findings import group_findings
@@ -98,6 +99,13 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int) -> list[Any]:
         out.append(Text.assemble(f"  {r.path_ns / 1e6:>10,.3f} ms on the path ({r.cost_ns / 1e6:,.3f} ms in all)  "
                                  f"{r.count:,} × ", (str(r.reason), "bold")))
         out.append(Text(f"      fix: {r.fix}", style="dim"))
+        g = (gains or {}).get(str(r.kind))
+        if g is not None and "error" in g:
+            out.append(Text(f"      predicted with the fix ({g['plan']}): not replayed: {g['error']}", style="dim"))
+        elif g is not None and g["measured_ns"]:
+            out.append(Text(f"      predicted with the fix ({g['plan']}): {g['predicted_ns'] / 1e6:,.3f} ms instead of "
+                            f"{g['measured_ns'] / 1e6:,.3f} ms ({-g['gain_ns'] / 1e6:+,.3f} ms; replayed, "
+                            "`--what-if` for its assumptions)", style="dim"))
     shown = found.head(max(top, 0))
     if len(shown):
         out.append(Text(f"Top {len(shown)} of {len(found):,} findings (`--json` lists all, with their nodes and rows)",
@@ -210,10 +218,13 @@ def explain(
     found = findings(graph, result, min_gap_ns=min_gap_ns)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
+    from tracer.cli import _whatif
+
+    # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
+    gains = _whatif.fix_gains(path, timeline, graph, chosen, sorted(set(found["kind"].astype(str)))) \
+        if len(found) else {}
     replayed = None
     if what_if:
-        from tracer.cli import _whatif
-
         try:
             replayed = _whatif.what_if(path, timeline, graph, chosen, what_if)
         except TracerError as exc:
@@ -221,6 +232,9 @@ def explain(
     if json:
         out = result.to_dict(top=max(top, 0))
         out["findings"] = {"min_gap_ns": min_gap_ns, **findings_dict(found)}
+        for group in out["findings"]["groups"]:
+            if group["kind"] in gains:
+                group["fix_replay"] = gains[group["kind"]]
         if replayed is not None:
             out["what_if"] = replayed
         sys.stdout.buffer.write(orjson.dumps(out) + b"\n")
@@ -229,7 +243,7 @@ def explain(
     console = Console()
     for renderable in render_path(result, top=max(top, 0), width=console.width):
         console.print(renderable)
-    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns):
+    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains):
         console.print(renderable)
     if replayed is not None:
         for line in _whatif.render(replayed):
