@@ -12,25 +12,45 @@ from tracer.explain.graph import Graph
 from tracer.timeline import Timeline
 
 
-def what_if(path: Path, timeline: Timeline, graph: Graph, window: Window, specs: list[str]) -> dict[str, Any]:
-    """The unchanged replay and the replay under ``specs`` (``NAME[=VALUE]``, :data:`tracer.explain.replay.PLANS`)
-    of the work issued in ``window``, as one JSON-able object. Raises :class:`tracer.errors.TracerError` for a
-    bad plan or a window without work."""
-    from tracer.explain.occupancy import read_demand
-    from tracer.explain.replay import parse_plan, replay
+class Replays:
+    """Replays of one window of one trace under several plans, sharing what every plan needs: the kernels'
+    demand (read from the trace file once: it is a whole second parse of a Kineto JSON) and the unchanged
+    replay."""
 
-    plan = parse_plan(specs)
-    demand, _ = read_demand(path)
-    base = replay(graph, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand)
-    r = replay(graph, plan, start_ns=window.start_ns, end_ns=window.end_ns, demand=demand,
-               children=child_ranges(timeline, window))
-    notes = list(r.notes)
-    if not demand:
-        notes.append("no kernel launch figures (Kineto JSON and nsys SQLite have them): every kernel counts as "
-                     "filling its GPU")
-    return {"plan": plan.describe(), "window": window.what, "measured_ns": r.measured_ns,
-            "unchanged_ns": base.predicted_ns, "predicted_ns": r.predicted_ns,
-            "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
+    def __init__(self, path: Path, timeline: Timeline, graph: Graph, window: Window) -> None:
+        from tracer.explain.occupancy import read_demand
+
+        self.timeline, self.graph, self.window = timeline, graph, window
+        self.demand, _ = read_demand(path)
+        self._unchanged_ns: int | None = None
+
+    def unchanged_ns(self) -> int:
+        """The window replayed under the plan it ran (computed once)."""
+        from tracer.explain.replay import replay
+
+        if self._unchanged_ns is None:
+            w = self.window
+            self._unchanged_ns = replay(self.graph, start_ns=w.start_ns, end_ns=w.end_ns,
+                                        demand=self.demand).predicted_ns
+        return self._unchanged_ns
+
+    def what_if(self, specs: list[str]) -> dict[str, Any]:
+        """The unchanged replay and the replay under ``specs`` (``NAME[=VALUE]``,
+        :data:`tracer.explain.replay.PLANS`) of the work issued in the window, as one JSON-able object. Raises
+        :class:`tracer.errors.TracerError` for a bad plan or a window without work."""
+        from tracer.explain.replay import parse_plan, replay
+
+        plan = parse_plan(specs)
+        w = self.window
+        r = replay(self.graph, plan, start_ns=w.start_ns, end_ns=w.end_ns, demand=self.demand,
+                   children=child_ranges(self.timeline, w))
+        notes = list(r.notes)
+        if not self.demand:
+            notes.append("no kernel launch figures (Kineto JSON and nsys SQLite have them): every kernel counts "
+                         "as filling its GPU")
+        return {"plan": plan.describe(), "window": w.what, "measured_ns": r.measured_ns,
+                "unchanged_ns": self.unchanged_ns(), "predicted_ns": r.predicted_ns,
+                "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
 
 
 #: The plan that applies each finding kind's fix (tracer.explain.findings.KINDS), where the replay models it.
@@ -41,17 +61,17 @@ FIX_PLANS: dict[str, list[str]] = {
 }
 
 
-def fix_gains(path: Path, timeline: Timeline, graph: Graph, window: Window, kinds: list[str]) -> dict[str, Any]:
-    """For each finding kind in ``kinds`` whose fix the replay models (:data:`FIX_PLANS`): the replay of ``window``
-    with that fix applied (:func:`what_if`), keyed by kind; where the replay cannot run (e.g. no pinned copy to
-    take a bandwidth from), ``{"plan": ..., "error": why}`` instead."""
+def fix_gains(replays: Replays, kinds: list[str]) -> dict[str, Any]:
+    """For each finding kind in ``kinds`` whose fix the replay models (:data:`FIX_PLANS`): the replay with that
+    fix applied (:meth:`Replays.what_if`), keyed by kind; where the replay cannot run (e.g. no pinned copy to take
+    a bandwidth from), ``{"plan": ..., "error": why}`` instead."""
     from tracer.errors import TracerError
 
     out: dict[str, Any] = {}
     for kind in kinds:
         if kind in FIX_PLANS:
             try:
-                out[kind] = what_if(path, timeline, graph, window, FIX_PLANS[kind])
+                out[kind] = replays.what_if(FIX_PLANS[kind])
             except TracerError as exc:
                 out[kind] = {"plan": " + ".join(FIX_PLANS[kind]), "error": exc.problem}
     return out

@@ -220,13 +220,15 @@ def explain(
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
     from tracer.cli import _whatif
 
+    # the fixes' replays and --what-if's share the kernels' demand and the unchanged replay
+    replays = _whatif.Replays(path, timeline, graph, chosen) if len(found) or what_if else None
     # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
-    gains = _whatif.fix_gains(path, timeline, graph, chosen, sorted(set(found["kind"].astype(str)))) \
-        if len(found) else {}
+    gains = _whatif.fix_gains(replays, sorted(set(found["kind"].astype(str)))) \
+        if replays is not None and len(found) else {}
     replayed = None
-    if what_if:
+    if what_if and replays is not None:
         try:
-            replayed = _whatif.what_if(path, timeline, graph, chosen, what_if)
+            replayed = replays.what_if(what_if)
         except TracerError as exc:
             raise TracerError(path if exc.subject == "replay" else exc.subject, exc.problem) from None
     if json:
