@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dash import dash_table, html
+from dash import html
 
 from tracer.analysis.comm import Collectives
-from tracer.dashboard import ids
+from tracer.dashboard import ids, row_table
 from tracer.dashboard.figures import fmt_bytes, fmt_duration
 from tracer.dashboard.model import TimelineView
-from tracer.errors import UsageError
+from tracer.dashboard.row_table import clickable_table
 
 #: Rows sent to the browser at most (a long job has tens of thousands of collectives: the largest skews
 #: first, so that the stragglers that matter are always in the table).
@@ -111,19 +111,8 @@ def section(view: TimelineView) -> html.Div | None:
                 "straggler's. Sort by a header; click a row to show that collective above.",
                 className="muted small",
             ),
-            dash_table.DataTable(  # type: ignore[attr-defined]  # (generated: no stub names it)
-                id=ids.TL_COLL_TABLE,
-                columns=[{"id": c, "name": name, "type": t} for c, name, t in COLUMNS],
-                data=rows,
-                sort_action="native",
-                page_action="native",
-                page_size=PAGE_SIZE,
-                cell_selectable=True,
-                style_table={"overflowX": "auto"},
-                style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "3px 8px"},
-                style_header={"backgroundColor": "#f0f2f5", "fontWeight": "bold"},
-                style_data_conditional=[{"if": {"column_id": "straggler"}, "fontWeight": "bold"}],
-            ),
+            clickable_table(ids.TL_COLL_TABLE, COLUMNS, rows, page_size=PAGE_SIZE,
+                            conditional=[{"if": {"column_id": "straggler"}, "fontWeight": "bold"}]),
             rank_skew_table(result),
         ],
         id=ids.TL_COLLECTIVES,
@@ -134,7 +123,4 @@ def section(view: TimelineView) -> html.Div | None:
 def row_of_cell(cell: Any, n: int) -> int:
     """The collective a clicked cell (DataTable's ``active_cell``) belongs to, by its row id;
     :class:`UsageError` for a cell that names none of the ``n`` instances."""
-    row_id = cell.get("row_id") if isinstance(cell, dict) else None
-    if isinstance(row_id, bool) or not isinstance(row_id, int) or not 0 <= row_id < n:
-        raise UsageError("collectives table", "no such collective in the table; reload the page")
-    return row_id
+    return row_table.row_of_cell(cell, n, table="collectives table", thing="collective")

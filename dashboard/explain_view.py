@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from dash import dash_table, html
+from dash import html
 
-from tracer.dashboard import ids
+from tracer.dashboard import ids, row_table
 from tracer.dashboard.figures import PathPieces, fmt_duration
 from tracer.dashboard.model import TimelineView
-from tracer.errors import TracerError, UsageError
+from tracer.dashboard.row_table import clickable_table
+from tracer.errors import TracerError
 
 #: Traces with more events than this are explained only when asked (a button; the path overlay starts off):
 #: explain costs ~0.1 s on the bundled 700-event runs and ~1 s on 54k events (docs/dashboard.md).
@@ -199,19 +200,8 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
         groups_table(result),
         html.P(f"{len(result.findings):,} findings{shown}, costliest on the critical path first. Click a row to show "
                "its intervals above; `tracer explain` prints the same.", className="muted small"),
-        dash_table.DataTable(  # type: ignore[attr-defined]  # (generated: no stub names it)
-            id=ids.TL_FIND_TABLE,
-            columns=[{"id": c, "name": name, "type": t} for c, name, t in COLUMNS],
-            data=rows,
-            sort_action="native",
-            page_action="native",
-            page_size=PAGE_SIZE,
-            cell_selectable=True,
-            style_table={"overflowX": "auto"},
-            style_cell={"fontFamily": "inherit", "fontSize": "13px", "padding": "3px 8px", "whiteSpace": "normal",
-                        "textAlign": "left", "maxWidth": "420px"},
-            style_header={"backgroundColor": "#f0f2f5", "fontWeight": "bold"},
-        ),
+        clickable_table(ids.TL_FIND_TABLE, COLUMNS, rows, page_size=PAGE_SIZE,
+                        cell_style={"whiteSpace": "normal", "textAlign": "left", "maxWidth": "420px"}),
     ]
 
 
@@ -239,7 +229,4 @@ def section(view: TimelineView) -> html.Div:
 def row_of_cell(cell: Any, n: int) -> int:
     """The finding a clicked cell (DataTable's ``active_cell``) belongs to, by its row id; :class:`UsageError`
     for a cell that names none of the ``n`` findings."""
-    row_id = cell.get("row_id") if isinstance(cell, dict) else None
-    if isinstance(row_id, bool) or not isinstance(row_id, int) or not 0 <= row_id < n:
-        raise UsageError("findings table", "no such finding in the table; reload the page")
-    return row_id
+    return row_table.row_of_cell(cell, n, table="findings table", thing="finding")
