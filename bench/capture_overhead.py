@@ -35,35 +35,25 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # user_train: the model and step timed
 
 
 def _train_step_fn(batch: int) -> tuple[Callable[[], None], Any]:
     """bench/user_train.py's model and step (AMP, AdamW), on batches already on the device (no DataLoader:
     its workers add noise that is not tracer's)."""
     import torch
+    from user_train import Trainer
 
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024),
-                                torch.nn.GELU(), torch.nn.Linear(1024, 10)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler(dev.type, enabled=dev.type == "cuda")
+    trainer = Trainer(dev)
     xs = [torch.randn(batch, 512, device=dev) for _ in range(8)]
     ys = [torch.randint(0, 10, (batch,), device=dev) for _ in range(8)]
     i = [0]
 
     def step() -> None:
-        x, y = xs[i[0] % 8], ys[i[0] % 8]
+        trainer.step(xs[i[0] % 8], ys[i[0] % 8])
         i[0] += 1
-        with torch.profiler.record_function("train/forward"), torch.autocast(dev.type, dtype=amp_dtype):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        with torch.profiler.record_function("train/backward"):
-            opt.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-        with torch.profiler.record_function("train/optimizer"):
-            scaler.step(opt)
-            scaler.update()
 
     return step, dev
 

@@ -19,6 +19,31 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 
+class Trainer:
+    """The model (512→1024→1024→10, GELU), AdamW and the AMP scaler on ``dev``, and one training step with its
+    record_function ranges (bench/capture_overhead.py times the same step)."""
+
+    def __init__(self, dev: torch.device) -> None:
+        self.dev = dev
+        self.amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
+        self.model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024),
+                                         torch.nn.GELU(), torch.nn.Linear(1024, 10)).to(dev)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
+        self.scaler = torch.amp.GradScaler(dev.type, enabled=dev.type == "cuda")
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Forward, backward and optimizer step on one batch already on the device; the loss."""
+        with torch.profiler.record_function("train/forward"), torch.autocast(self.dev.type, dtype=self.amp_dtype):
+            loss = torch.nn.functional.cross_entropy(self.model(x), y)
+        with torch.profiler.record_function("train/backward"):
+            self.opt.zero_grad(set_to_none=True)
+            self.scaler.scale(loss).backward()
+        with torch.profiler.record_function("train/optimizer"):
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        return loss
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=300)
@@ -27,16 +52,12 @@ def main() -> None:
     ap.add_argument("--self-profile", action="store_true")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    amp_dtype = torch.float16 if dev.type == "cuda" else torch.bfloat16
     torch.manual_seed(0)
     n = args.batch * 64
     data = TensorDataset(torch.randn(n, 512), torch.randint(0, 10, (n,)))
     loader = DataLoader(data, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                         pin_memory=dev.type == "cuda", persistent_workers=args.workers > 0, drop_last=True)
-    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 1024),
-                                torch.nn.GELU(), torch.nn.Linear(1024, 10)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler(dev.type, enabled=dev.type == "cuda")
+    trainer = Trainer(dev)
     prof = None
     if args.self_profile:
         from tracer.record import torch_profiler_settings
@@ -52,14 +73,7 @@ def main() -> None:
             t0 = time.perf_counter()
             with torch.profiler.record_function("train/copy"):
                 x, y = x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
-            with torch.profiler.record_function("train/forward"), torch.autocast(dev.type, dtype=amp_dtype):
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            with torch.profiler.record_function("train/backward"):
-                opt.zero_grad(set_to_none=True)
-                scaler.scale(loss).backward()
-            with torch.profiler.record_function("train/optimizer"):
-                scaler.step(opt)
-                scaler.update()
+            loss = trainer.step(x, y)
             if prof is not None:
                 prof.step()
             if dev.type == "cuda":
