@@ -147,6 +147,7 @@ def test_cli_what_if_json_and_bad_plan():
     proc = run_cli("explain", "--what-if", "streams=zero", path, module=True)
     err = [line for line in proc.stderr.splitlines() if line.startswith("tracer: error:")]
     assert proc.returncode == 2 and len(err) == 1 and "streams" in err[0] and "Traceback" not in proc.stderr
+    assert proc.stderr.strip() == err[0]  # refused before the trace is read: no note about it first
 
 
 def test_nsys_launch_figures_give_the_same_demand_as_kineto():

@@ -192,6 +192,10 @@ def explain(
     if not (0 <= min_gap_us < 1e12):
         raise TracerError("--min-gap-us", f"{min_gap_us:g} is not a duration in µs (0 or more, e.g. 50)")
     min_gap_ns = round(min_gap_us * 1e3)
+    if what_if:
+        from tracer.explain.replay import parse_plan
+
+        parse_plan(what_if)  # a plan that is not one: refused before the trace is read
     timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)
     ev = timeline.events
