@@ -15,7 +15,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -51,8 +54,10 @@ def record_cpu_run(out_dir: Path) -> Path:
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
-def screenshot(run: Path, out: Path, width: int = 1400) -> None:
-    """The whole timeline page of ``run`` at ``width`` pixels into ``out`` (as tall as the page is)."""
+@contextmanager
+def timeline_page(run: Path, width: int, height: int) -> Iterator[Any]:
+    """The dashboard serving ``run`` on a free port and headless Chromium on its timeline page, the figure drawn:
+    the playwright page (scripts/screenshot_job_run.py uses it too)."""
     from playwright.sync_api import sync_playwright
 
     from tracer.cli.dashboard import make_server, server_url, stop_server
@@ -67,18 +72,26 @@ def screenshot(run: Path, out: Path, width: int = 1400) -> None:
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": width, "height": 600}, device_scale_factor=1)
+            page = browser.new_page(viewport={"width": width, "height": height}, device_scale_factor=1)
             page.goto(f"{server_url(server)}timeline?run={key}")
             page.wait_for_function(DRAWN_JS, arg=f"#{ids.TL_GRAPH} .js-plotly-plot", polling="raf")
-            page.wait_for_selector(
-                f"#{ids.TL_MINIMAP} .hm image, #{ids.TL_MINIMAP} .heatmaplayer image", state="attached"
-            )
-            page.wait_for_timeout(300)  # the minimap's image paints a frame after it is attached
-            out.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(out), full_page=True)
+            yield page
             browser.close()
     finally:
         stop_server(server)
+
+
+def screenshot(run: Path, out: Path, width: int = 1400) -> None:
+    """The whole timeline page of ``run`` at ``width`` pixels into ``out`` (as tall as the page is)."""
+    from tracer.dashboard import ids
+
+    with timeline_page(run, width, 600) as page:
+        page.wait_for_selector(
+            f"#{ids.TL_MINIMAP} .hm image, #{ids.TL_MINIMAP} .heatmaplayer image", state="attached"
+        )
+        page.wait_for_timeout(300)  # the minimap's image paints a frame after it is attached
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(out), full_page=True)
     print(f"wrote {out} ({out.stat().st_size / 1e3:.0f} kB) of {run}", file=sys.stderr)
 
 

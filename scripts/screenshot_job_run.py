@@ -16,18 +16,15 @@ import argparse
 import shutil
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+from screenshot_cpu_run import DRAWN_JS, timeline_page  # noqa: E402 (after the sys.path lines)
 
-from tracer.dashboard.headless import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 (after the sys.path line)
+from tracer.dashboard.headless import CHROMIUM  # noqa: E402
 
-DRAWN_JS = """sel => { const gd = document.querySelector(sel);
-  if (!gd || !gd._fullLayout || !gd.layout || !gd.layout.meta) return false;
-  const n = gd.querySelectorAll('.scatterlayer .trace').length;
-  return n === (gd.data || []).filter(t => t.type === undefined || t.type === 'scatter').length; }"""
 RANKS = [ROOT / "tests" / "data" / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
 
 
@@ -46,43 +43,26 @@ def make_job(out: Path) -> Path:
 
 
 def screenshot(run: Path, out: Path, *, width: int = 1500, row: int | None = 3, fold: list[int] = ()) -> None:
-    from playwright.sync_api import sync_playwright
-
-    from tracer.cli.dashboard import make_server, server_url, stop_server
     from tracer.dashboard import ids
-    from tracer.dashboard.app import create_app
-    from tracer.dashboard.data import RunStore
 
-    store = RunStore([run], examples=False, runs_dir=None)
-    key = store.initial_run
-    server = make_server(create_app(store=store).server, "127.0.0.1", 0)
-    threading.Thread(target=server.run, daemon=True).start()
     graph = f"#{ids.TL_GRAPH} .js-plotly-plot"
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": width, "height": 700}, device_scale_factor=1)
-            page.goto(f"{server_url(server)}timeline?run={key}")
-            page.wait_for_function(DRAWN_JS, arg=graph, polling="raf")
-            for rank in fold:
-                before = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.rows")
-                page.locator(f"#{ids.TL_FOLD} label", has_text=f"rank {rank}").click()
-                page.wait_for_function(
-                    f"n => document.querySelector('{graph}').layout.meta.rows !== n", arg=before)
-            if row is not None:
-                window = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.window_ns[1]")
-                page.locator(f"#{ids.TL_COLL_TABLE} tbody tr").filter(
-                    has=page.locator("td")).nth(row).locator("td").first.click()
-                page.wait_for_function(
-                    f"w => document.querySelector('{graph}').layout.meta.window_ns[1] !== w", arg=window)
-            page.wait_for_function(DRAWN_JS, arg=graph, polling="raf")
-            page.evaluate("() => window.scrollTo(0, 0)")  # (the click scrolled: the sticky bar would follow)
-            page.wait_for_timeout(400)  # the minimap's image paints a frame after it is attached
-            out.parent.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(out), full_page=True)
-            browser.close()
-    finally:
-        stop_server(server)
+    with timeline_page(run, width, 700) as page:
+        for rank in fold:
+            before = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.rows")
+            page.locator(f"#{ids.TL_FOLD} label", has_text=f"rank {rank}").click()
+            page.wait_for_function(
+                f"n => document.querySelector('{graph}').layout.meta.rows !== n", arg=before)
+        if row is not None:
+            window = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.window_ns[1]")
+            page.locator(f"#{ids.TL_COLL_TABLE} tbody tr").filter(
+                has=page.locator("td")).nth(row).locator("td").first.click()
+            page.wait_for_function(
+                f"w => document.querySelector('{graph}').layout.meta.window_ns[1] !== w", arg=window)
+        page.wait_for_function(DRAWN_JS, arg=graph, polling="raf")
+        page.evaluate("() => window.scrollTo(0, 0)")  # (the click scrolled: the sticky bar would follow)
+        page.wait_for_timeout(400)  # the minimap's image paints a frame after it is attached
+        out.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(out), full_page=True)
 
 
 def main() -> int:
