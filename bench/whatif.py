@@ -3,7 +3,8 @@
 
     PYTHONPATH=. python bench/whatif.py [--slots-only] [RUN_DIR ...]
 
-Without arguments: every bundled H200 torch run in tracer/examples/ that has a before/after pair. A run
+Without arguments: every bundled H200 run in tracer/examples/ and the runs at other sizes in
+tests/data/h200-sizes/ that have a before/after pair. A run
 directory of a scenario (meta.json ``scenario``) may be given instead; compute-copy pairs need the
 non-blocking, blocking and side-stream runs side by side (as ``tracer record`` writes them). Prints one row per
 pair: the before and after time measured, the predicted after time, the error, and the plan. docs/explain.md
@@ -31,7 +32,10 @@ from tracer.explain.replay import Plan, pinned_bandwidth, replay
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "tracer" / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "tracer" / "examples"
+#: H200 runs recorded at other sizes than the bundled ones (2026-12-03; tests/data/h200-sizes/README.md)
+SIZES = ROOT / "tests" / "data" / "h200-sizes"
 
 
 @dataclass
@@ -99,7 +103,34 @@ def predict(run: Loaded, before: list[str], plan: Plan) -> tuple[int, int]:
     return r.measured_ns, r.predicted_ns
 
 
+def session(run: Loaded) -> tuple[object, str, str]:
+    """Runs of one recording session: same backend, same size, same day in the directory name."""
+    day = next((p for p in run.path.name.split("-") if len(p) == 8 and p.isdigit()), "")
+    return run.meta.get("backend"), size_label(run.meta), day
+
+
+def size_label(meta: dict[str, object]) -> str:
+    """The recorded size of a scenario's work, as the pair column shows it ("" where the run has none)."""
+    params = meta.get("params") or {}
+    assert isinstance(params, dict)
+    if "hidden" in params:
+        return f"hidden {params['hidden']}"
+    if "size" in params:
+        return f"{params['size']}²"
+    return ""
+
+
 def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
+    """Every before -> after pair ``run`` holds (compute-copy: with its sibling variant runs), size in the pair."""
+    out = _rows_for(run, siblings)
+    size = size_label(run.meta)
+    for r in out:
+        if size and "²)" not in r.pair:
+            r.pair = f"{r.pair} ({size})"
+    return out
+
+
+def _rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
     sc = str(run.meta["scenario"])
     name = run.path.name
     pre = sc + "/"
@@ -159,7 +190,8 @@ def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
 def main(argv: list[str]) -> int:
     flags = {a for a in argv if a.startswith("--")}
     argv = [a for a in argv if not a.startswith("--")]
-    runs = [Path(a) for a in argv] or sorted(p for p in EXAMPLES.iterdir() if (p / "meta.json").is_file())
+    runs = [Path(a) for a in argv] or sorted(p for d in (EXAMPLES, SIZES) for p in d.iterdir()
+                                             if (p / "meta.json").is_file())
     loaded = []
     for r in runs:
         meta = json.loads((r / "meta.json").read_text())
@@ -176,14 +208,14 @@ def main(argv: list[str]) -> int:
                     for k, v in y.seen.items():
                         seen.setdefault(k, []).append(v)
             x.demand = merge_demand(x.graph.nodes, x.demand, {k: statistics.mean(v) for k, v in seen.items()})
-    # compute-copy siblings: the variant runs of the same backend
+    # compute-copy siblings: the variant runs of the same session (backend, size and day of the run's name)
     rows: list[Row] = []
     for x in loaded:
         cc = {str(y.meta["variant"]): y for y in loaded
-              if y.meta["scenario"] == "compute-copy" and y.meta.get("backend") == x.meta.get("backend")}
+              if y.meta["scenario"] == "compute-copy" and session(y) == session(x)}
         rows += rows_for(x, cc)
     rows.sort(key=lambda r: (r.run.split("-streams")[0], r.run))
-    print(f"{'run':<46} {'pair':<32} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7}  plan")
+    print(f"{'run':<46} {'pair':<40} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7}  plan")
     errors = []
     for r in rows:
         pred = f"{r.predicted_ns / 1e6:9.3f}" if r.predicted_ns is not None else f"{'—':>9}"
@@ -192,7 +224,7 @@ def main(argv: list[str]) -> int:
         if err is not None:
             errors.append(abs(err))
         e = f"{err:+6.1f}%" if err is not None else f"{'—':>7}"
-        print(f"{r.run[:46]:<46} {r.pair:<32} {r.before_ns / 1e6:9.3f} {pred} {meas} {e}  {r.plan}")
+        print(f"{r.run[:46]:<46} {r.pair:<40} {r.before_ns / 1e6:9.3f} {pred} {meas} {e}  {r.plan}")
         if r.why:
             print(f"{'':<46}   {r.why}")
     if errors:
