@@ -239,12 +239,14 @@ class _Setup:
         typ = start_e["type"].map(self.typical).fillna(0).to_numpy(np.int64)
         lag = start_e["lag_ns"].to_numpy(np.int64)
         start_e["overhead"] = np.where(start_e["binding"].to_numpy(), lag, np.minimum(lag, typ))
-        # an end edge (a host wait) likewise: its lag where it bound the call (the GPU op that finished last),
-        # else no more than the typical one. A cudaDeviceSynchronize waits for every stream: the lag behind a
-        # stream that went idle long before is not a cost the call pays after that stream's op
+        # an end edge (a host wait) likewise: its lag where it bound the call (the GPU op that finished last,
+        # and after the call began: the call really waited), else no more than the typical one. A
+        # cudaDeviceSynchronize waits for every stream, and a sync called after the GPU went idle waited for
+        # nothing: the lag behind an op that was done long before is not a cost the call pays after that op
         end_e = e[(e["to"] == "end").to_numpy()].copy()
         end_bind = end_e.sort_values("ready_ns", kind="stable").drop_duplicates("dst", keep="last").index
-        bound = end_e.index.isin(end_bind)
+        bound = end_e.index.isin(end_bind) & (end_e["ready_ns"].to_numpy(np.int64)
+                                              > self.start[end_e["dst"].to_numpy()])
         end_lag = end_e["lag_ns"].to_numpy(np.int64)
         end_typ = int(np.median(end_lag[bound])) if bound.any() else DEFAULT_OVERHEAD_NS["host_wait"]
         end_e["overhead"] = np.where(bound, end_lag, np.minimum(end_lag, end_typ))
