@@ -384,8 +384,17 @@ def _apply_warm(s: _Setup, graph: Graph) -> None:
     stall = ~s.is_gpu & ~waited & (s.own >= 1e6) & (s.own >= 10 * typical)
     s.notes.append(f"warm: {int(stall.sum())} host stalls ({s.own[stall].sum() / 1e6:.1f} ms) take their name's "
                    "median time")
+    removed = np.where(stall, s.own - typical, 0.0)
     s.own[stall] = typical[stall]
     s.dur[stall] = typical[stall]
+    # a launch edge's lag counts from the call's start: a kernel launched by a stalled call waited for the
+    # stall too (lazy loading happens inside cudaLaunchKernel), so its lag loses the time removed
+    e = s.edges
+    lk = (e["type"] == "launch").to_numpy() & stall[e["src"].to_numpy()]
+    if lk.any():
+        ov = e["overhead"].to_numpy(float).copy()
+        ov[lk] = np.maximum(ov[lk] - removed[e["src"].to_numpy()[lk]], 0.0)
+        s.edges = e.assign(overhead=ov)
 
 
 def _apply_no_sync(s: _Setup, name: str | None) -> None:
