@@ -42,8 +42,8 @@ PLANS: dict[str, str] = {
     "no-sync": "host syncs removed (no-sync=NAME: only calls named NAME); the last one of each thread is kept, "
                "so the window still ends when its GPU work does",
     "warm": "first-use host stalls removed: a host slice of 1 ms or more, 10 times the median of its name over "
-            "the whole trace, that waited for no GPU work takes that median (lazy module loading, allocator growth "
-            "in a first step)",
+            "the whole trace, that waited for no GPU work takes that median (lazy module loading in a first step), "
+            "and device allocations (cudaMalloc: the caching allocator growing its pool) take no time",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
                "before it), else N equal consecutive parts of each stream's work",
@@ -53,6 +53,8 @@ _GPU = ("kernel", "memcpy", "memset")
 #: Overhead of an edge a plan adds, where the trace has no binding edge of that type to take it from.
 DEFAULT_OVERHEAD_NS = {"stream": 1_000, "event_wait": 2_000, "launch": 5_000, "host_wait": 5_000, "thread": 0}
 _STEM_RE = re.compile(r"\d+$")
+#: Calls by which the caching allocator grows its device pool (``warm`` drops them).
+_ALLOC_CALLS = ("cudaMalloc", "cuMemAlloc_v2", "cuMemCreate", "cuMemMap")
 
 
 @dataclass(frozen=True)
@@ -378,12 +380,18 @@ def _apply_warm(s: _Setup, graph: Graph) -> None:
     host = n[~n["kind"].isin(list(_GPU)).to_numpy()]
     median = (host["end_ns"] - host["start_ns"]).groupby(host["name"].astype(str)).median()
     names = s.nodes["name"].astype(str)
-    typical = names.map(median).to_numpy(float)
+    typical = names.map(median).to_numpy(float).copy()
     waited = np.zeros(len(s.nodes), dtype=bool)
     waited[s.edges.loc[(s.edges["to"] == "end").to_numpy(), "dst"].to_numpy()] = True
     stall = ~s.is_gpu & ~waited & (s.own >= 1e6) & (s.own >= 10 * typical)
-    s.notes.append(f"warm: {int(stall.sum())} host stalls ({s.own[stall].sum() / 1e6:.1f} ms) take their name's "
-                   "median time")
+    # PyTorch's caching allocator calls cudaMalloc only when its pool grows, which a warmed-up step (the same
+    # shapes again) does not: those calls go whatever their length
+    alloc = ~s.is_gpu & ~waited & names.isin(list(_ALLOC_CALLS)).to_numpy()
+    typical[alloc] = 0.0
+    s.notes.append(f"warm: {int((stall & ~alloc).sum())} host stalls ({s.own[stall & ~alloc].sum() / 1e6:.1f} ms) "
+                   f"take their name's median time; {int(alloc.sum())} device allocations "
+                   f"({s.own[alloc].sum() / 1e6:.2f} ms) take none")
+    stall |= alloc
     removed = np.where(stall, s.own - typical, 0.0)
     s.own[stall] = typical[stall]
     s.dur[stall] = typical[stall]
