@@ -28,7 +28,7 @@ import pandas as pd
 from tracer.explain import build_graph
 from tracer.explain.graph import Graph
 from tracer.explain.occupancy import merge_demand, overlap_demand, read_demand
-from tracer.explain.replay import Plan, pinned_bandwidth, replay
+from tracer.explain.replay import Plan, issued_nodes, pinned_bandwidth, replay
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 
@@ -90,6 +90,39 @@ class Row:
         if self.predicted_ns is None or not self.measured_ns:
             return None
         return 100.0 * (self.predicted_ns - self.measured_ns) / self.measured_ns
+
+
+def missing_work(run: Loaded, before: str, after: str) -> str:
+    """What the ``after`` range holds that the ``before`` range has no node for, in numbers: a replay rewrites
+    the nodes and edges it has, it cannot create work of a shape it never saw."""
+    n = run.graph.nodes
+
+    def part(name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        lo, hi = run.rng(name)
+        m = n.loc[issued_nodes(run.graph, lo, hi)]
+        gpu = m["kind"].astype(str).isin(["kernel", "memcpy", "memset"]).to_numpy()
+        return m[gpu], m[~gpu]
+
+    (gb, hb), (ga, ha) = part(before), part(after)
+
+    def pageable_ms(g: pd.DataFrame) -> float:
+        c = g[(g["kind"].astype(str) == "memcpy").to_numpy() & ((g["src_mem"].astype(str) == "pageable")
+                                                                | (g["dst_mem"].astype(str) == "pageable")).to_numpy()]
+        return float((c["end_ns"] - c["start_ns"]).sum()) / 1e6
+
+    def host_ms(h: pd.DataFrame) -> float:
+        return float((h["end_ns"] - h["start_ns"]).sum()) / 1e6
+
+    params = run.meta.get("params") or {}
+    cpu = isinstance(params, dict) and float(params.get("cpu_share") or 0) > 0
+    streams_b, streams_a = gb["stream"].nunique(), ga["stream"].nunique()
+    return (f"the replicas run other work than the single range holds: {len(ga)} GPU ops on {streams_a} streams "
+            f"vs {len(gb)} on {streams_b} (half-batch kernels, the gather's cat/sum), pageable copies "
+            f"{pageable_ms(ga):.1f} ms vs {pageable_ms(gb):.1f}"
+            + (" (the parameters to the CPU share and its gradients back, each blocking the host)" if cpu else "")
+            + f", host slices {host_ms(ha):.1f} ms vs {host_ms(hb):.1f}"
+            + (" (the CPU share's forward/backward)" if cpu else "")
+            + ": no plan creates work of a shape the trace never ran")
 
 
 def predict(run: Loaded, before: list[str], plan: Plan) -> tuple[int, int]:
@@ -173,8 +206,7 @@ def _rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
     elif sc == "mlp-data-parallel":
         b = run.measured(pre + "single")
         out.append(Row(name, "single -> parallel", "—", b, None, run.measured(pre + "parallel"),
-                       "not modelled: the replicas run other kernels (half batches) and add broadcast/gather work "
-                       "the single trace does not have"))
+                       "not modelled: " + missing_work(run, pre + "single", pre + "parallel")))
     elif sc == "compute-copy":
         variant = str(run.meta["variant"])
         side = siblings.get("side-stream")
