@@ -210,11 +210,11 @@ def _rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
     elif sc == "compute-copy":
         variant = str(run.meta["variant"])
         side = siblings.get("side-stream")
-        after = side.measured(pre + "run+copy-side-stream") if side else None
+        side_ns = side.measured(pre + "run+copy-side-stream") if side else None
         if variant == "non-blocking":
             plan = Plan(side_stream=True)
             b, p = predict(run, [pre + "run+copy-non-blocking"], plan)
-            out.append(Row(name, "non-blocking -> side-stream", plan.describe(), b, p, after))
+            out.append(Row(name, "non-blocking -> side-stream", plan.describe(), b, p, side_ns))
         elif variant == "blocking":
             nb = siblings.get("non-blocking")
             rate = pinned_bandwidth(nb.graph).get("DtoH") if nb else None
@@ -222,7 +222,7 @@ def _rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
             # session's pinned DtoH copies give it
             plan = Plan(side_stream=True, pinned=True, pinned_gbps=rate)
             b, p = predict(run, [pre + "run+copy-blocking"], plan)
-            out.append(Row(name, "blocking -> pinned side-stream", plan.describe(), b, p, after))
+            out.append(Row(name, "blocking -> pinned side-stream", plan.describe(), b, p, side_ns))
     return out
 
 
@@ -256,16 +256,16 @@ def main(argv: list[str]) -> int:
     rows.sort(key=lambda r: (r.run.split("-streams")[0], r.run))
     print(f"{'run':<46} {'pair':<40} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7}  plan")
     errors = []
-    for r in rows:
-        pred = f"{r.predicted_ns / 1e6:9.3f}" if r.predicted_ns is not None else f"{'—':>9}"
-        meas = f"{r.measured_ns / 1e6:9.3f}" if r.measured_ns is not None else f"{'—':>9}"
-        err = r.error
+    for row in rows:
+        pred = f"{row.predicted_ns / 1e6:9.3f}" if row.predicted_ns is not None else f"{'—':>9}"
+        meas = f"{row.measured_ns / 1e6:9.3f}" if row.measured_ns is not None else f"{'—':>9}"
+        err = row.error
         if err is not None:
             errors.append(abs(err))
         e = f"{err:+6.1f}%" if err is not None else f"{'—':>7}"
-        print(f"{r.run[:46]:<46} {r.pair:<40} {r.before_ns / 1e6:9.3f} {pred} {meas} {e}  {r.plan}")
-        if r.why:
-            print(f"{'':<46}   {r.why}")
+        print(f"{row.run[:46]:<46} {row.pair:<40} {row.before_ns / 1e6:9.3f} {pred} {meas} {e}  {row.plan}")
+        if row.why:
+            print(f"{'':<46}   {row.why}")
     if errors:
         print(f"\n{len(errors)} pairs predicted: median |error| {statistics.median(errors):.1f}%, "
               f"max {max(errors):.1f}%, within 15%: {sum(e <= 15 for e in errors)}/{len(errors)}")
