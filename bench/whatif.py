@@ -34,7 +34,7 @@ from tracer.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "tracer" / "examples"
-#: H200 runs recorded at other sizes than the bundled ones (2026-12-03; tests/data/h200-sizes/README.md)
+#: H200 runs recorded at other sizes than the bundled ones (2026-12-03; tests/data/FIXTURES.md)
 SIZES = ROOT / "tests" / "data" / "h200-sizes"
 
 
