@@ -3,7 +3,8 @@
 
     PYTHONPATH=. python bench/whatif.py [--slots-only] [RUN_DIR ...]
 
-Without arguments: every bundled H200 torch run in tracer/examples/ that has a before/after pair. A run
+Without arguments: every bundled H200 run in tracer/examples/ and the runs at other sizes in
+tests/data/h200-sizes/ that have a before/after pair. A run
 directory of a scenario (meta.json ``scenario``) may be given instead; compute-copy pairs need the
 non-blocking, blocking and side-stream runs side by side (as ``tracer record`` writes them). Prints one row per
 pair: the before and after time measured, the predicted after time, the error, and the plan. docs/explain.md
@@ -27,11 +28,14 @@ import pandas as pd
 from tracer.explain import build_graph
 from tracer.explain.graph import Graph
 from tracer.explain.occupancy import merge_demand, overlap_demand, read_demand
-from tracer.explain.replay import Plan, pinned_bandwidth, replay
+from tracer.explain.replay import Plan, issued_nodes, pinned_bandwidth, replay
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "tracer" / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "tracer" / "examples"
+#: H200 runs recorded at other sizes than the bundled ones (2026-12-03; tests/data/FIXTURES.md)
+SIZES = ROOT / "tests" / "data" / "h200-sizes"
 
 
 @dataclass
@@ -88,6 +92,39 @@ class Row:
         return 100.0 * (self.predicted_ns - self.measured_ns) / self.measured_ns
 
 
+def missing_work(run: Loaded, before: str, after: str) -> str:
+    """What the ``after`` range holds that the ``before`` range has no node for, in numbers: a replay rewrites
+    the nodes and edges it has, it cannot create work of a shape it never saw."""
+    n = run.graph.nodes
+
+    def part(name: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        lo, hi = run.rng(name)
+        m = n.loc[issued_nodes(run.graph, lo, hi)]
+        gpu = m["kind"].astype(str).isin(["kernel", "memcpy", "memset"]).to_numpy()
+        return m[gpu], m[~gpu]
+
+    (gb, hb), (ga, ha) = part(before), part(after)
+
+    def pageable_ms(g: pd.DataFrame) -> float:
+        c = g[(g["kind"].astype(str) == "memcpy").to_numpy() & ((g["src_mem"].astype(str) == "pageable")
+                                                                | (g["dst_mem"].astype(str) == "pageable")).to_numpy()]
+        return float((c["end_ns"] - c["start_ns"]).sum()) / 1e6
+
+    def host_ms(h: pd.DataFrame) -> float:
+        return float((h["end_ns"] - h["start_ns"]).sum()) / 1e6
+
+    params = run.meta.get("params") or {}
+    cpu = isinstance(params, dict) and float(params.get("cpu_share") or 0) > 0
+    streams_b, streams_a = gb["stream"].nunique(), ga["stream"].nunique()
+    return (f"the replicas run other work than the single range holds: {len(ga)} GPU ops on {streams_a} streams "
+            f"vs {len(gb)} on {streams_b} (half-batch kernels, the gather's cat/sum), pageable copies "
+            f"{pageable_ms(ga):.1f} ms vs {pageable_ms(gb):.1f}"
+            + (" (the parameters to the CPU share and its gradients back, each blocking the host)" if cpu else "")
+            + f", host slices {host_ms(ha):.1f} ms vs {host_ms(hb):.1f}"
+            + (" (the CPU share's forward/backward)" if cpu else "")
+            + ": no plan creates work of a shape the trace never ran")
+
+
 def predict(run: Loaded, before: list[str], plan: Plan) -> tuple[int, int]:
     """(measured before, predicted after) for the window from the first ``before`` range's start to the last's
     end."""
@@ -99,7 +136,34 @@ def predict(run: Loaded, before: list[str], plan: Plan) -> tuple[int, int]:
     return r.measured_ns, r.predicted_ns
 
 
+def session(run: Loaded) -> tuple[object, str, str]:
+    """Runs of one recording session: same backend, same size, same day in the directory name."""
+    day = next((p for p in run.path.name.split("-") if len(p) == 8 and p.isdigit()), "")
+    return run.meta.get("backend"), size_label(run.meta), day
+
+
+def size_label(meta: dict[str, object]) -> str:
+    """The recorded size of a scenario's work, as the pair column shows it ("" where the run has none)."""
+    params = meta.get("params") or {}
+    assert isinstance(params, dict)
+    if "hidden" in params:
+        return f"hidden {params['hidden']}"
+    if "size" in params:
+        return f"{params['size']}²"
+    return ""
+
+
 def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
+    """Every before -> after pair ``run`` holds (compute-copy: with its sibling variant runs), size in the pair."""
+    out = _rows_for(run, siblings)
+    size = size_label(run.meta)
+    for r in out:
+        if size and "²)" not in r.pair:
+            r.pair = f"{r.pair} ({size})"
+    return out
+
+
+def _rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
     sc = str(run.meta["scenario"])
     name = run.path.name
     pre = sc + "/"
@@ -123,9 +187,16 @@ def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
         b, p = predict(run, [pre + "serial"], plan)
         out.append(Row(name, "serial -> parallel", plan.describe(), b, p, after))
     elif sc == "independent-ops":
-        plan = Plan(streams=len(run.meta.get("lanes", [])) or 8)  # type: ignore[arg-type]
+        lanes = len(run.meta.get("lanes", [])) or 8  # type: ignore[arg-type]
+        after = run.measured(pre + "spread")
+        plan = Plan(streams=lanes, warm=True)
         b, p = predict(run, [pre + "serial"], plan)
-        out.append(Row(name, "serial -> spread", plan.describe(), b, p, run.measured(pre + "spread")))
+        out.append(Row(name, "serial -> spread", plan.describe(), b, p, after))
+        cold = Plan(streams=lanes)
+        b, p_cold = predict(run, [pre + "serial"], cold)
+        if abs(p_cold - p) > 0.001 * p:  # the row as recorded only where warm changed something
+            out.insert(0, Row(name, "serial -> spread (as recorded)", cold.describe(), b, p_cold, after,
+                              "the serial part, run first, grows the allocator's pool (cudaMalloc) for both"))
     elif sc == "small-ops":
         plan = Plan(streams=len(run.meta.get("lanes", [])) or 8)  # type: ignore[arg-type]
         for size in str(run.meta["params"]["sizes"]).split(","):  # type: ignore[index]
@@ -135,16 +206,15 @@ def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
     elif sc == "mlp-data-parallel":
         b = run.measured(pre + "single")
         out.append(Row(name, "single -> parallel", "—", b, None, run.measured(pre + "parallel"),
-                       "not modelled: the replicas run other kernels (half batches) and add broadcast/gather work "
-                       "the single trace does not have"))
+                       "not modelled: " + missing_work(run, pre + "single", pre + "parallel")))
     elif sc == "compute-copy":
         variant = str(run.meta["variant"])
         side = siblings.get("side-stream")
-        after = side.measured(pre + "run+copy-side-stream") if side else None
+        side_ns = side.measured(pre + "run+copy-side-stream") if side else None
         if variant == "non-blocking":
             plan = Plan(side_stream=True)
             b, p = predict(run, [pre + "run+copy-non-blocking"], plan)
-            out.append(Row(name, "non-blocking -> side-stream", plan.describe(), b, p, after))
+            out.append(Row(name, "non-blocking -> side-stream", plan.describe(), b, p, side_ns))
         elif variant == "blocking":
             nb = siblings.get("non-blocking")
             rate = pinned_bandwidth(nb.graph).get("DtoH") if nb else None
@@ -152,14 +222,15 @@ def rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
             # session's pinned DtoH copies give it
             plan = Plan(side_stream=True, pinned=True, pinned_gbps=rate)
             b, p = predict(run, [pre + "run+copy-blocking"], plan)
-            out.append(Row(name, "blocking -> pinned side-stream", plan.describe(), b, p, after))
+            out.append(Row(name, "blocking -> pinned side-stream", plan.describe(), b, p, side_ns))
     return out
 
 
 def main(argv: list[str]) -> int:
     flags = {a for a in argv if a.startswith("--")}
     argv = [a for a in argv if not a.startswith("--")]
-    runs = [Path(a) for a in argv] or sorted(p for p in EXAMPLES.iterdir() if (p / "meta.json").is_file())
+    runs = [Path(a) for a in argv] or sorted(p for d in (EXAMPLES, SIZES) for p in d.iterdir()
+                                             if (p / "meta.json").is_file())
     loaded = []
     for r in runs:
         meta = json.loads((r / "meta.json").read_text())
@@ -176,25 +247,25 @@ def main(argv: list[str]) -> int:
                     for k, v in y.seen.items():
                         seen.setdefault(k, []).append(v)
             x.demand = merge_demand(x.graph.nodes, x.demand, {k: statistics.mean(v) for k, v in seen.items()})
-    # compute-copy siblings: the variant runs of the same backend
+    # compute-copy siblings: the variant runs of the same session (backend, size and day of the run's name)
     rows: list[Row] = []
     for x in loaded:
         cc = {str(y.meta["variant"]): y for y in loaded
-              if y.meta["scenario"] == "compute-copy" and y.meta.get("backend") == x.meta.get("backend")}
+              if y.meta["scenario"] == "compute-copy" and session(y) == session(x)}
         rows += rows_for(x, cc)
     rows.sort(key=lambda r: (r.run.split("-streams")[0], r.run))
-    print(f"{'run':<46} {'pair':<32} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7}  plan")
+    print(f"{'run':<46} {'pair':<40} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7}  plan")
     errors = []
-    for r in rows:
-        pred = f"{r.predicted_ns / 1e6:9.3f}" if r.predicted_ns is not None else f"{'—':>9}"
-        meas = f"{r.measured_ns / 1e6:9.3f}" if r.measured_ns is not None else f"{'—':>9}"
-        err = r.error
+    for row in rows:
+        pred = f"{row.predicted_ns / 1e6:9.3f}" if row.predicted_ns is not None else f"{'—':>9}"
+        meas = f"{row.measured_ns / 1e6:9.3f}" if row.measured_ns is not None else f"{'—':>9}"
+        err = row.error
         if err is not None:
             errors.append(abs(err))
         e = f"{err:+6.1f}%" if err is not None else f"{'—':>7}"
-        print(f"{r.run[:46]:<46} {r.pair:<32} {r.before_ns / 1e6:9.3f} {pred} {meas} {e}  {r.plan}")
-        if r.why:
-            print(f"{'':<46}   {r.why}")
+        print(f"{row.run[:46]:<46} {row.pair:<40} {row.before_ns / 1e6:9.3f} {pred} {meas} {e}  {row.plan}")
+        if row.why:
+            print(f"{'':<46}   {row.why}")
     if errors:
         print(f"\n{len(errors)} pairs predicted: median |error| {statistics.median(errors):.1f}%, "
               f"max {max(errors):.1f}%, within 15%: {sum(e <= 15 for e in errors)}/{len(errors)}")

@@ -42,8 +42,8 @@ PLANS: dict[str, str] = {
     "no-sync": "host syncs removed (no-sync=NAME: only calls named NAME); the last one of each thread is kept, "
                "so the window still ends when its GPU work does",
     "warm": "first-use host stalls removed: a host slice of 1 ms or more, 10 times the median of its name over "
-            "the whole trace, that waited for no GPU work takes that median (lazy module loading, allocator growth "
-            "in a first step)",
+            "the whole trace, that waited for no GPU work takes that median (lazy module loading in a first step), "
+            "and device allocations (cudaMalloc: the caching allocator growing its pool) take no time",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
                "before it), else N equal consecutive parts of each stream's work",
@@ -53,6 +53,8 @@ _GPU = ("kernel", "memcpy", "memset")
 #: Overhead of an edge a plan adds, where the trace has no binding edge of that type to take it from.
 DEFAULT_OVERHEAD_NS = {"stream": 1_000, "event_wait": 2_000, "launch": 5_000, "host_wait": 5_000, "thread": 0}
 _STEM_RE = re.compile(r"\d+$")
+#: Calls by which the caching allocator grows its device pool (``warm`` drops them).
+_ALLOC_CALLS = ("cudaMalloc", "cuMemAlloc_v2", "cuMemCreate", "cuMemMap")
 
 
 @dataclass(frozen=True)
@@ -239,8 +241,17 @@ class _Setup:
         typ = start_e["type"].map(self.typical).fillna(0).to_numpy(np.int64)
         lag = start_e["lag_ns"].to_numpy(np.int64)
         start_e["overhead"] = np.where(start_e["binding"].to_numpy(), lag, np.minimum(lag, typ))
+        # an end edge (a host wait) likewise: its lag where it bound the call (the GPU op that finished last,
+        # and after the call began: the call really waited), else no more than the typical one. A
+        # cudaDeviceSynchronize waits for every stream, and a sync called after the GPU went idle waited for
+        # nothing: the lag behind an op that was done long before is not a cost the call pays after that op
         end_e = e[(e["to"] == "end").to_numpy()].copy()
-        end_e["overhead"] = end_e["lag_ns"].to_numpy(np.int64)
+        end_bind = end_e.sort_values("ready_ns", kind="stable").drop_duplicates("dst", keep="last").index
+        bound = end_e.index.isin(end_bind) & (end_e["ready_ns"].to_numpy(np.int64)
+                                              > self.start[end_e["dst"].to_numpy()])
+        end_lag = end_e["lag_ns"].to_numpy(np.int64)
+        end_typ = int(np.median(end_lag[bound])) if bound.any() else DEFAULT_OVERHEAD_NS["host_wait"]
+        end_e["overhead"] = np.where(bound, end_lag, np.minimum(end_lag, end_typ))
         self.edges = pd.concat([start_e, end_e], ignore_index=True)[["src", "dst", "type", "to", "overhead"]]
         # a host node's own time: a call that waited for the GPU keeps only a typical call's time of its own
         waited = end_e["dst"].to_numpy()
@@ -250,7 +261,10 @@ class _Setup:
         nw = self.dur[not_waiting & ~nodes["blocking"].to_numpy(bool)]
         self.call_ns = float(np.median(nw)) if len(nw) else 5_000.0
         self.own = self.dur.copy()
-        blocking = nodes["blocking"].to_numpy(bool) & ~self.is_gpu
+        # the rest of a waiting call's time is the wait, which the pass recomputes from its edges. A blocking
+        # call with no wait edge here waited for work the window does not hold (issued before it, or untraced:
+        # the cudaDeviceSynchronize that opens a profile waits for the warm-up): it keeps its measured time
+        blocking = np.zeros(len(nodes), dtype=bool)
         blocking[waited] = True
         blocking &= ~self.is_gpu
         self.own[blocking] = np.minimum(self.dur[blocking], self.call_ns)
@@ -369,14 +383,29 @@ def _apply_warm(s: _Setup, graph: Graph) -> None:
     host = n[~n["kind"].isin(list(_GPU)).to_numpy()]
     median = (host["end_ns"] - host["start_ns"]).groupby(host["name"].astype(str)).median()
     names = s.nodes["name"].astype(str)
-    typical = names.map(median).to_numpy(float)
+    typical = names.map(median).to_numpy(float).copy()
     waited = np.zeros(len(s.nodes), dtype=bool)
     waited[s.edges.loc[(s.edges["to"] == "end").to_numpy(), "dst"].to_numpy()] = True
     stall = ~s.is_gpu & ~waited & (s.own >= 1e6) & (s.own >= 10 * typical)
-    s.notes.append(f"warm: {int(stall.sum())} host stalls ({s.own[stall].sum() / 1e6:.1f} ms) take their name's "
-                   "median time")
+    # PyTorch's caching allocator calls cudaMalloc only when its pool grows, which a warmed-up step (the same
+    # shapes again) does not: those calls go whatever their length
+    alloc = ~s.is_gpu & ~waited & names.isin(list(_ALLOC_CALLS)).to_numpy()
+    typical[alloc] = 0.0
+    s.notes.append(f"warm: {int((stall & ~alloc).sum())} host stalls ({s.own[stall & ~alloc].sum() / 1e6:.1f} ms) "
+                   f"take their name's median time; {int(alloc.sum())} device allocations "
+                   f"({s.own[alloc].sum() / 1e6:.2f} ms) take none")
+    stall |= alloc
+    removed = np.where(stall, s.own - typical, 0.0)
     s.own[stall] = typical[stall]
     s.dur[stall] = typical[stall]
+    # a launch edge's lag counts from the call's start: a kernel launched by a stalled call waited for the
+    # stall too (lazy loading happens inside cudaLaunchKernel), so its lag loses the time removed
+    e = s.edges
+    lk = (e["type"] == "launch").to_numpy() & stall[e["src"].to_numpy()]
+    if lk.any():
+        ov = e["overhead"].to_numpy(float).copy()
+        ov[lk] = np.maximum(ov[lk] - removed[e["src"].to_numpy()[lk]], 0.0)
+        s.edges = e.assign(overhead=ov)
 
 
 def _apply_no_sync(s: _Setup, name: str | None) -> None:
