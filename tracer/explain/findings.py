@@ -49,9 +49,18 @@ KINDS: dict[str, tuple[str, str]] = {
                      "kernels (fusion, bigger batches); move host work off the launching thread"),
     "event_wait": ("waiting on an event from another stream",
                    "record the event earlier (split the producer) or give this GPU independent work meanwhile"),
-    "gpu_full": ("kernels ran one at a time: no room to run at once (whether each fills the GPU is not known)",
-                 "if each kernel fills the GPU (Kineto's 'blocks per SM' >= 1) streams cannot help: make the kernels "
-                 "cheaper or use another GPU; if not, look for a false dependency (CUDA_DEVICE_MAX_CONNECTIONS)"),
+    "gpu_full": ("the GPU was full: kernels ran one at a time, no gain from more streams",
+                 "streams cannot help (the kernels beside it held the GPU's block slots): make the kernels cheaper "
+                 "(lower precision, fusion, smaller work) or spread the work over another GPU"),
+    "serialised": ("kernels ran one at a time though the GPU had room",
+                   "look for what serialised them: a false dependency (a shared stream or event, the legacy default "
+                   "stream), or more streams than hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)"),
+    "one_at_a_time": ("kernels ran one at a time (occupancy not in the trace: whether the GPU was full is not known)",
+                      "record a Kineto JSON or nsys SQLite trace (they carry the kernels' launch figures) to tell a "
+                      "full GPU (no gain from streams) from serialised kernels (look for a false dependency)"),
+    "one_stream": ("kernels that leave the GPU mostly empty queued on one stream",
+                   "if the work is independent, spread it over streams (torch.cuda.Stream per chain, with events "
+                   "where chains meet) or batch it into larger kernels"),
 }
 FINDING_COLUMNS: tuple[str, ...] = (
     "kind", "reason", "node", "nodes", "rows", "name", "rank", "device", "stream", "start_ns", "end_ns", "cost_ns",
@@ -66,6 +75,8 @@ MIN_GAP_NS = 50_000
 FULL_COVER = 0.9
 #: ... and started at most this long after one of them ended (or in its second half).
 FREED_NS = 20_000
+#: ... and the GPU counts as full if those kernels held this share of its block slots over the wait (occupancy).
+FULL_HELD = 0.9
 _GPU = ("kernel", "memcpy", "memset")
 
 
@@ -107,11 +118,14 @@ def _us(ns: float) -> str:
     return f"{ns / 1e3:,.1f} µs"
 
 
-def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS) -> pd.DataFrame:
+def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS,
+             demand: dict[int, float] | None = None) -> pd.DataFrame:
     """The findings of ``graph``, costliest first (by time on ``path``, then in all), one row each
     (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
     range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
-    wait reported."""
+    wait reported. ``demand``: each kernel's share of its GPU's block slots by correlation id
+    (:func:`tracer.explain.occupancy.read_demand`): without it, kernels that ran one at a time are
+    ``one_at_a_time`` (full GPU or serialised is not known)."""
     if path is None:
         path = critical_path(graph)
     nodes, edges = graph.nodes, graph.edges
@@ -119,11 +133,12 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
     s_src, s_ready, s_type = _binding(edges, n, "start")
     rows: list[dict[str, Any]] = []
     nd = _Nodes.of(nodes)
+    kdem = kernel_demand_of(nodes, demand)
     is_gpu = nodes["kind"].astype(str).isin(_GPU).to_numpy() & (nodes["device"].to_numpy() >= 0)
     for _key, dev in nodes[is_gpu].groupby(["rank", "device"], observed=True, sort=True):
         rows += _copy_findings(nd, edges, dev, s_src, s_type)
         rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
-        rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns)
+        rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns, kdem)
     f = pd.DataFrame(rows, columns=[c for c in FINDING_COLUMNS if c not in ("path_ns", "reason", "fix")])
     lo, hi = path.window.start_ns, path.window.end_ns
     if len(f) and (lo is not None or hi is not None):
@@ -355,7 +370,7 @@ def _threads(nodes: pd.DataFrame) -> dict[tuple[int, int, int], tuple[np.ndarray
 
 
 def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np.ndarray,
-                   s_type: np.ndarray, min_gap_ns: int) -> list[dict[str, Any]]:
+                   s_type: np.ndarray, min_gap_ns: int, kdem: np.ndarray) -> list[dict[str, Any]]:
     kernels = dev[(dev["kind"].astype(str) == "kernel").to_numpy()]
     if kernels["stream"].nunique() < 2:
         return []
@@ -369,6 +384,7 @@ def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np
         return []
     stream = kernels["stream"].to_numpy(np.int64)
     ke = kernels["end_ns"].to_numpy(np.int64)
+    dem = kdem[ids]
     out: list[dict[str, Any]] = []
     for j in late.tolist():
         lo, hi = int(ready[j]), int(ks[j])
@@ -383,10 +399,42 @@ def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np
             continue
         k = int(ids[j])
         streams = ", ".join(str(s) for s in sorted(set(stream[other].tolist())))
-        out.append(_row(nd, "gpu_full", k, [int(x) for x in ids[other][-3:]], lo, hi, hi - lo,
-                        f"{nd.name[k]} was ready {_us(hi - lo)} before it started; kernels of stream(s) "
-                        f"{streams} ran on its GPU {100 * cover / (hi - lo):.0f}% of that time and nothing orders "
-                        "them (occupancy: not in the timeline, not known)"))
+        seen = (f"{nd.name[k]} was ready {_us(hi - lo)} before it started; kernels of stream(s) {streams} ran on its "
+                f"GPU {100 * cover / (hi - lo):.0f}% of that time and nothing orders them")
+        d_other = dem[other]
+        if np.isnan(d_other).any() or np.isnan(dem[j]):
+            kind, why = "one_at_a_time", "occupancy: no launch figures for these kernels, so not known"
+        else:
+            held = _held(ks[other], ke[other], d_other, lo, hi)
+            kind = "gpu_full" if held >= FULL_HELD else "serialised"
+            why = (f"occupancy: they held {100 * held:.0f}% of the GPU's block slots over the wait, its own demand "
+                   f"is {100 * dem[j]:.0f}%: " + ("no room" if kind == "gpu_full" else "room was left"))
+        out.append(_row(nd, kind, k, [int(x) for x in ids[other][-3:]], lo, hi, hi - lo, f"{seen}; {why}"))
+    return out
+
+
+def _held(starts: np.ndarray, ends: np.ndarray, demand: np.ndarray, lo: int, hi: int) -> float:
+    """The share of a GPU's block slots that kernels [starts, ends) with ``demand`` held over [lo, hi), on
+    average: their summed demand at each moment, capped at 1 (the GPU is full), integrated (a +/- sweep)."""
+    s, e = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+    t = np.concatenate([s, e])
+    d = np.concatenate([demand, -demand])
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    load = np.minimum(np.cumsum(d)[:-1], 1.0)
+    return float((np.diff(t) * load).sum() / max(1, hi - lo))
+
+
+def kernel_demand_of(nodes: pd.DataFrame, demand: dict[int, float] | None) -> np.ndarray:
+    """Each node's kernel demand (:mod:`tracer.explain.occupancy`: its share of the GPU's block slots alone) from
+    ``demand`` (by correlation id); NaN where unknown (no launch figures, or not a kernel)."""
+    out = np.full(len(nodes), np.nan)
+    if not demand:
+        return out
+    corr = nodes["correlation"].to_numpy(float)
+    is_kernel = (nodes["kind"].astype(str) == "kernel").to_numpy() & ~np.isnan(corr)
+    idx = np.flatnonzero(is_kernel)
+    out[idx] = [demand.get(int(c), np.nan) for c in corr[idx]]
     return out
 
 
