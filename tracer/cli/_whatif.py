@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tracer.explain import Window
@@ -17,11 +18,12 @@ class Replays:
     demand (read from the trace file once: it is a whole second parse of a Kineto JSON) and the unchanged
     replay."""
 
-    def __init__(self, path: Path, timeline: Timeline, graph: Graph, window: Window) -> None:
+    def __init__(self, path: Path, timeline: Timeline, graph: Graph, window: Window,
+                 demand: dict[int, float] | None = None) -> None:
         from tracer.explain.occupancy import read_demand
 
         self.timeline, self.graph, self.window = timeline, graph, window
-        self.demand, _ = read_demand(path)
+        self.demand = demand if demand is not None else read_demand(path)[0]
         self._unchanged_ns: int | None = None
 
     def unchanged_ns(self) -> int:
@@ -53,18 +55,35 @@ class Replays:
                 "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
 
 
-#: The plan that applies each finding kind's fix (tracer.explain.findings.KINDS), where the replay models it.
+#: The plan that applies each finding kind's fix (tracer.explain.findings.KINDS), where the replay models it. For
+#: gpu_full the plan is the check that more room would give nothing (the GPU was full), not a fix.
 FIX_PLANS: dict[str, list[str]] = {
     "same_stream": ["side-stream"],
     "pageable": ["pinned", "side-stream"],
     "host_sync": ["no-sync"],
+    "launch_bound": ["launch"],
+    "serialised": ["concurrent"],
+    "gpu_full": ["concurrent"],
 }
+#: Kinds whose fix the replay cannot price, and why (said beside the finding, never guessed).
+NOT_PRICED: dict[str, str] = {
+    "event_wait": "a dependency the program declared (cudaStreamWaitEvent; or inferred from timing where the trace "
+                  "has no CUDA sync records): the trace has no tensor ids to show that the work waited for is "
+                  "independent, so it is taken as a true dependency",
+    "one_at_a_time": "the trace has no kernel launch figures (grid, block, registers) to tell a full GPU from "
+                     "serialised kernels",
+}
+#: Most streams a one_stream fix spreads over: CUDA's default number of hardware queues
+#: (CUDA_DEVICE_MAX_CONNECTIONS).
+MAX_STREAMS = 8
 
 
-def fix_gains(replays: Replays, kinds: list[str]) -> dict[str, Any]:
-    """For each finding kind in ``kinds`` whose fix the replay models (:data:`FIX_PLANS`): the replay with that
-    fix applied (:meth:`Replays.what_if`), keyed by kind; where the replay cannot run (e.g. no pinned copy to take
-    a bandwidth from), ``{"plan": ..., "error": why}`` instead."""
+def fix_gains(replays: Replays, kinds: list[str], found: pd.DataFrame | None = None) -> dict[str, Any]:
+    """For each finding kind in ``kinds``: the replay with its fix applied (:data:`FIX_PLANS`,
+    :meth:`Replays.what_if`; ``one_stream``: each run of ``found`` spread over streams, :func:`one_stream_gain`),
+    keyed by kind; ``{"plan": ..., "error": why}`` where the replay cannot run (e.g. no pinned copy to take a
+    bandwidth from), ``{"plan": None, "not_priced": why}`` for a kind the replay does not model
+    (:data:`NOT_PRICED`)."""
     from tracer.errors import TracerError
 
     out: dict[str, Any] = {}
@@ -74,7 +93,50 @@ def fix_gains(replays: Replays, kinds: list[str]) -> dict[str, Any]:
                 out[kind] = replays.what_if(FIX_PLANS[kind])
             except TracerError as exc:
                 out[kind] = {"plan": " + ".join(FIX_PLANS[kind]), "error": exc.problem}
+        elif kind == "one_stream" and found is not None:
+            out[kind] = one_stream_gain(replays, found[found["kind"] == kind])
+        elif kind in NOT_PRICED:
+            out[kind] = {"plan": None, "not_priced": NOT_PRICED[kind]}
     return out
+
+
+def one_stream_gain(replays: Replays, runs: pd.DataFrame) -> dict[str, Any]:
+    """The one_stream findings' fix: each run's work (issued from its first kernel's launch to its last one's)
+    replayed with ``streams=N``, N = as many of its kernels as fit on the GPU at once (1 / the largest demand,
+    2 to :data:`MAX_STREAMS`); measured and predicted summed over the runs."""
+    import math
+
+    from tracer.explain.findings import kernel_demand_of
+    from tracer.explain.replay import parse_plan, replay
+
+    g = replays.graph
+    e = g.edges[(g.edges["type"] == "launch").to_numpy()]
+    launch_of = pd.Series(e["src"].to_numpy(), index=e["dst"].to_numpy())
+    launch_of = launch_of[~launch_of.index.duplicated()]
+    dem = kernel_demand_of(g.nodes, replays.demand)
+    measured = predicted = 0
+    notes: list[str] = []
+    plans = []
+    for r in runs.itertuples():
+        ks = [k for k in r.nodes if k in launch_of.index]
+        if not ks:
+            continue
+        calls = launch_of.loc[ks].to_numpy()
+        lo = int(g.nodes["start_ns"].to_numpy()[calls].min())
+        hi = int(g.nodes["start_ns"].to_numpy()[calls].max())
+        n = max(2, min(MAX_STREAMS, math.floor(1 / float(np.nanmax(dem[list(r.nodes)])))))
+        plan = parse_plan([f"streams={n}"])
+        res = replay(g, plan, start_ns=lo, end_ns=hi, demand=replays.demand)
+        measured += res.measured_ns
+        predicted += res.predicted_ns
+        plans.append(plan.describe())
+        notes += list(res.notes)
+    notes.append("streams: N = as many of the run's kernels as fit on the GPU at once (1 / their largest demand, "
+                 f"at most {MAX_STREAMS}); only if the work is independent, which the trace cannot show")
+    plan_text = " / ".join(dict.fromkeys(plans)) or "streams"
+    return {"plan": plan_text, "window": f"{len(plans)} run(s) of one stream", "measured_ns": measured,
+            "unchanged_ns": measured, "predicted_ns": predicted, "gain_ns": measured - predicted,
+            "notes": sorted(set(notes), key=notes.index)}
 
 
 def child_ranges(timeline: Timeline, window: Window) -> pd.DataFrame:

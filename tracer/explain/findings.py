@@ -75,6 +75,8 @@ MIN_GAP_NS = 50_000
 FULL_COVER = 0.9
 #: ... and started at most this long after one of them ended (or in its second half).
 FREED_NS = 20_000
+#: A kernel of at most this demand leaves room for another as big; a one_stream run needs the GPU this empty.
+ROOMY = 0.5
 #: ... and the GPU counts as full if those kernels held this share of its block slots over the wait (occupancy).
 FULL_HELD = 0.9
 _GPU = ("kernel", "memcpy", "memset")
@@ -139,6 +141,7 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
         rows += _copy_findings(nd, edges, dev, s_src, s_type)
         rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
         rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns, kdem)
+        rows += _one_stream_findings(nd, dev, s_src, s_type, min_gap_ns, kdem)
     f = pd.DataFrame(rows, columns=[c for c in FINDING_COLUMNS if c not in ("path_ns", "reason", "fix")])
     lo, hi = path.window.start_ns, path.window.end_ns
     if len(f) and (lo is not None or hi is not None):
@@ -152,6 +155,8 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
         f = f[keep]
     f.insert(1, "reason", [KINDS[k][0] for k in f["kind"]])
     f["path_ns"] = _on_path(f, path)
+    # (a one_stream finding names every kernel of its run: its path time is bounded by what it could give back)
+    f["path_ns"] = np.where(f["kind"] == "one_stream", np.minimum(f["path_ns"], f["cost_ns"]), f["path_ns"])
     f["fix"] = [KINDS[k][1] for k in f["kind"]]
     order = list(KINDS)
     f["_k"] = [order.index(k) for k in f["kind"]]
@@ -410,6 +415,53 @@ def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np
             why = (f"occupancy: they held {100 * held:.0f}% of the GPU's block slots over the wait, its own demand "
                    f"is {100 * dem[j]:.0f}%: " + ("no room" if kind == "gpu_full" else "room was left"))
         out.append(_row(nd, kind, k, [int(x) for x in ids[other][-3:]], lo, hi, hi - lo, f"{seen}; {why}"))
+    return out
+
+
+def _one_stream_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_type: np.ndarray, min_gap_ns: int,
+                         kdem: np.ndarray) -> list[dict[str, Any]]:
+    """Runs of kernels on one stream, each queued behind the one before (its binding edge is its stream: it was
+    launched before that one ended), each with demand <= :data:`ROOMY` (two or more fit at once), while the
+    kernels of the whole GPU held less than :data:`ROOMY` of its block slots: the GPU had room the stream could
+    not use. Whether the work is independent the trace cannot show (no tensor ids): the fix says "if"."""
+    kernels = dev[(dev["kind"].astype(str) == "kernel").to_numpy()].sort_values(["stream", "start_ns"],
+                                                                               kind="stable")
+    if kernels.empty:
+        return []
+    ids = kernels.index.to_numpy(np.int64)
+    stream = kernels["stream"].to_numpy(np.int64)
+    ks, ke = kernels["start_ns"].to_numpy(np.int64), kernels["end_ns"].to_numpy(np.int64)
+    dem = kdem[ids]
+    stream_code = EDGE_TYPES.index("stream")
+    prev = np.concatenate([[-1], ids[:-1]])
+    queued = (s_type[ids] == stream_code) & (s_src[ids] == prev) & np.concatenate([[False], stream[1:] == stream[:-1]])
+    roomy = dem <= ROOMY  # (NaN: unknown, not roomy)
+    # a run: a roomy kernel, then roomy kernels each queued behind the one before
+    link = queued & roomy & np.concatenate([[False], roomy[:-1]])
+    starts = np.flatnonzero(~link)
+    bounds = np.append(starts, len(ids))
+    all_s, all_e = dev["start_ns"].to_numpy(np.int64), dev["end_ns"].to_numpy(np.int64)
+    all_k = (dev["kind"].astype(str) == "kernel").to_numpy()
+    all_d = np.nan_to_num(kdem[dev.index.to_numpy(np.int64)], nan=1.0)
+    out: list[dict[str, Any]] = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b - a < 2 or not roomy[a]:
+            continue
+        lo, hi = int(ks[a]), int(ke[b - 1])
+        work = float(((ke[a:b] - ks[a:b]) * dem[a:b]).sum())  # the run's time at full occupancy
+        cost = int(hi - lo - max(work, float((ke[a:b] - ks[a:b]).max())))
+        if cost <= min_gap_ns:
+            continue
+        on = all_k & (all_s < hi) & (all_e > lo)
+        held = _held(all_s[on], all_e[on], all_d[on], lo, hi)
+        if held >= ROOMY:
+            continue
+        k = int(ids[a])
+        out.append(_row(nd, "one_stream", k, ids[a + 1:b].tolist(), lo, hi, cost,
+                        f"{b - a:,} kernels on stream {int(stream[a])} ran one after another, each queued behind the "
+                        f"one before (demand {100 * float(np.min(dem[a:b])):.0f}-{100 * float(np.max(dem[a:b])):.0f}% "
+                        f"of the GPU's block slots): the GPU's kernels held {100 * held:.0f}% of them over "
+                        f"{_us(hi - lo)}; at full occupancy the run's work is {_us(work)}"))
     return out
 
 

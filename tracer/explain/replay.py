@@ -44,6 +44,11 @@ PLANS: dict[str, str] = {
     "warm": "first-use host stalls removed: a host slice of 1 ms or more, 10 times the median of its name over "
             "the whole trace, that waited for no GPU work takes that median (lazy module loading, allocator growth "
             "in a first step)",
+    "launch": "every call that launched GPU work takes US µs of the host (launch=US; default: the fastest tenth "
+              "of the trace's own launches): fewer, cheaper launches (CUDA graphs, fusion); the operators' own host "
+              "time and the untraced gaps are kept",
+    "concurrent": "kernels that waited while ready (their stream and launch done) start when ready, sharing the "
+                  "GPU's block slots as the occupancy model says: a false serialisation removed",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
                "before it), else N equal consecutive parts of each stream's work",
@@ -66,10 +71,14 @@ class Plan:
     no_sync_name: str | None = None
     streams: int = 1
     warm: bool = False
+    launch: bool = False
+    launch_us: float | None = None  # None: the fastest tenth of the trace's launches
+    concurrent: bool = False
 
     @property
     def unchanged(self) -> bool:
-        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm)
+        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm or self.launch
+                    or self.concurrent)
 
     def describe(self) -> str:
         parts = []
@@ -83,6 +92,10 @@ class Plan:
             parts.append(f"streams={self.streams}")
         if self.warm:
             parts.append("warm")
+        if self.launch:
+            parts.append("launch" + (f"={self.launch_us:g}" if self.launch_us is not None else ""))
+        if self.concurrent:
+            parts.append("concurrent")
         return " + ".join(parts) or "unchanged"
 
 
@@ -110,6 +123,19 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["no_sync_name"] = value or None
         elif name == "warm" and not value:
             kw["warm"] = True
+        elif name == "concurrent" and not value:
+            kw["concurrent"] = True
+        elif name == "launch":
+            kw["launch"] = True
+            if value:
+                try:
+                    us = float(value)
+                except ValueError:
+                    us = -1.0
+                if not (0 <= us < 1e6):
+                    raise TracerError("--what-if", f"launch={value!r}: give the host time of one launch in µs "
+                                      "(e.g. launch=2)")
+                kw["launch_us"] = us
         elif name == "streams":
             try:
                 n = int(value or "2")
@@ -120,7 +146,8 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["streams"] = n
         else:
             raise TracerError("--what-if", f"{spec!r} is not a plan: one of " + ", ".join(
-                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm"]))
+                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm", "launch[=US]",
+                 "concurrent"]))
     return Plan(**kw)  # type: ignore[arg-type]
 
 
@@ -398,6 +425,47 @@ def _apply_no_sync(s: _Setup, name: str | None) -> None:
     s.notes.append(f"no-sync: {int(np.unique(dst[drop]).size)} waiting calls no longer wait")
 
 
+def launch_cost_ns(graph: Graph) -> float | None:
+    """The fastest tenth (10th percentile) of the graph's launching calls that did not wait for the GPU, ns: what
+    a launch costs this host at best; None without launches."""
+    n = graph.nodes
+    calls = n[n["launches"].to_numpy(bool) & ~n["blocking"].to_numpy(bool)]
+    if calls.empty:
+        return None
+    return float(np.percentile((calls["end_ns"] - calls["start_ns"]).to_numpy(float), 10))
+
+
+def _apply_launch(s: _Setup, us: float | None, graph: Graph) -> None:
+    cost = us * 1e3 if us is not None else launch_cost_ns(graph)
+    calls = s.nodes["launches"].to_numpy(bool) & ~s.is_gpu
+    waited = np.zeros(len(s.nodes), dtype=bool)
+    waited[s.edges.loc[(s.edges["to"] == "end").to_numpy(), "dst"].to_numpy()] = True
+    calls &= ~waited & ~s.nodes["blocking"].to_numpy(bool)  # (a synchronous copy's call is its copy's time)
+    if cost is None or not calls.any():
+        s.notes.append("launch: the window has no launching calls; nothing changed")
+        return
+    before = float(s.own[calls].sum())
+    s.own[calls] = np.minimum(s.own[calls], cost)
+    s.dur[calls] = np.minimum(s.dur[calls], cost)
+    src = "given" if us is not None else "the fastest tenth of this trace's launches"
+    s.notes.append(f"launch: {int(calls.sum())} launching calls take {cost / 1e3:.1f} µs each ({src}): "
+                   f"{before / 1e6:.3f} -> {float(s.own[calls].sum()) / 1e6:.3f} ms of host time; the operators' "
+                   "own time and untraced host gaps are kept (CUDA graphs would remove those too: a lower bound "
+                   "of their gain)")
+
+
+def _apply_concurrent(s: _Setup) -> None:
+    e = s.edges
+    into_kernel = s.is_kernel[e["dst"].to_numpy()] & (e["to"] == "start").to_numpy()
+    typ = e["type"].map(s.typical).fillna(0).to_numpy(float)
+    ov = e["overhead"].to_numpy(float)
+    late = into_kernel & (ov > typ)
+    e.loc[late, "overhead"] = typ[late]
+    s.edges = e
+    s.notes.append(f"concurrent: {int(np.unique(e['dst'].to_numpy()[late]).size)} kernels that started later than "
+                   "their stream, launch and events allowed start when ready (the GPU shared by the occupancy model)")
+
+
 def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
     """Spread chains over ``n`` streams; ``children``: the window's child ranges (name, start_ns, end_ns)."""
     g = np.flatnonzero(s.is_gpu)
@@ -515,6 +583,10 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
         _apply_side_stream(s)
     if plan.no_sync:
         _apply_no_sync(s, plan.no_sync_name)
+    if plan.launch:
+        _apply_launch(s, plan.launch_us, graph)
+    if plan.concurrent:
+        _apply_concurrent(s)
     if plan.streams > 1:
         _apply_streams(s, plan.streams, children if children is not None else pd.DataFrame(
             {"name": [], "start_ns": [], "end_ns": []}))
