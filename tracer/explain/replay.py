@@ -454,16 +454,22 @@ def _apply_launch(s: _Setup, us: float | None, graph: Graph) -> None:
                    "of their gain)")
 
 
-def _apply_concurrent(s: _Setup) -> None:
+def _apply_concurrent(s: _Setup, waited_ns: int = 50_000) -> None:
     e = s.edges
     into_kernel = s.is_kernel[e["dst"].to_numpy()] & (e["to"] == "start").to_numpy()
-    typ = e["type"].map(s.typical).fillna(0).to_numpy(float)
     ov = e["overhead"].to_numpy(float)
-    late = into_kernel & (ov > typ)
+    late = into_kernel & (ov > waited_ns)
+    # a late kernel's edge takes the typical lag of its type among the kernels that did not wait (the median over
+    # all would count the waits themselves)
+    ok = e[into_kernel & ~late]
+    cap = ok.groupby("type", observed=True)["overhead"].median().to_dict()
+    typ = np.array([cap.get(t, DEFAULT_OVERHEAD_NS.get(str(t), 0)) for t in e["type"]], dtype=float)
+    late &= ov > typ
     e.loc[late, "overhead"] = typ[late]
     s.edges = e
-    s.notes.append(f"concurrent: {int(np.unique(e['dst'].to_numpy()[late]).size)} kernels that started later than "
-                   "their stream, launch and events allowed start when ready (the GPU shared by the occupancy model)")
+    s.notes.append(f"concurrent: {int(np.unique(e['dst'].to_numpy()[late]).size)} kernels that started over "
+                   f"{waited_ns / 1e3:g} µs after their stream, launch and events allowed start when ready (the GPU "
+                   "shared by the occupancy model)")
 
 
 def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
