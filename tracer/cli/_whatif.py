@@ -61,7 +61,7 @@ FIX_PLANS: dict[str, list[str]] = {
     "same_stream": ["side-stream"],
     "pageable": ["pinned", "side-stream"],
     "host_sync": ["no-sync"],
-    "launch_bound": ["launch"],
+    "launch_bound": ["graphs"],
     "serialised": ["concurrent"],
     "gpu_full": ["concurrent"],
 }
