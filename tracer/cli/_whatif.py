@@ -67,9 +67,10 @@ FIX_PLANS: dict[str, list[str]] = {
 }
 #: Kinds whose fix the replay cannot price, and why (said beside the finding, never guessed).
 NOT_PRICED: dict[str, str] = {
-    "event_wait": "a dependency the program declared (cudaStreamWaitEvent; or inferred from timing where the trace "
-                  "has no CUDA sync records): the trace has no tensor ids to show that the work waited for is "
-                  "independent, so it is taken as a true dependency",
+    "event_wait": "a true dependency as far as the trace shows: the program declared it (cudaStreamWaitEvent; or "
+                  "it was inferred from timing where the trace has no CUDA sync records), and no two sibling "
+                  "ranges of one stem (load0, load1) hold the waiter and the work it waited for; the trace has no "
+                  "tensor ids to show more",
     "one_at_a_time": "the trace has no kernel launch figures (grid, block, registers) to tell a full GPU from "
                      "serialised kernels",
 }
@@ -95,8 +96,36 @@ def fix_gains(replays: Replays, kinds: list[str], found: pd.DataFrame | None = N
                 out[kind] = {"plan": " + ".join(FIX_PLANS[kind]), "error": exc.problem}
         elif kind == "one_stream" and found is not None:
             out[kind] = one_stream_gain(replays, found[found["kind"] == kind])
+        elif kind == "event_wait" and found is not None:
+            out[kind] = event_wait_gain(replays, found[found["kind"] == kind])
         elif kind in NOT_PRICED:
             out[kind] = {"plan": None, "not_priced": NOT_PRICED[kind]}
+    return out
+
+
+def event_wait_gain(replays: Replays, waits: pd.DataFrame) -> dict[str, Any]:
+    """The event_wait findings' fix where the trace shows the work waited for independent (the waiter and the op
+    it waited for launched in sibling ranges of one stem, :func:`tracer.explain.replay.independent_pairs`): the
+    window replayed with ``no-wait``; else ``not_priced`` (a true dependency as far as the trace shows)."""
+    from tracer.explain.replay import independent_pairs
+
+    g = replays.graph
+    e = g.edges[(g.edges["type"] == "launch").to_numpy()]
+    launch_of = dict(zip(e["dst"].tolist(), e["src"].tolist()))
+    start = g.nodes["start_ns"].to_numpy(np.int64)
+
+    def at(i: int) -> int:
+        return int(start[launch_of.get(i, i)])
+
+    ops = [int(n[0]) for n in waits["nodes"]]
+    srcs = [int(n[1]) if len(n) > 1 else int(n[0]) for n in waits["nodes"]]
+    free = independent_pairs(child_ranges(replays.timeline, replays.window),
+                             np.array([at(x) for x in srcs], np.int64), np.array([at(x) for x in ops], np.int64))
+    if not free.any():
+        return {"plan": None, "not_priced": NOT_PRICED["event_wait"]}
+    out = replays.what_if(["no-wait"])
+    out["notes"] = [*out["notes"], f"{int(free.sum())} of {len(waits)} waits found are between sibling ranges of one "
+                    "stem: independent as the ranges say; the rest are kept"]
     return out
 
 

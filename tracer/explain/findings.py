@@ -325,6 +325,8 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
     start, end, blocking = nd.start, nd.end, nd.blocking
     threads = _threads(nd.frame)
     types = list(EDGE_TYPES)
+    ew = edges[(edges["type"] == "event_wait").to_numpy()]
+    inferred = dict(zip(zip(ew["src"].tolist(), ew["dst"].tolist()), ew["inferred"].tolist()))
     out: list[dict[str, Any]] = []
     for g0, g1 in zip(gap_s[big].tolist(), gap_e[big].tolist(), strict=True):
         op = int(ids[np.searchsorted(first_start, g1, side="left")])  # the op that ended the gap
@@ -334,9 +336,11 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
         edge = types[int(s_type[op])]
         gap = g1 - g0
         if edge == "event_wait":
+            how = ("inferred from timing: the trace has no CUDA sync records" if inferred.get((src, op))
+                   else "a recorded cudaStreamWaitEvent")
             out.append(_row(nd, "event_wait", op, [src], g0, g1, gap,
                             f"{nd.name[op]} waited for {nd.name[src]} on stream "
-                            f"{int(nd.stream[src])} (device {int(nd.device[src])}): the GPU "
+                            f"{int(nd.stream[src])} (device {int(nd.device[src])}; {how}): the GPU "
                             f"idled {_us(gap)}"))
             continue
         if edge != "launch" or end[src] <= g0:

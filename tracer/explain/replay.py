@@ -50,6 +50,9 @@ PLANS: dict[str, str] = {
     "graphs": "the window's GPU work captured as CUDA graphs (graphs=US; default: 1.3 µs per GPU op, measured on "
               "the H200): the launching threads' host work in the window (operators, calls, untraced gaps) is "
               "replaced by US µs per GPU op launched; syncs still wait",
+    "no-wait": "event waits between independent chains removed: a GPU op launched in one range waiting for an op "
+               "launched in a sibling range of the same stem (load0 / load1: the chains streams=N takes as "
+               "independent); waits the ranges do not show independent are kept",
     "concurrent": "kernels that waited while ready (their stream and launch done) start when ready, sharing the "
                   "GPU's block slots as the occupancy model says: a false serialisation removed",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
@@ -85,11 +88,12 @@ class Plan:
     concurrent: bool = False
     graphs: bool = False
     graphs_us: float | None = None  # None: GRAPH_NODE_US
+    no_wait: bool = False
 
     @property
     def unchanged(self) -> bool:
         return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm or self.launch
-                    or self.concurrent or self.graphs)
+                    or self.concurrent or self.graphs or self.no_wait)
 
     def describe(self) -> str:
         parts = []
@@ -107,6 +111,8 @@ class Plan:
             parts.append("launch" + (f"={self.launch_us:g}" if self.launch_us is not None else ""))
         if self.concurrent:
             parts.append("concurrent")
+        if self.no_wait:
+            parts.append("no-wait")
         if self.graphs:
             parts.append("graphs" + (f"={self.graphs_us:g}" if self.graphs_us is not None else ""))
         return " + ".join(parts) or "unchanged"
@@ -138,6 +144,8 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["warm"] = True
         elif name == "concurrent" and not value:
             kw["concurrent"] = True
+        elif name == "no-wait" and not value:
+            kw["no_wait"] = True
         elif name in ("launch", "graphs"):
             kw[name] = True
             if value:
@@ -160,7 +168,7 @@ def parse_plan(specs: Sequence[str]) -> Plan:
         else:
             raise TracerError("--what-if", f"{spec!r} is not a plan: one of " + ", ".join(
                 ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm", "launch[=US]",
-                 "graphs[=US]", "concurrent"]))
+                 "graphs[=US]", "concurrent", "no-wait"]))
     return Plan(**kw)  # type: ignore[arg-type]
 
 
@@ -514,6 +522,50 @@ def _apply_graphs(s: _Setup, us: float | None) -> None:
                    "be captured (no host work the GPU waits for inside it)")
 
 
+def innermost_range(children: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """For each time in ``at``: the position in ``children`` (name, start_ns, end_ns) of the shortest range that
+    holds it, -1 where none does."""
+    out = np.full(len(at), -1, dtype=np.int64)
+    if children.empty or not len(at):
+        return out
+    cs, ce = children["start_ns"].to_numpy(np.int64), children["end_ns"].to_numpy(np.int64)
+    best = np.full(len(at), np.iinfo(np.int64).max)
+    for k in np.argsort(ce - cs, kind="stable")[::-1].tolist():  # longest first: shorter ones overwrite
+        inside = (at >= cs[k]) & (at <= ce[k])
+        out[inside] = k
+        best[inside] = ce[k] - cs[k]
+    return out
+
+
+def independent_pairs(children: pd.DataFrame, src_at: np.ndarray, dst_at: np.ndarray) -> np.ndarray:
+    """Whether work launched at ``src_at`` and at ``dst_at`` lies in two sibling ranges of one stem (load0, load1:
+    what ``streams=N`` takes as independent chains), pairwise."""
+    a, b = innermost_range(children, src_at), innermost_range(children, dst_at)
+    names = children["name"].astype(str).to_numpy() if len(children) else np.array([], dtype=object)
+    stems = np.array([_STEM_RE.sub("", n) for n in names], dtype=object)
+    ok = (a >= 0) & (b >= 0) & (a != b)
+    out = np.zeros(len(a), dtype=bool)
+    idx = np.flatnonzero(ok)
+    if len(idx):
+        out[idx] = (stems[a[idx]] == stems[b[idx]]) & np.array(
+            [names[i] != stems[i] and names[j] != stems[j] for i, j in zip(a[idx], b[idx], strict=True)])
+    return out
+
+
+def _apply_no_wait(s: _Setup, children: pd.DataFrame) -> None:
+    e = s.edges
+    ew = np.flatnonzero((e["type"] == "event_wait").to_numpy())
+    launch = _launch_of(s)
+    def at(i: int) -> int:
+        return int(s.start[launch[i]]) if i in launch else int(s.start[i])
+    src = np.array([at(int(x)) for x in e["src"].to_numpy()[ew]], dtype=np.int64)
+    dst = np.array([at(int(x)) for x in e["dst"].to_numpy()[ew]], dtype=np.int64)
+    drop = ew[independent_pairs(children, src, dst)]
+    s.edges = e.drop(e.index[drop])
+    s.notes.append(f"no-wait: {len(drop)} of {len(ew)} event waits removed (between sibling ranges of one stem); "
+                   "the others are dependencies as far as the trace shows")
+
+
 def _apply_concurrent(s: _Setup, waited_ns: int = 50_000) -> None:
     e = s.edges
     into_kernel = s.is_kernel[e["dst"].to_numpy()] & (e["to"] == "start").to_numpy()
@@ -651,6 +703,9 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
         _apply_no_sync(s, plan.no_sync_name)
     if plan.launch:
         _apply_launch(s, plan.launch_us, graph)
+    if plan.no_wait:
+        _apply_no_wait(s, children if children is not None else pd.DataFrame(
+            {"name": [], "start_ns": [], "end_ns": []}))
     if plan.graphs:
         _apply_graphs(s, plan.graphs_us)
     if plan.concurrent:
