@@ -59,7 +59,7 @@ def main(argv: list[str]) -> int:
             return None
 
         label = p.name[:44]
-        rows = []
+        rows: list[tuple[str, int, int, int]] = []
         if "graphs/eager" in rng:
             lo, hi = rng["graphs/eager"]
             x = replay(g, parse_plan(["graphs"]), start_ns=lo, end_ns=hi, demand=demand)
@@ -72,9 +72,9 @@ def main(argv: list[str]) -> int:
                 continue
             one = runs[runs["node"] == run.node]
             gain = fix_gains(Replays(p, t, g, Window(), demand), ["one_stream"], one)["one_stream"]
-            after = after_of(name)
-            assert after is not None
-            rows.append((f"one_stream -> {gain['plan']}", gain["measured_ns"], gain["predicted_ns"], span(after)))
+            after_name = after_of(name)
+            assert after_name is not None
+            rows.append((f"one_stream -> {gain['plan']}", gain["measured_ns"], gain["predicted_ns"], span(after_name)))
         full = f[f["kind"] == "gpu_full"]
         if len(full):
             names = {n for n, (lo, hi) in rng.items() if ((full["start_ns"] >= lo) & (full["start_ns"] <= hi)).any()
