@@ -12,9 +12,14 @@ Three things are looked at, and each gets a finding only where the graph shows t
   waited for the host to launch, no sync in the way), ``event_wait`` (it waited for an event on another stream).
 - every **kernel that waited** longer than ``min_gap_ns`` while ready (its stream and its launch done) with
   other streams' kernels occupying its GPU the whole time, starting as one of them drained, and no edge between
-  them: ``gpu_full`` (the GPU ran them one after another: no room to run at once). Whether each kernel fills
-  the GPU would take Kineto's occupancy args (``blocks per SM``), which the timeline does not keep: the finding
-  says it is not known (on the bundled small-ops run kernels of 0.03 and 0.97 blocks per SM waited so too).
+  them. The kernels' *demand* (their share of the GPU's block slots, :mod:`tracer.explain.occupancy`, given as
+  ``demand``) says why: ``gpu_full`` (the others held >= :data:`FULL_HELD` of the slots over the wait: no room,
+  no gain from more streams), ``serialised`` (room was left: something else serialised them), or
+  ``one_at_a_time`` (no launch figures: not known).
+- every **run of kernels queued on one stream** (each launched before the one before it ended) whose kernels
+  each leave room for another (demand <= :data:`ROOMY`) while the GPU's kernels held less than that share of
+  it: ``one_stream`` (streams would let them share the GPU, if the work is independent, which a trace without
+  tensor ids cannot show).
 
 Each finding names its nodes (graph node ids, the subject first; the replay rewrites their edges) and timeline
 rows, the time it cost (``cost_ns``) and the part of that on the critical path (``path_ns``), and a one-line fix.
@@ -55,9 +60,9 @@ KINDS: dict[str, tuple[str, str]] = {
     "serialised": ("kernels ran one at a time though the GPU had room",
                    "look for what serialised them: a false dependency (a shared stream or event, the legacy default "
                    "stream), or more streams than hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)"),
-    "one_at_a_time": ("kernels ran one at a time (occupancy not in the trace: whether the GPU was full is not known)",
-                      "record a Kineto JSON or nsys SQLite trace (they carry the kernels' launch figures) to tell a "
-                      "full GPU (no gain from streams) from serialised kernels (look for a false dependency)"),
+    "one_at_a_time": ("kernels ran one at a time (no launch figures given: whether the GPU was full is not known)",
+                      "`tracer explain` on the Kineto JSON or nsys SQLite trace reads the kernels' launch figures "
+                      "(grid, block, registers) and tells a full GPU (no gain from streams) from serialised kernels"),
     "one_stream": ("kernels that leave the GPU mostly empty queued on one stream",
                    "if the work is independent, spread it over streams (torch.cuda.Stream per chain, with events "
                    "where chains meet) or batch it into larger kernels"),
