@@ -482,3 +482,17 @@ def test_event_wait_priced_only_between_independent_ranges(tmp_path, first, seco
         assert any("1 of 1 event waits removed" in n for n in fix["notes"])
     else:
         assert fix["plan"] is None and "a true dependency as far as the trace shows" in fix["not_priced"]
+
+
+def test_gpu_full_gains_almost_nothing_from_more_room():
+    """The bundled multi-device run on one H200: 4000² matmuls (demand 0.97) on two streams ran one at a time;
+    gpu_full says no gain from streams, and the replay with every waiting kernel started when ready agrees (within
+    3%). Regression: the concurrent plan failed with a TypeError where a median lag was a half ns."""
+    from tracer.explain.replay import parse_plan, replay
+
+    d = EXAMPLES / "multi-device-streams-20261202-161153"
+    g = build_graph(load_trace(d, cache=False))
+    demand = read_demand(d)[0]
+    assert set(findings(g, demand=demand)["kind"]) >= {"gpu_full"}
+    r = replay(g, parse_plan(["concurrent"]), demand=demand)
+    assert 0.97 * r.measured_ns < r.predicted_ns < 1.01 * r.measured_ns

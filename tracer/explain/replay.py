@@ -482,7 +482,7 @@ def _apply_graphs(s: _Setup, us: float | None) -> None:
         s.notes.append("graphs: the window has no launching calls; nothing changed")
         return
     key = (nodes["rank"].astype(str) + "/" + nodes["pid"].astype(str) + "/" + nodes["tid"].astype(str)).to_numpy()
-    e = s.edges
+    e = s.edges.astype({"overhead": float})
     lk = e[(e["type"] == "launch").to_numpy()]
     l_src, l_dst = lk["src"].to_numpy(np.int64), lk["dst"].to_numpy(np.int64)
     before = 0.0
@@ -567,7 +567,7 @@ def _apply_no_wait(s: _Setup, children: pd.DataFrame) -> None:
 
 
 def _apply_concurrent(s: _Setup, waited_ns: int = 50_000) -> None:
-    e = s.edges
+    e = s.edges.astype({"overhead": float})  # (a median may be a half ns)
     into_kernel = s.is_kernel[e["dst"].to_numpy()] & (e["to"] == "start").to_numpy()
     ov = e["overhead"].to_numpy(float)
     late = into_kernel & (ov > waited_ns)
