@@ -175,7 +175,8 @@ def explain(
         list[str] | None,
         typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
                      "predicted time beside the measured one: side-stream, pinned[=GBPS], no-sync[=NAME], "
-                     "streams=N, warm (several combine). docs/explain.md."),
+                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait (several combine). "
+                     "docs/explain.md."),
     ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
