@@ -100,12 +100,18 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
                                  f"{r.count:,} × ", (str(r.reason), "bold")))
         out.append(Text(f"      fix: {r.fix}", style="dim"))
         g = (gains or {}).get(str(r.kind))
-        if g is not None and "error" in g:
-            out.append(Text(f"      predicted with the fix ({g['plan']}): not replayed: {g['error']}", style="dim"))
+        what = "predicted with more room (" if r.kind == "gpu_full" else "predicted with the fix ("
+        if g is not None and "not_priced" in g:
+            out.append(Text(f"      not priced: {g['not_priced']}", style="dim"))
+        elif g is not None and "error" in g:
+            out.append(Text(f"      {what}{g['plan']}): not replayed: {g['error']}", style="dim"))
         elif g is not None and g["measured_ns"]:
-            out.append(Text(f"      predicted with the fix ({g['plan']}): {g['predicted_ns'] / 1e6:,.3f} ms instead of "
-                            f"{g['measured_ns'] / 1e6:,.3f} ms ({-g['gain_ns'] / 1e6:+,.3f} ms; replayed, "
-                            "`--what-if` for its assumptions)", style="dim"))
+            where = f" of {g['window']}" if "window" in g and r.kind == "one_stream" else ""
+            out.append(Text(f"      {what}{g['plan']}): {g['predicted_ns'] / 1e6:,.3f} ms instead of "
+                            f"{g['measured_ns'] / 1e6:,.3f} ms{where} ({-g['gain_ns'] / 1e6:+,.3f} ms; replayed)",
+                            style="dim"))
+            for note in g.get("notes", []):
+                out.append(Text(f"        {note}", style="dim"))
     shown = found.head(max(top, 0))
     if len(shown):
         out.append(Text(f"Top {len(shown)} of {len(found):,} findings (`--json` lists all, with their nodes and rows)",
@@ -121,6 +127,7 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
     the run's trace cannot give a graph."""
     from tracer.explain import build_graph
     from tracer.explain.findings import findings, group_findings
+    from tracer.explain.occupancy import read_demand
     from tracer.parsers import load_trace
 
     try:
@@ -128,7 +135,7 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
         graph = build_graph(timeline)
         if not (graph.edges["type"] == "launch").any():
             return []  # (no GPU work tied to its launch: a CPU run)
-        groups = group_findings(findings(graph)).head(n)
+        groups = group_findings(findings(graph, demand=read_demand(path)[0])).head(n)
     except Exception as exc:  # noqa: BLE001 - the run is written: a summary after it must not fail the command
         print(f"tracer: note: {path}: no findings ({type(exc).__name__}: {exc}); try `tracer explain {path}`",
               file=sys.stderr)
@@ -168,7 +175,8 @@ def explain(
         list[str] | None,
         typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
                      "predicted time beside the measured one: side-stream, pinned[=GBPS], no-sync[=NAME], "
-                     "streams=N, warm (several combine). docs/explain.md."),
+                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait (several combine). "
+                     "docs/explain.md."),
     ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
@@ -219,15 +227,20 @@ def explain(
         result = critical_path(graph, chosen)
     except TracerError as exc:
         raise TracerError(path, exc.problem) from None
-    found = findings(graph, result, min_gap_ns=min_gap_ns)
+    from tracer.explain.occupancy import read_demand
+
+    # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
+    # findings tell a full GPU from serialised kernels with it, and the replays share it
+    demand, _ = read_demand(path)
+    found = findings(graph, result, min_gap_ns=min_gap_ns, demand=demand)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
     from tracer.cli import _whatif
 
     # the fixes' replays and --what-if's share the kernels' demand and the unchanged replay
-    replays = _whatif.Replays(path, timeline, graph, chosen) if len(found) or what_if else None
+    replays = _whatif.Replays(path, timeline, graph, chosen, demand) if len(found) or what_if else None
     # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
-    gains = _whatif.fix_gains(replays, sorted(set(found["kind"].astype(str)))) \
+    gains = _whatif.fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
         if replays is not None and len(found) else {}
     replayed = None
     if what_if and replays is not None:

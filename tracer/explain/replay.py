@@ -44,12 +44,29 @@ PLANS: dict[str, str] = {
     "warm": "first-use host stalls removed: a host slice of 1 ms or more, 10 times the median of its name over "
             "the whole trace, that waited for no GPU work takes that median (lazy module loading in a first step), "
             "and device allocations (cudaMalloc: the caching allocator growing its pool) take no time",
+    "launch": "every call that launched GPU work takes US µs of the host (launch=US; default: the fastest tenth "
+              "of the trace's own launches): fewer, cheaper launches (CUDA graphs, fusion); the operators' own host "
+              "time and the untraced gaps are kept",
+    "graphs": "the window's GPU work captured as CUDA graphs (graphs=US; default: 1.3 µs per GPU op, measured on "
+              "the H200): the launching threads' host work in the window (operators, calls, untraced gaps) is "
+              "replaced by US µs per GPU op launched; syncs still wait",
+    "no-wait": "event waits between independent chains removed: a GPU op launched in one range waiting for an op "
+               "launched in a sibling range of the same stem (load0 / load1: the chains streams=N takes as "
+               "independent); waits the ranges do not show independent are kept",
+    "concurrent": "kernels that waited while ready (their stream and launch done) start when ready, sharing the "
+                  "GPU's block slots as the occupancy model says: a false serialisation removed",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
                "before it), else N equal consecutive parts of each stream's work",
 }
 
 _GPU = ("kernel", "memcpy", "memset")
+#: Host time of one GPU op in a CUDA graph's replay: cudaGraphLaunch of 1,600 kernels took 2.10 ms (1.31 µs each)
+#: and of 1,200 took 1.74 ms (1.45 µs) on the H200, torch 2.11 (tests/data/record_graphs.py, sizes 256 and 1024).
+GRAPH_NODE_US = 1.3
+#: The GPU's gap between two ops of one stream in a CUDA graph's replay: median 0.26 µs (256², 2.4 µs kernels) and
+#: 0.42 µs (1024²) in the same recordings; eager launches there left 3.6 and 1.1 µs between ops bound by their stream.
+GRAPH_GAP_NS = 300
 #: Overhead of an edge a plan adds, where the trace has no binding edge of that type to take it from.
 DEFAULT_OVERHEAD_NS = {"stream": 1_000, "event_wait": 2_000, "launch": 5_000, "host_wait": 5_000, "thread": 0}
 _STEM_RE = re.compile(r"\d+$")
@@ -68,10 +85,17 @@ class Plan:
     no_sync_name: str | None = None
     streams: int = 1
     warm: bool = False
+    launch: bool = False
+    launch_us: float | None = None  # None: the fastest tenth of the trace's launches
+    concurrent: bool = False
+    graphs: bool = False
+    graphs_us: float | None = None  # None: GRAPH_NODE_US
+    no_wait: bool = False
 
     @property
     def unchanged(self) -> bool:
-        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm)
+        return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm or self.launch
+                    or self.concurrent or self.graphs or self.no_wait)
 
     def describe(self) -> str:
         parts = []
@@ -85,6 +109,14 @@ class Plan:
             parts.append(f"streams={self.streams}")
         if self.warm:
             parts.append("warm")
+        if self.launch:
+            parts.append("launch" + (f"={self.launch_us:g}" if self.launch_us is not None else ""))
+        if self.concurrent:
+            parts.append("concurrent")
+        if self.no_wait:
+            parts.append("no-wait")
+        if self.graphs:
+            parts.append("graphs" + (f"={self.graphs_us:g}" if self.graphs_us is not None else ""))
         return " + ".join(parts) or "unchanged"
 
 
@@ -112,6 +144,21 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["no_sync_name"] = value or None
         elif name == "warm" and not value:
             kw["warm"] = True
+        elif name == "concurrent" and not value:
+            kw["concurrent"] = True
+        elif name == "no-wait" and not value:
+            kw["no_wait"] = True
+        elif name in ("launch", "graphs"):
+            kw[name] = True
+            if value:
+                try:
+                    us = float(value)
+                except ValueError:
+                    us = -1.0
+                if not (0 <= us < 1e6):
+                    raise TracerError("--what-if", f"{name}={value!r}: give the host time of one launch in µs "
+                                      f"(e.g. {name}=2)")
+                kw[f"{name}_us"] = us
         elif name == "streams":
             try:
                 n = int(value or "2")
@@ -122,7 +169,8 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["streams"] = n
         else:
             raise TracerError("--what-if", f"{spec!r} is not a plan: one of " + ", ".join(
-                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm"]))
+                ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm", "launch[=US]",
+                 "graphs[=US]", "concurrent", "no-wait"]))
     return Plan(**kw)  # type: ignore[arg-type]
 
 
@@ -427,6 +475,144 @@ def _apply_no_sync(s: _Setup, name: str | None) -> None:
     s.notes.append(f"no-sync: {int(np.unique(dst[drop]).size)} waiting calls no longer wait")
 
 
+def launch_cost_ns(graph: Graph) -> float | None:
+    """The fastest tenth (10th percentile) of the graph's launching calls that did not wait for the GPU, ns: what
+    a launch costs this host at best; None without launches."""
+    n = graph.nodes
+    calls = n[n["launches"].to_numpy(bool) & ~n["blocking"].to_numpy(bool)]
+    if calls.empty:
+        return None
+    return float(np.percentile((calls["end_ns"] - calls["start_ns"]).to_numpy(float), 10))
+
+
+def _apply_launch(s: _Setup, us: float | None, graph: Graph) -> None:
+    cost = us * 1e3 if us is not None else launch_cost_ns(graph)
+    calls = s.nodes["launches"].to_numpy(bool) & ~s.is_gpu
+    waited = np.zeros(len(s.nodes), dtype=bool)
+    waited[s.edges.loc[(s.edges["to"] == "end").to_numpy(), "dst"].to_numpy()] = True
+    calls &= ~waited & ~s.nodes["blocking"].to_numpy(bool)  # (a synchronous copy's call is its copy's time)
+    if cost is None or not calls.any():
+        s.notes.append("launch: the window has no launching calls; nothing changed")
+        return
+    before = float(s.own[calls].sum())
+    s.own[calls] = np.minimum(s.own[calls], cost)
+    s.dur[calls] = np.minimum(s.dur[calls], cost)
+    src = "given" if us is not None else "the fastest tenth of this trace's launches"
+    s.notes.append(f"launch: {int(calls.sum())} launching calls take {cost / 1e3:.1f} µs each ({src}): "
+                   f"{before / 1e6:.3f} -> {float(s.own[calls].sum()) / 1e6:.3f} ms of host time; the operators' "
+                   "own time and untraced host gaps are kept (CUDA graphs remove those too: --what-if graphs)")
+
+
+def _apply_graphs(s: _Setup, us: float | None) -> None:
+    cost = (GRAPH_NODE_US if us is None else us) * 1e3
+    nodes = s.nodes
+    launches = nodes["launches"].to_numpy(bool) & ~s.is_gpu
+    if not launches.any():
+        s.notes.append("graphs: the window has no launching calls; nothing changed")
+        return
+    key = (nodes["rank"].astype(str) + "/" + nodes["pid"].astype(str) + "/" + nodes["tid"].astype(str)).to_numpy()
+    e = s.edges.astype({"overhead": float})
+    lk = e[(e["type"] == "launch").to_numpy()]
+    l_src, l_dst = lk["src"].to_numpy(np.int64), lk["dst"].to_numpy(np.int64)
+    before = 0.0
+    add_src: list[int] = []
+    add_dst: list[int] = []
+    captured = np.zeros(len(nodes), dtype=bool)
+    for thread in dict.fromkeys(key[launches].tolist()):
+        host = ~s.is_gpu & (key == thread)
+        ops = l_dst[host[l_src]]
+        captured[ops] = True
+        before += float(s.own[host].sum())
+        # one cudaGraphLaunch, at the thread's first launch, takes the whole graph's host time; the GPU runs the
+        # graph once it returns (seen on the H200: the first kernel starts as the call ends); the thread's other
+        # slices, and a blocking call's own time (it still waits for its GPU op), go
+        first = int(np.flatnonzero(launches & host)[np.argmin(s.start[launches & host])])
+        s.own[host] = 0.0
+        s.own[first] = cost * len(ops)
+        s.dur[host] = s.own[host]
+        add_src += [first] * len(ops)
+        add_dst += ops.tolist()
+    # the untraced host time between the threads' slices (Python, the framework) goes too
+    host_all = ~s.is_gpu & np.isin(key, list(dict.fromkeys(key[launches].tolist())))
+    thread_e = (e["type"] == "thread").to_numpy() & host_all[e["dst"].to_numpy()]
+    e.loc[thread_e, "overhead"] = 0
+    # a graph's ops are queued on the GPU ahead of time: one follows the other on its stream after the graph's gap
+    stream = (e["type"] == "stream").to_numpy() & captured[e["src"].to_numpy()] & captured[e["dst"].to_numpy()]
+    e.loc[stream, "overhead"] = np.minimum(e.loc[stream, "overhead"].to_numpy(float), GRAPH_GAP_NS)
+    # (an edge type of its own: from the graph launch's end, not its start as a launch edge counts)
+    add = pd.DataFrame({"src": np.asarray(add_src, np.int64), "dst": np.asarray(add_dst, np.int64), "type": "graph",
+                        "to": "start", "overhead": 0})
+    s.edges = pd.concat([e, add], ignore_index=True)
+    src = "given" if us is not None else "measured: cudaGraphLaunch on the H200"
+    s.notes.append(f"graphs: {before / 1e6:.3f} ms of host slices of {len(set(key[launches]))} launching thread(s) "
+                   f"(and their untraced gaps) replaced by one graph launch of {cost / 1e3:.2f} µs per GPU op "
+                   f"({int(captured.sum())} ops; {src}), the GPU starting when it returns, {GRAPH_GAP_NS / 1e3:g} µs "
+                   "between ops of a stream (measured likewise); syncs still wait; assumes the window's GPU work can "
+                   "be captured (no host work the GPU waits for inside it)")
+
+
+def innermost_range(children: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """For each time in ``at``: the position in ``children`` (name, start_ns, end_ns) of the shortest range that
+    holds it, -1 where none does."""
+    out = np.full(len(at), -1, dtype=np.int64)
+    if children.empty or not len(at):
+        return out
+    cs, ce = children["start_ns"].to_numpy(np.int64), children["end_ns"].to_numpy(np.int64)
+    best = np.full(len(at), np.iinfo(np.int64).max)
+    for k in np.argsort(ce - cs, kind="stable")[::-1].tolist():  # longest first: shorter ones overwrite
+        inside = (at >= cs[k]) & (at <= ce[k])
+        out[inside] = k
+        best[inside] = ce[k] - cs[k]
+    return out
+
+
+def independent_pairs(children: pd.DataFrame, src_at: np.ndarray, dst_at: np.ndarray) -> np.ndarray:
+    """Whether work launched at ``src_at`` and at ``dst_at`` lies in two sibling ranges of one stem (load0, load1:
+    what ``streams=N`` takes as independent chains), pairwise."""
+    a, b = innermost_range(children, src_at), innermost_range(children, dst_at)
+    names = children["name"].astype(str).to_numpy() if len(children) else np.array([], dtype=object)
+    stems = np.array([_STEM_RE.sub("", n) for n in names], dtype=object)
+    ok = (a >= 0) & (b >= 0) & (a != b)
+    out = np.zeros(len(a), dtype=bool)
+    idx = np.flatnonzero(ok)
+    if len(idx):
+        out[idx] = (stems[a[idx]] == stems[b[idx]]) & np.array(
+            [names[i] != stems[i] and names[j] != stems[j] for i, j in zip(a[idx], b[idx], strict=True)])
+    return out
+
+
+def _apply_no_wait(s: _Setup, children: pd.DataFrame) -> None:
+    e = s.edges
+    ew = np.flatnonzero((e["type"] == "event_wait").to_numpy())
+    launch = _launch_of(s)
+    def at(i: int) -> int:
+        return int(s.start[launch[i]]) if i in launch else int(s.start[i])
+    src = np.array([at(int(x)) for x in e["src"].to_numpy()[ew]], dtype=np.int64)
+    dst = np.array([at(int(x)) for x in e["dst"].to_numpy()[ew]], dtype=np.int64)
+    drop = ew[independent_pairs(children, src, dst)]
+    s.edges = e.drop(e.index[drop])
+    s.notes.append(f"no-wait: {len(drop)} of {len(ew)} event waits removed (between sibling ranges of one stem); "
+                   "the others are dependencies as far as the trace shows")
+
+
+def _apply_concurrent(s: _Setup, waited_ns: int = 50_000) -> None:
+    e = s.edges.astype({"overhead": float})  # (a median may be a half ns)
+    into_kernel = s.is_kernel[e["dst"].to_numpy()] & (e["to"] == "start").to_numpy()
+    ov = e["overhead"].to_numpy(float)
+    late = into_kernel & (ov > waited_ns)
+    # a late kernel's edge takes the typical lag of its type among the kernels that did not wait (the median over
+    # all would count the waits themselves)
+    ok = e[into_kernel & ~late]
+    cap = ok.groupby("type", observed=True)["overhead"].median().to_dict()
+    typ = np.array([cap.get(t, DEFAULT_OVERHEAD_NS.get(str(t), 0)) for t in e["type"]], dtype=float)
+    late &= ov > typ
+    e.loc[late, "overhead"] = typ[late]
+    s.edges = e
+    s.notes.append(f"concurrent: {int(np.unique(e['dst'].to_numpy()[late]).size)} kernels that started over "
+                   f"{waited_ns / 1e3:g} µs after their stream, launch and events allowed start when ready (the GPU "
+                   "shared by the occupancy model)")
+
+
 def _apply_streams(s: _Setup, n: int, children: pd.DataFrame) -> None:
     """Spread chains over ``n`` streams; ``children``: the window's child ranges (name, start_ns, end_ns)."""
     g = np.flatnonzero(s.is_gpu)
@@ -544,6 +730,15 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
         _apply_side_stream(s)
     if plan.no_sync:
         _apply_no_sync(s, plan.no_sync_name)
+    if plan.launch:
+        _apply_launch(s, plan.launch_us, graph)
+    if plan.no_wait:
+        _apply_no_wait(s, children if children is not None else pd.DataFrame(
+            {"name": [], "start_ns": [], "end_ns": []}))
+    if plan.graphs:
+        _apply_graphs(s, plan.graphs_us)
+    if plan.concurrent:
+        _apply_concurrent(s)
     if plan.streams > 1:
         _apply_streams(s, plan.streams, children if children is not None else pd.DataFrame(
             {"name": [], "start_ns": [], "end_ns": []}))
