@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -111,6 +112,9 @@ class TimelineView:
     devices: list[DeviceOverlap] = field(default_factory=list)
     #: rank -> key of its folded lane (jobs only; empty for one rank)
     fold_lanes: dict[int, str] = field(default_factory=dict)
+    #: The trace file or run directory the timeline was read from (the explain panel reads the kernels' launch
+    #: figures from it); None for a timeline made in memory.
+    source: Path | None = None
 
     @cached_property
     def comm(self) -> list[DeviceComm]:

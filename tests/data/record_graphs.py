@@ -58,8 +58,7 @@ def main() -> None:
     except (AttributeError, TypeError):
         pass
     acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    kw = {"experimental_config": config} if config is not None else {}
-    with torch.profiler.profile(activities=acts, **kw) as prof:
+    with torch.profiler.profile(activities=acts, experimental_config=config) as prof:
         with torch.profiler.record_function("graphs/eager"):
             steps(xs, w, b)
             torch.cuda.synchronize()
