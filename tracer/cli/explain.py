@@ -82,10 +82,11 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     return out
 
 
-def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, Any] | None = None) -> list[Any]:
+def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, Any] | None = None,
+                    ranks: bool = False) -> list[Any]:
     """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind (with the
     replayed time of its fix, from ``gains``, where the replay models it), then the ``top`` costliest findings
-    with their evidence."""
+    with their evidence (and their rank: ``ranks``, for a job)."""
     from rich.text import Text
 
     from tracer.explain.findings import group_findings
@@ -108,13 +109,12 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
                             f"{g['measured_ns'] / 1e6:,.3f} ms ({-g['gain_ns'] / 1e6:+,.3f} ms; replayed, "
                             "`--what-if` for its assumptions)", style="dim"))
     shown = found.head(max(top, 0))
-    jobs = found["rank"].nunique() > 1
     if len(shown):
         out.append(Text(f"Top {len(shown)} of {len(found):,} findings (`--json` lists all, with their nodes and rows)",
                         style="bold"))
         for i, r in enumerate(shown.itertuples(), 1):
             where = f"GPU {r.device} stream {r.stream}" if r.device >= 0 else "host"
-            if jobs:
+            if ranks:
                 where = f"rank {r.rank} {where}"
             out.append(Text(f"{i:>3}. {r.path_ns / 1e6:,.3f} ms on the path ({r.cost_ns / 1e6:,.3f} ms in all) · "
                             f"{r.reason} · {where}: {r.evidence}"))
@@ -289,7 +289,8 @@ def explain(
     console = Console()
     for renderable in render_path(result, top=max(top, 0), width=console.width):
         console.print(renderable)
-    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains):
+    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains,
+                                      ranks=ev["rank"].nunique() > 1):
         console.print(renderable)
     if replayed is not None:
         for line in _whatif.render(replayed):
