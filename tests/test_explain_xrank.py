@@ -284,3 +284,25 @@ def test_nsys_stream_kinds_are_read_and_one_stream_gives_no_legacy_edge(data_dir
     gpu = g.nodes[g.nodes["kind"].astype(str).isin(["kernel", "memcpy"]).to_numpy()]
     assert set(gpu["stream"]) == {7}  # all its work is on the NULL stream: nothing to wait for
     assert not np.any(g.edges["type"].astype(str).to_numpy() == "legacy_stream")
+
+
+def test_a_jobs_ranks_keep_their_recorded_sync_edges(tmp_path: Path, data_dir: Path) -> None:
+    """Each rank's cuda_sync table is kept in the job's meta per part: the job's graph reads every rank's, as
+    one trace's graph reads its own (recorded, not inferred)."""
+    import gzip
+
+    src = data_dir / "external" / "HTA_cuda_event_sync_multi_stream_event_sync_trace.json.gz"
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    paths = []
+    for rank in (0, 1):
+        doc["distributedInfo"]["rank"] = rank
+        paths.append(tmp_path / f"r{rank}.json")
+        paths[-1].write_text(json.dumps(doc))
+
+    def counts(g: Any) -> dict[tuple[str, bool], int]:
+        return {k: int(v) for k, v in g.edges.groupby(["type", "inferred"], observed=True).size().items()}
+
+    one, job = build_graph(load_trace(src, cache=False)), build_graph(_job(paths))
+    assert job.has_sync_events and not job.notes
+    assert counts(one)[("event_wait", False)] == 1 and counts(one)[("host_wait", False)] == 3
+    assert counts(job) == {k: 2 * v for k, v in counts(one).items()}
