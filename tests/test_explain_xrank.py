@@ -145,6 +145,8 @@ def test_cli_explain_of_a_job_folder_and_clock_fix(tmp_path: Path) -> None:
     kinds = {g["kind"]: g for g in doc["findings"]["groups"]}
     assert kinds["straggler"]["cost_ns"] == 187_000
     assert doc["length_ns"] == 302_000 - 2_000  # from rank 0's (or 1's) first launch at 2 µs to 302 µs
+    assert doc["job"]["ranks"] == [0, 1] and doc["job"]["collective_edges"] == 2 and doc["job"]["instances"] == 1
+    assert "not corrected" in doc["job"]["clock"]
     text = run_cli("explain", str(tmp_path / "job" / "rank0.json"), str(tmp_path / "job" / "rank1.json"),
                    "--no-cache", "--top", "3")
     assert text.returncode == 0, text.stderr
@@ -157,6 +159,7 @@ def test_cli_explain_of_a_job_folder_and_clock_fix(tmp_path: Path) -> None:
     fixed = run_cli("explain", str(tmp_path / "skewed"), "--json", "--no-cache", "--clock-fix")
     assert fixed.returncode == 0, fixed.stderr
     assert "rank 1: clock moved by" in fixed.stderr and "contradict" not in fixed.stderr
+    assert json.loads(fixed.stdout)["job"]["clock"].startswith("moved by the collectives' fix (--clock-fix): rank 1 +")
     one = run_cli("explain", str(tmp_path / "job" / "rank0.json"), "--clock-fix")
     assert one.returncode == 2 and one.stderr.strip().count("\n") == 0 and "applies to a job" in one.stderr
 

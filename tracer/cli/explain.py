@@ -142,6 +142,24 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
             f"{r.cost_ns / 1e6:,.1f} ms in all; fix: {r.fix}" for r in groups.itertuples()]
 
 
+def job_info(timeline: Any, graph: Any, clock_fix: bool = False) -> dict[str, Any] | None:
+    """What ``--json`` says of a job (None for one rank): its ranks, the collective edges and instances that
+    join them, and the clocks the graph was built on."""
+    ranks = sorted(int(r) for r in timeline.events["rank"].unique())
+    if len(ranks) < 2:
+        return None
+    fixed = timeline.meta.extra.get("clock_fix_ns") or {}
+    if fixed:
+        clock = "moved by the collectives' fix (--clock-fix): " + ", ".join(
+            f"rank {r} {int(ns) / 1e3:+,.1f} µs" for r, ns in fixed.items())
+    elif clock_fix:
+        clock = "each rank's as its trace was written (Unix time): --clock-fix moved none (stderr says why)"
+    else:
+        clock = "each rank's as its trace was written (Unix time), not corrected (--clock-fix corrects them)"
+    return {"ranks": ranks, "collective_edges": int((graph.edges["type"] == "collective").sum()),
+            "instances": int(graph.collectives["key"].nunique()), "clock": clock}
+
+
 def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool) -> tuple[Path, Any]:
     """The timeline to explain and the path that names it: one trace or run directory as it is; several traces,
     or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load_job`, the ranks on
@@ -275,6 +293,7 @@ def explain(
             replayed = replays.what_if(what_if)
         except TracerError as exc:
             raise TracerError(path if exc.subject == "replay" else exc.subject, exc.problem) from None
+    job = job_info(timeline, graph, clock_fix)
     if json:
         out = result.to_dict(top=max(top, 0))
         out["findings"] = {"min_gap_ns": min_gap_ns, **findings_dict(found)}
@@ -283,12 +302,18 @@ def explain(
                 group["fix_replay"] = gains[group["kind"]]
         if replayed is not None:
             out["what_if"] = replayed
+        if job is not None:
+            out["job"] = job
         sys.stdout.buffer.write(orjson.dumps(out) + b"\n")
         sys.stdout.flush()
         return
     console = Console()
     for renderable in render_path(result, top=max(top, 0), width=console.width):
         console.print(renderable)
+    if job is not None:
+        console.print(f"A job of {len(job['ranks'])} ranks, joined by {job['collective_edges']:,} collective edges "
+                      f"({job['instances']:,} collectives run by two ranks or more); clocks: {job['clock']}.",
+                      highlight=False)
     for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains,
                                       ranks=ev["rank"].nunique() > 1):
         console.print(renderable)
