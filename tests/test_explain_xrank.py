@@ -309,3 +309,17 @@ def test_a_jobs_ranks_keep_their_recorded_sync_edges(tmp_path: Path, data_dir: P
     assert job.has_sync_events and not job.notes
     assert counts(one)[("event_wait", False)] == 1 and counts(one)[("host_wait", False)] == 3
     assert counts(job) == {k: 2 * v for k, v in counts(one).items()}
+
+
+def test_a_range_of_a_job_spans_that_instance_on_every_rank() -> None:
+    job = _job(HTA_RANKS)
+    from tracer.explain import window_of_range
+
+    ev = job.events
+    steps = ev[(ev["name"] == "ProfilerStep#552").to_numpy()]
+    assert sorted(steps["rank"].tolist()) == [0, 1]
+    w = window_of_range(job, "ProfilerStep", 1)  # the second step of each rank
+    assert (w.start_ns, w.end_ns) == (int(steps["start_ns"].min()), int(steps["end_ns"].max()))
+    assert w.what.endswith("instance 1 of 2 on ranks 0, 1") and w.issued
+    path = critical_path(build_graph(job), w)
+    assert path.start_ns >= w.start_ns and path.length_ns > 0

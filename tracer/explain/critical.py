@@ -122,8 +122,9 @@ class CriticalPath:
 
 def window_of_range(timeline: Timeline, name: str, instance: int = 0) -> Window:
     """The window of one instance (0: the first, in time order) of a host range or operator named ``name``
-    (exactly, else every one whose name contains it, as HTA's ``annotation`` does). Raises :class:`TracerError`
-    when there is none."""
+    (exactly, else every one whose name contains it, as HTA's ``annotation`` does). In a job, instances are
+    counted per rank and the window spans the ``instance``-th of every rank that has it (a training step on
+    all ranks). Raises :class:`TracerError` when there is none."""
     ev = timeline.events
     host = ev[ev["kind"].isin(["range", "cpu_op"]).to_numpy()]
     names = host["name"].astype(str)
@@ -134,13 +135,20 @@ def window_of_range(timeline: Timeline, name: str, instance: int = 0) -> Window:
         raise TracerError(timeline.meta.source or "trace", f"no range or operator named {name!r}: "
                           "`tracer summary` lists the ranges the trace has")
     hit = hit.sort_values(["start_ns", "end_ns"], kind="stable")
-    if not -len(hit) <= instance < len(hit):
+    per_rank = [g for _, g in hit.groupby("rank", sort=True)]
+    most = max(len(g) for g in per_rank)
+    if not -most <= instance < most:
         raise TracerError(timeline.meta.source or "trace",
-                          f"range {name!r} has {len(hit)} instance(s); instance {instance} asked for")
-    r = hit.iloc[instance]
+                          f"range {name!r} has {most} instance(s){' per rank' if len(per_rank) > 1 else ''}; "
+                          f"instance {instance} asked for")
+    chosen = pd.DataFrame([g.iloc[instance] for g in per_rank if -len(g) <= instance < len(g)])
+    r = chosen.iloc[0]
     shown = str(r["name"]) if str(r["name"]) == name else f"{r['name']} (matched {name!r})"
-    return Window(int(r["start_ns"]), int(r["end_ns"]),
-                  f"range {shown}, instance {instance % len(hit)} of {len(hit)}", issued=True)
+    what = f"range {shown}, instance {instance % most} of {most}"
+    if len(per_rank) > 1:
+        ranks = sorted(int(x) for x in chosen["rank"])
+        what += f" on ranks {', '.join(map(str, ranks))}" if len(ranks) < 8 else f" on {len(ranks)} ranks"
+    return Window(int(chosen["start_ns"].min()), int(chosen["end_ns"].max()), what, issued=True)
 
 
 def _binding(edges: pd.DataFrame, n: int, to: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
