@@ -73,6 +73,9 @@ NOT_PRICED: dict[str, str] = {
                   "tensor ids to show more",
     "one_at_a_time": "the trace has no kernel launch figures (grid, block, registers) to tell a full GPU from "
                      "serialised kernels",
+    "straggler": "the replay keeps each rank's part of a collective at its measured time (it does not carry a "
+                 "straggler's earlier arrival over to the other ranks), so evening out the ranks is not priced; the "
+                 "finding's time, the early ranks' wait, is what an even job would save at most",
 }
 #: Most streams a one_stream fix spreads over: CUDA's default number of hardware queues
 #: (CUDA_DEVICE_MAX_CONNECTIONS).

@@ -99,25 +99,6 @@ def _progress(console: Any, path: Path) -> Any:
 PROGRESS_MIN_BYTES = 20_000_000
 
 
-def _fix_clocks(timeline: Any) -> Any:
-    """``timeline`` with each rank moved by the collectives' clock fix (tracer.analysis.comm), said on stderr."""
-    from tracer.analysis.comm import collectives, shift_ranks
-    from tracer.timeline import Timeline
-
-    fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
-    moved = {r: f for r, f in fixes.items() if f}
-    for rank, fix in sorted(fixes.items()):
-        if fix is None:
-            print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
-                  "as it is", file=sys.stderr)
-        elif fix:
-            print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
-    if not moved:
-        return timeline
-    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
-    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
-
-
 @app.command(cls=TracerCommand)
 def summary(
     paths: Annotated[
@@ -197,7 +178,7 @@ def summary(
         raise UsageError(given, "applies to a job's traces: add --job")
     found = expand(paths)
     if job:
-        from tracer.cli._job import job_progress, parse_ranks, say_job_cached, say_skipped
+        from tracer.cli._job import fix_clocks, job_progress, parse_ranks, say_job_cached, say_skipped
         from tracer.job import load_job
 
         traces = list(found)
@@ -208,7 +189,7 @@ def summary(
             timeline = load_job(traces, scheduler=scheduler, cache=not no_cache, ranks=wanted,
                                 skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
                                 on_cache_write=say_job_cached, on_skip=say_skipped)
-            return _fix_clocks(timeline) if clock_fix else timeline
+            return fix_clocks(timeline) if clock_fix else timeline
     else:
         def read(_path: Path) -> Any:
             return load_trace(_path, cache=not no_cache, on_cache_write=say_cached)

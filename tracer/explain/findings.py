@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.explain.critical import CriticalPath, _binding, critical_path
+from tracer.explain.critical import CriticalPath, Walker, _binding, critical_path
 from tracer.explain.graph import EDGE_TYPES, HOST_KINDS, Graph
 
 #: Finding kinds: (words shown, the fix in one line), in the order a tie in cost lists them.
@@ -66,6 +66,10 @@ KINDS: dict[str, tuple[str, str]] = {
     "one_stream": ("kernels that leave the GPU mostly empty queued on one stream",
                    "if the work is independent, spread it over streams (torch.cuda.Stream per chain, with events "
                    "where chains meet) or batch it into larger kernels"),
+    "straggler": ("collective waited for a straggler rank",
+                  "even out the straggler's work before the collective (its preceding work is named: uneven shards, "
+                  "data loading, a slower GPU or host), or issue the collective asynchronously and give the other "
+                  "ranks independent work meanwhile"),
 }
 FINDING_COLUMNS: tuple[str, ...] = (
     "kind", "reason", "node", "nodes", "rows", "name", "rank", "device", "stream", "start_ns", "end_ns", "cost_ns",
@@ -147,6 +151,7 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
         rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
         rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns, kdem)
         rows += _one_stream_findings(nd, dev, s_src, s_type, min_gap_ns, kdem)
+    rows += _straggler_findings(graph, nd, min_gap_ns)
     f = pd.DataFrame(rows, columns=[c for c in FINDING_COLUMNS if c not in ("path_ns", "reason", "fix")])
     lo, hi = path.window.start_ns, path.window.end_ns
     if len(f) and (lo is not None or hi is not None):
@@ -497,6 +502,63 @@ def kernel_demand_of(nodes: pd.DataFrame, demand: dict[int, float] | None) -> np
     idx = np.flatnonzero(is_kernel)
     out[idx] = [demand.get(int(c), np.nan) for c in corr[idx]]
     return out
+
+
+def _straggler_findings(graph: Graph, nd: _Nodes, min_gap_ns: int) -> list[dict[str, Any]]:
+    """``straggler``: a collective instance of a job whose last rank arrived more than ``min_gap_ns`` after the
+    first. The subject is the straggler's part (its first node); the time it cost is what the early ranks' parts
+    spent waiting for it to arrive (each from its own start to the straggler's, summed over the ranks:
+    rank-time lost), from the earliest arrival to the last; the evidence names what the straggler was doing
+    before, walked back along its binding edges (as the critical path goes) to the earliest arrival."""
+    parts = graph.collectives
+    if parts.empty:
+        return []
+    walker: Walker | None = None
+    out: list[dict[str, Any]] = []
+    p = parts.sort_values(["key", "start_ns", "rank"], ascending=[True, False, True], kind="stable")
+    for _key, inst in p.groupby("key", sort=False):
+        start = inst["start_ns"].to_numpy(np.int64)
+        end = inst["end_ns"].to_numpy(np.int64)
+        rank = inst["rank"].to_numpy(np.int64)
+        arrived, first = int(start[0]), int(start.min())  # (row 0: the latest start, the lowest rank among equals)
+        if arrived - first <= min_gap_ns:
+            continue
+        # a part that ended before the straggler arrived says the clocks disagree (its edge was dropped too):
+        # its wait is not known, not counted
+        consistent = end[1:] >= arrived
+        wait = np.where(consistent, arrived - start[1:], 0)
+        waited = int(wait.sum())
+        if waited <= min_gap_ns:
+            continue
+        subject = int(inst["first"].iloc[0])
+        walker = walker or Walker(graph)
+        before = walker.walk(subject, arrived, first)
+        doing = _doing(nd, before)
+        early = ", ".join(f"rank {int(r)} {_us(int(w))}" for r, w in zip(rank[1:], wait) if w > 0)
+        if not consistent.all():
+            early += (f"; not counted: rank(s) {', '.join(str(int(r)) for r in rank[1:][~consistent])}, whose part "
+                      "ended before it arrived (the ranks' clocks disagree)")
+        r0 = inst.iloc[0]
+        what = f"{r0['collective']} #{int(r0['seq'])}" + (f" of process group {r0['pg']}" if r0["pg"] else "")
+        out.append(_row(nd, "straggler", subject,
+                        [*inst["last"].iloc[1:].astype(int).tolist(), *dict.fromkeys(before.node)], first, arrived,
+                        waited,
+                        f"{what} (matched by {r0['matched_by']}): rank {int(rank[0])} arrived "
+                        f"{_us(arrived - first)} after the first; waiting for it: {early} "
+                        f"({_us(waited)} in all); before it, rank {int(rank[0])} was in {doing}"))
+    return out
+
+
+def _doing(nd: _Nodes, walked: Any) -> str:
+    """What a walk back passed through, the three largest first: a node's name and label, or an edge's lag
+    label (a host gap, a launch's lag)."""
+    if not walked.node:
+        return "no traced work that held it up (untraced time, or the start of the trace)"
+    dur = np.asarray(walked.e, np.int64) - np.asarray(walked.s, np.int64)
+    what = [f"{nd.name[n]} ({lb})" if not edge else lb
+            for n, lb, edge in zip(walked.node, walked.label, walked.edge)]
+    by = pd.Series(dur).groupby(pd.Series(what), sort=False).sum().sort_values(ascending=False, kind="stable")
+    return ", ".join(f"{name} {_us(int(ns))}" for name, ns in by.head(3).items())
 
 
 def _on_path(f: pd.DataFrame, path: CriticalPath) -> np.ndarray:
