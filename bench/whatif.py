@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +47,7 @@ class Loaded:
     graph: Graph
     demand: dict[int, float]
     seen: dict[str, float]  # kernel demand by name, from this trace's overlaps
+    learned: dict[str, list[str]] = field(default_factory=dict)  # kernel name -> the runs its demand came from
 
     def rng(self, name: str) -> tuple[int, int]:
         ev = self.timeline.events
@@ -85,6 +86,7 @@ class Host:
     busy: float  # share of the before window's time the GPU was busy (kernels, copies, memsets: their union)
     speed: float | None  # per-name median duration, after / before, weighted by the after part's counts
     total: float | None  # the common names' time in the after part / the same counts at the before part's means
+    kernel: str | None = None  # the kernel name that holds the most GPU time of the before part
 
 
 @dataclass
@@ -165,15 +167,17 @@ def host_change(run: Loaded, before: list[str], after: str) -> Host:
         s, e = max(int(s), reach), min(int(e), bhi)
         if e > s:
             busy, reach = busy + e - s, e
+    top = g.assign(d=g["end_ns"] - g["start_ns"]).groupby(g["name"].astype(str))["d"].sum()
+    kernel = str(top.idxmax()) if len(top) else None
     b, a = part(blo, bhi), part(*run.rng(after))
     gb, ga = b.groupby("name")["dur"], a.groupby("name")["dur"]
     common = sorted(set(b["name"]) & set(a["name"]))
     if not common:
-        return Host(busy / max(bhi - blo, 1), None, None)
+        return Host(busy / max(bhi - blo, 1), None, None, kernel)
     count = ga.size()[common]
     speed = float((count * ga.median()[common]).sum() / (count * gb.median()[common]).sum())
     total = float(ga.sum()[common].sum() / (count * gb.mean()[common]).sum())
-    return Host(busy / max(bhi - blo, 1), speed, total)
+    return Host(busy / max(bhi - blo, 1), speed, total, kernel)
 
 
 def predict(run: Loaded, before: list[str], plan: Plan) -> tuple[int, int]:
@@ -319,16 +323,27 @@ def main(argv: list[str]) -> int:
                 if y.meta["scenario"] != x.meta["scenario"]:
                     for k, v in y.seen.items():
                         seen.setdefault(k, []).append(v)
+                        x.learned.setdefault(k, []).append(y.path.name)
             x.demand = merge_demand(x.graph.nodes, x.demand, {k: statistics.mean(v) for k, v in seen.items()})
     # compute-copy siblings: the variant runs of the same session (backend, size and day of the run's name)
     rows: list[Row] = []
+    skipped: list[str] = []
     for x in loaded:
         cc = {str(y.meta["variant"]): y for y in loaded
               if y.meta["scenario"] == "compute-copy" and session(y) == session(x)}
-        rows += rows_for(x, cc)
+        try:
+            found = rows_for(x, cc)
+        except KeyError as e:  # a run without the ranges its scenario's pair needs: say so, go on with the rest
+            skipped.append(f"{x.path.name}: skipped, {e.args[0]}")
+            continue
+        if not found and not (x.meta["scenario"] == "compute-copy" and x.meta.get("variant") == "side-stream"):
+            skipped.append(f"{x.path.name}: no pair (variant {x.meta.get('variant')!r}: "
+                           f"{', '.join(map(str, x.meta.get('phases') or [])) or 'no phases'})")
+        rows += found
+    by_run = {x.path.name: x for x in loaded}
     rows.sort(key=lambda r: (r.run.split("-streams")[0], r.run))
     print(f"{'run':<46} {'pair':<40} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7} "
-          f"{'busy':>5} {'host×':>6} {'tail×':>6} {'@host':>7}  plan")
+          f"{'busy':>5} {'host×':>6} {'tail×':>6} {'@host':>7} {'demand':>6}  plan")
     errors = []
     for row in rows:
         pred = f"{row.predicted_ns / 1e6:9.3f}" if row.predicted_ns is not None else f"{'—':>9}"
@@ -341,10 +356,16 @@ def main(argv: list[str]) -> int:
         diag = (f"{h.busy:5.0%} " + (f"{h.speed:6.3f} {h.total / h.speed:6.3f}" if h.speed and h.total else
                                      f"{'—':>6} {'—':>6}")) if h else f"{'—':>5} {'—':>6} {'—':>6}"
         at = at_host(row)
+        dem = ""  # where a GPU-bound pair's main kernel got its demand: other traces ran it beside itself, or not
+        if h and h.busy >= LAUNCH_BOUND and h.kernel:
+            dem = f"seen{len(by_run[row.run].learned.get(h.kernel, []))}" if h.kernel in by_run[
+                row.run].learned else "slots"
         print(f"{row.run[:46]:<46} {row.pair:<40} {row.before_ns / 1e6:9.3f} {pred} {meas} {e} {diag} "
-              + (f"{at:+6.1f}%" if at is not None else f"{'':>7}") + f"  {row.plan}")
+              + (f"{at:+6.1f}%" if at is not None else f"{'':>7}") + f" {dem:>6}  {row.plan}")
         if row.why:
             print(f"{'':<46}   {row.why}")
+    for line in skipped:
+        print(line)
     if errors:
         print(f"\n{len(errors)} pairs predicted: median |error| {statistics.median(errors):.1f}%, "
               f"max {max(errors):.1f}%, within 15%: {sum(e <= 15 for e in errors)}/{len(errors)}")
