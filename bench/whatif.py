@@ -333,12 +333,13 @@ def main(argv: list[str]) -> int:
               if y.meta["scenario"] == "compute-copy" and session(y) == session(x)}
         try:
             found = rows_for(x, cc)
-        except KeyError as e:  # a run without the ranges its scenario's pair needs: say so, go on with the rest
-            skipped.append(f"{x.path.name}: skipped, {e.args[0]}")
+        except KeyError as missing:  # a run without the ranges its scenario's pair needs: say so, go on
+            skipped.append(f"{x.path.name}: skipped, {missing.args[0]}")
             continue
         if not found and not (x.meta["scenario"] == "compute-copy" and x.meta.get("variant") == "side-stream"):
+            phases = x.meta.get("phases")
             skipped.append(f"{x.path.name}: no pair (variant {x.meta.get('variant')!r}: "
-                           f"{', '.join(map(str, x.meta.get('phases') or [])) or 'no phases'})")
+                           f"{', '.join(map(str, phases)) if isinstance(phases, list) else 'no phases'})")
         rows += found
     by_run = {x.path.name: x for x in loaded}
     rows.sort(key=lambda r: (r.run.split("-streams")[0], r.run))
