@@ -10,6 +10,15 @@ non-blocking, blocking and side-stream runs side by side (as ``tracer record`` w
 pair: the before and after time measured, the predicted after time, the error, and the plan. docs/explain.md
 quotes it.
 
+Diagnostic columns (read from both parts, so never part of a prediction): ``busy``, the share of the before
+part's time the GPU was busy (under 50%: launch-bound, the host sets the time); ``host×``, the host's speed in
+the after part relative to the before part (per-name median durations of the host slices both parts hold, calls
+that waited for the GPU left out); ``tail×``, the same by means over medians (slow outliers, not the typical op);
+``@host``, a launch-bound pair's error once its prediction is scaled by ``host× · tail×``: how much of the error
+the host's own change explains; ``demand``, for a GPU-bound pair, whether its main kernel's demand came from
+other scenarios' traces (``seenN``: N traces ran it beside itself) or from its block slots alone (``slots``).
+Runs with no pair (a single-only run) are named with why. mlp-data-parallel: see :func:`second_recording`.
+
 A kernel's demand on the GPU is the larger of its block-slot share (Kineto's launch figures) and what the
 traces of *other* scenarios showed when kernels of the same name shared the GPU (``--slots-only``: the slot
 share alone).
@@ -288,6 +297,34 @@ def _rows_for(run: Loaded, siblings: dict[str, Loaded]) -> list[Row]:
     return out
 
 
+def second_recording(run: Loaded, loaded: list[Loaded]) -> Row | None:
+    """mlp single -> parallel from a *second* recording: a single-only run (variant single) of the same session
+    and model whose batch is one replica's share (the pair's batch / its lanes, no CPU share). Where that run is
+    launch-bound (its GPU busy < :data:`LAUNCH_BOUND`), its time is its host's, and one host thread submits
+    every replica's work: the parallel part takes about lanes × its time. Not a replay of the pair's trace (the
+    replicas' half-batch kernels are not in it): a separate estimate, outside the headline figures."""
+    params = run.meta.get("params")
+    lanes = len(run.meta.get("lanes") or [])  # type: ignore[arg-type]
+    if run.meta["scenario"] != "mlp-data-parallel" or run.meta.get("variant") == "single" or not lanes \
+            or not isinstance(params, dict) or float(params.get("cpu_share") or 0) > 0:
+        return None
+    same = ("inputs", "hidden", "classes", "steps")
+    for ref in loaded:
+        rp = ref.meta.get("params")
+        if (ref.meta["scenario"] == run.meta["scenario"] and ref.meta.get("variant") == "single"
+                and isinstance(rp, dict) and session(ref)[::2] == session(run)[::2]
+                and all(rp.get(k) == params.get(k) for k in same) and int(rp["batch"]) * lanes == int(params["batch"])):
+            host = host_change(ref, ["mlp-data-parallel/single"], "mlp-data-parallel/single")
+            half = ref.measured("mlp-data-parallel/single")
+            pre = "mlp-data-parallel/"
+            if host.busy >= LAUNCH_BOUND:
+                return None
+            return Row(run.path.name, f"single -> parallel, 2nd recording ({size_label(run.meta)})",
+                       f"{lanes} × single batch={rp['batch']} ({ref.path.name[-15:]}, GPU busy {host.busy:.0%})",
+                       run.measured(pre + "single"), lanes * half, run.measured(pre + "parallel"))
+    return None
+
+
 #: a pair whose before part kept the GPU busy less than this share of its time is launch-bound: its time is the
 #: host's, and a host that runs slower or faster in the after part moves the measured time by as much
 LAUNCH_BOUND = 0.5
@@ -367,6 +404,13 @@ def main(argv: list[str]) -> int:
             print(f"{'':<46}   {row.why}")
     for line in skipped:
         print(line)
+    extra = [r for r in (second_recording(x, loaded) for x in loaded) if r is not None]
+    if extra:
+        print("\nwith a second recording (an estimate from another run, not counted below):")
+    for row in extra:
+        assert row.predicted_ns is not None and row.measured_ns is not None
+        print(f"{row.run[:46]:<46} {row.pair:<40} {row.before_ns / 1e6:9.3f} {row.predicted_ns / 1e6:9.3f} "
+              f"{row.measured_ns / 1e6:9.3f} {row.error:+6.1f}%  {row.plan}")
     if errors:
         print(f"\n{len(errors)} pairs predicted: median |error| {statistics.median(errors):.1f}%, "
               f"max {max(errors):.1f}%, within 15%: {sum(e <= 15 for e in errors)}/{len(errors)}")

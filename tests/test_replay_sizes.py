@@ -237,3 +237,16 @@ def test_host_change_explains_launch_bound_errors(name, before, after, reached):
     assert (abs(error) <= 0.15) == reached, error
     assert abs(predicted * host.total / measured - 1) < 0.08, (error, host)
     assert abs(predicted * host.total / measured - 1) < abs(error)
+
+
+def test_mlp_parallel_from_a_second_recording():
+    # the pair's trace has no replica-sized work to replay; the single-only run at the replicas' batch (2048 of
+    # 4096) is launch-bound, and one host thread submits both replicas: 2 × its time, -9.1% of the parallel part
+    w = _bench()
+    pair = w.load(SIZES / "mlp-data-parallel-streams-20261203-200814")
+    ref = w.load(SIZES / "mlp-data-parallel-single-streams-20261203-200826")
+    row = w.second_recording(pair, [pair, ref])
+    assert row is not None and "batch=2048" in row.plan
+    assert row.predicted_ns == 2 * ref.measured("mlp-data-parallel/single")
+    assert abs(row.error) < 15
+    assert w.second_recording(pair, [pair]) is None  # no reference, no estimate
