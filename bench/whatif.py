@@ -340,11 +340,8 @@ def at_host(row: Row) -> float | None:
     return 100.0 * (row.predicted_ns * h.total - row.measured_ns) / row.measured_ns
 
 
-def main(argv: list[str]) -> int:
-    flags = {a for a in argv if a.startswith("--")}
-    argv = [a for a in argv if not a.startswith("--")]
-    runs = [Path(a) for a in argv] or sorted(p for d in (EXAMPLES, SIZES) for p in d.iterdir()
-                                             if (p / "meta.json").is_file())
+def collect(runs: list[Path], slots_only: bool = False) -> tuple[list[Row], list[str], list[Loaded]]:
+    """Every pair of ``runs`` (sorted), the lines naming runs with no pair, and the loaded runs."""
     loaded = []
     for r in runs:
         meta = json.loads((r / "meta.json").read_text())
@@ -353,7 +350,7 @@ def main(argv: list[str]) -> int:
         loaded.append(load(r))
     # a kernel's demand as other scenarios' traces saw it share the GPU (never the run's own scenario, whose
     # "after" part is what is predicted)
-    if "--slots-only" not in flags:
+    if not slots_only:
         for x in loaded:
             seen: dict[str, list[float]] = {}
             for y in loaded:
@@ -378,8 +375,17 @@ def main(argv: list[str]) -> int:
             skipped.append(f"{x.path.name}: no pair (variant {x.meta.get('variant')!r}: "
                            f"{', '.join(map(str, phases)) if isinstance(phases, list) else 'no phases'})")
         rows += found
-    by_run = {x.path.name: x for x in loaded}
     rows.sort(key=lambda r: (r.run.split("-streams")[0], r.run))
+    return rows, skipped, loaded
+
+
+def main(argv: list[str]) -> int:
+    flags = {a for a in argv if a.startswith("--")}
+    argv = [a for a in argv if not a.startswith("--")]
+    runs = [Path(a) for a in argv] or sorted(p for d in (EXAMPLES, SIZES) for p in d.iterdir()
+                                             if (p / "meta.json").is_file())
+    rows, skipped, loaded = collect(runs, "--slots-only" in flags)
+    by_run = {x.path.name: x for x in loaded}
     print(f"{'run':<46} {'pair':<40} {'before ms':>9} {'predicted':>9} {'measured':>9} {'error':>7} "
           f"{'busy':>5} {'host×':>6} {'tail×':>6} {'@host':>7} {'demand':>6}  plan")
     errors = []
