@@ -1,6 +1,8 @@
 """The what-if replay on the H200 runs recorded at other sizes than the bundled ones (tests/data/h200-sizes/),
-no GPU: the unchanged plan replays each range within 2%, and each pair's prediction is within 15% of what the
-same run measured for the changed program. bench/whatif.py prints the same pairs (docs/explain.md's table).
+and on the repeats recorded later that day, no GPU: the unchanged plan replays each range within 2%; each pair's
+prediction is within 15% of what the same run measured for the changed program, except two launch-bound
+independent-ops repeats, where the host's own change between the two parts explains the error (a diagnostic
+bench/whatif.py prints). bench/whatif.py prints the same pairs (docs/explain.md's table).
 
 Three of these pairs missed before the replay's fixes they guard (the error before each fix in brackets):
 multi-device 2000² (+48.8%: a cudaDeviceSynchronize kept the lag behind the stream that went idle first),
