@@ -322,4 +322,4 @@ def test_a_range_of_a_job_spans_that_instance_on_every_rank() -> None:
     assert (w.start_ns, w.end_ns) == (int(steps["start_ns"].min()), int(steps["end_ns"].max()))
     assert w.what.endswith("instance 1 of 2 on ranks 0, 1") and w.issued
     path = critical_path(build_graph(job), w)
-    assert path.start_ns >= w.start_ns and path.length_ns > 0
+    assert w.start_ns is not None and path.start_ns >= w.start_ns and path.length_ns > 0
