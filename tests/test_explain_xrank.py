@@ -323,3 +323,30 @@ def test_a_range_of_a_job_spans_that_instance_on_every_rank() -> None:
     assert w.what.endswith("instance 1 of 2 on ranks 0, 1") and w.issued
     path = critical_path(build_graph(job), w)
     assert w.start_ns is not None and path.start_ns >= w.start_ns and path.length_ns > 0
+
+
+def test_exposed_comm_findings_add_up_to_the_comm_analysis_exposed_comm_per_gpu():
+    """Each NCCL kernel's part beside no compute is an ``exposed_comm`` finding; with no threshold, per GPU they
+    add up to the ``comm`` analysis' exposed comm where the GPU's comm kernels do not overlap one another."""
+    from tracer.analysis import intervals as iv
+    from tracer.analysis.comm import device_comm
+
+    job = _job(HTA_RANKS)
+    g = build_graph(job)
+    f = findings(g, min_gap_ns=0)
+    ex = f[f["kind"] == "exposed_comm"]
+    assert len(ex) > 0
+    ev = job.events
+    checked = 0
+    for d in device_comm(ev):
+        k = ev[(ev["rank"] == d.rank).to_numpy() & (ev["device"] == d.device).to_numpy()
+               & (ev["kind"] == "kernel").to_numpy() & (ev["collective"] != "").to_numpy()]
+        s, e = k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64)
+        if iv.total(iv.union(s, e)) != int((e - s).sum()):
+            continue  # comm kernels overlapping one another: per-kernel parts count the overlap twice
+        mine = ex[(ex["rank"] == d.rank).to_numpy() & (ex["device"] == d.device).to_numpy()]
+        # (parts of 1 µs or less are not findings)
+        assert 0 <= d.exposed_comm_ns - int(mine["cost_ns"].sum()) <= 1_000 * len(k)
+        checked += 1
+    assert checked > 0
+    assert "ran beside no compute" in ex["evidence"].iloc[0]

@@ -46,10 +46,7 @@ class Replays:
         w = self.window
         r = replay(self.graph, plan, start_ns=w.start_ns, end_ns=w.end_ns, demand=self.demand,
                    children=child_ranges(self.timeline, w))
-        notes = list(r.notes)
-        if not self.demand:
-            notes.append("no kernel launch figures (Kineto JSON and nsys SQLite have them): every kernel counts "
-                         "as filling its GPU")
+        notes = list(r.notes)  # (the replay says itself when the kernels have no launch figures)
         return {"plan": plan.describe(), "window": w.what, "measured_ns": r.measured_ns,
                 "unchanged_ns": self.unchanged_ns(), "predicted_ns": r.predicted_ns,
                 "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
@@ -73,6 +70,9 @@ NOT_PRICED: dict[str, str] = {
                   "tensor ids to show more",
     "one_at_a_time": "the trace has no kernel launch figures (grid, block, registers) to tell a full GPU from "
                      "serialised kernels",
+    "exposed_comm": "whether compute could run beside the collective depends on what the program lets run before "
+                    "it completes (data dependencies the trace does not show); the finding's time is what full "
+                    "overlap would save at most",
     "straggler": "the replay keeps each rank's part of a collective at its measured time (it does not carry a "
                  "straggler's earlier arrival over to the other ranks), so evening out the ranks is not priced; the "
                  "finding's time, the early ranks' wait, is what an even job would save at most",

@@ -70,6 +70,10 @@ KINDS: dict[str, tuple[str, str]] = {
                   "even out the straggler's work before the collective (its preceding work is named: uneven shards, "
                   "data loading, a slower GPU or host), or issue the collective asynchronously and give the other "
                   "ranks independent work meanwhile"),
+    "exposed_comm": ("communication exposed behind no compute",
+                     "overlap it with independent compute: let DDP's gradient buckets all-reduce during the backward "
+                     "(bucket_cap_mb), issue the collective with async_op=True and compute before wait(), or prefetch "
+                     "the next layer's parameters (FSDP)"),
 }
 FINDING_COLUMNS: tuple[str, ...] = (
     "kind", "reason", "node", "nodes", "rows", "name", "rank", "device", "stream", "start_ns", "end_ns", "cost_ns",
@@ -151,6 +155,7 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
         rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
         rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns, kdem)
         rows += _one_stream_findings(nd, dev, s_src, s_type, min_gap_ns, kdem)
+        rows += _exposed_comm_findings(nd, dev, min_gap_ns)
     rows += _straggler_findings(graph, nd, min_gap_ns)
     f = pd.DataFrame(rows, columns=[c for c in FINDING_COLUMNS if c not in ("path_ns", "reason", "fix")])
     lo, hi = path.window.start_ns, path.window.end_ns
@@ -228,8 +233,7 @@ def _copy_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np
     copies = dev[kind == "memcpy"]
     if copies.empty:
         return []
-    kernels = dev[kind == "kernel"]
-    compute = iv.union(kernels["start_ns"].to_numpy(np.int64), kernels["end_ns"].to_numpy(np.int64))
+    compute = _compute(dev)
     cs, ce = copies["start_ns"].to_numpy(np.int64), copies["end_ns"].to_numpy(np.int64)
     hidden = _covered(cs, ce, compute)
     exposed = (ce - cs) - hidden
@@ -268,6 +272,34 @@ def _copy_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np
             parts.append(f"held up {nd.name[ahead]}")
         out.append(_row(nd, "same_stream", c, [x for x in (behind, ahead) if x >= 0], int(cs[i]), int(ce[i]),
                         int(exposed[i]), f"on stream {int(nd.stream[c])} it {' and '.join(parts)}: {what}"))
+    return out
+
+
+def _compute(dev: pd.DataFrame) -> iv.Intervals:
+    """The GPU's compute: its kernels that are not communication (the one definition: ``tracer summary``'s)."""
+    k = dev[(dev["kind"].astype(str) == "kernel").to_numpy() & (dev["collective"].astype(str) == "").to_numpy()]
+    return iv.union(k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64))
+
+
+def _exposed_comm_findings(nd: _Nodes, dev: pd.DataFrame, min_gap_ns: int) -> list[dict[str, Any]]:
+    """``exposed_comm``: a communication kernel (NCCL/RCCL) of which more than ``min_gap_ns`` ran beside no
+    compute on its GPU (the ``comm`` analysis' exposed comm, per kernel). In a job, the part of it spent waiting
+    for a straggler is in it too; the ``straggler`` finding names that part."""
+    is_comm = (dev["kind"].astype(str) == "kernel").to_numpy() & (dev["collective"].astype(str) != "").to_numpy()
+    comm = dev[is_comm]
+    if comm.empty:
+        return []
+    cs, ce = comm["start_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)
+    exposed = (ce - cs) - _covered(cs, ce, _compute(dev))
+    out: list[dict[str, Any]] = []
+    for i, c in enumerate(comm.index.to_numpy(np.int64)):
+        if exposed[i] <= max(min_gap_ns, MIN_EXPOSED_NS):
+            continue
+        c = int(c)
+        what = str(comm["collective"].iloc[i])
+        out.append(_row(nd, "exposed_comm", c, [], int(cs[i]), int(ce[i]), int(exposed[i]),
+                        f"{what} on stream {int(nd.stream[c])}: {_us(exposed[i])} of its {_us(ce[i] - cs[i])} ran "
+                        "beside no compute on this GPU"))
     return out
 
 
