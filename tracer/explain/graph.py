@@ -96,6 +96,8 @@ class Graph:
     notes: tuple[str, ...] = field(default=())
     has_sync_events: bool = False
     collectives: pd.DataFrame = field(default_factory=coll.no_parts)
+    #: The timeline's GPU names by device index (``meta.gpu_names``): what a plan may look up per GPU model.
+    gpu_names: dict[int, str] = field(default_factory=dict)
 
 
 def base_name(name: str) -> str:
@@ -177,7 +179,7 @@ def build_graph(timeline: Timeline) -> Graph:
     nodes.loc[np.unique(waited), "blocking"] = True
     is_sync_name = _named(nodes["name"], _SYNC_CALLS)
     nodes.loc[is_sync_name & nodes["kind"].isin(["runtime", "driver"]).to_numpy(), "blocking"] = True
-    return Graph(nodes, edges, tuple(notes), syncs is not None, parts_table)
+    return Graph(nodes, edges, tuple(notes), syncs is not None, parts_table, dict(timeline.meta.gpu_names))
 
 
 def host_slices(host: pd.DataFrame) -> pd.DataFrame:

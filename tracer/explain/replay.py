@@ -404,7 +404,8 @@ def _apply_side_stream(s: _Setup) -> None:
                    "behind in order (the trace has no tensor ids)")
 
 
-def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) -> None:
+def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float],
+                  reference: tuple[dict[str, float], str | None] = ({}, None)) -> None:
     nodes = s.nodes
     kind = nodes["kind"].astype(str).to_numpy()
     pageable = (kind == "memcpy") & ((nodes["src_mem"].astype(str) == "pageable") |
@@ -415,18 +416,27 @@ def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float]) 
     ck = nodes["copy_kind"].astype(str).to_numpy()
     byt = nodes["bytes"].to_numpy(float)
     floor = pinned_latency(nodes)
+    ref, model = reference
+    used: dict[str, str] = {}  # direction -> where its rate came from, said once
     for i in np.flatnonzero(pageable):
-        rate = gbps if gbps else pinned_rate.get(str(ck[i]).split()[0])  # GB/s = bytes per ns
+        way = str(ck[i]).split()[0]
+        rate = gbps if gbps else pinned_rate.get(way)  # GB/s = bytes per ns
+        if rate is not None:
+            used.setdefault(way, f"{way} {rate:.3g} GB/s" + (" (given)" if gbps else " (this trace's pinned copies)"))
+        elif way in ref:
+            rate = ref[way]
+            used.setdefault(way, f"{way} {rate:.3g} GB/s (the trace has no pinned {way} copy of 64 KiB or more: "
+                                 f"what pinned copies reached on an {model} in tracer's own recordings; "
+                                 "--what-if pinned=GBPS gives another)")
         if rate is None:
             raise TracerError("--what-if", f"pinned: the trace has no pinned {ck[i]} copy to take a bandwidth "
                               "from; give one: --what-if pinned=GBPS")
         if byt[i] == byt[i]:
-            s.dur[i] = max(byt[i] / rate, floor.get(str(ck[i]).split()[0], 0.0))
+            s.dur[i] = max(byt[i] / rate, floor.get(way, 0.0))
     # asynchronous now: the host no longer waits for these copies (in the call itself or a sync after it)
     e = s.edges
     s.edges = e[~((e["type"] == "host_wait").to_numpy() & pageable[e["src"].to_numpy()])]
-    src = f"{gbps:.1f} GB/s (given)" if gbps else ", ".join(f"{k} {v:.3g} GB/s" for k, v in pinned_rate.items())
-    s.notes.append(f"pinned: {int(pageable.sum())} pageable copies at {src}, asynchronous")
+    s.notes.append(f"pinned: {int(pageable.sum())} pageable copies at {'; '.join(used.values())}, asynchronous")
 
 
 def _apply_warm(s: _Setup, graph: Graph) -> None:
@@ -692,9 +702,30 @@ def pinned_latency(nodes: pd.DataFrame) -> dict[str, float]:
     return {str(k): float(v) for k, v in d.items()}
 
 
+#: What pinned host copies of 1 MiB or more reached, GB/s by direction, per GPU model, in tracer's own recordings:
+#: the fallback of ``pinned`` for a trace with no pinned copy of that direction (said in the output). NVIDIA H200
+#: (PCIe Gen5 x16 host link): the median over the 21 of tracer's 41 H200 traces (tracer/examples,
+#: tests/data/h200-sizes; 2026-12-02/03) that have such copies, DtoH 53.8-55.2 GB/s, HtoD 49.1-55.2 GB/s.
+REFERENCE_PINNED_GBPS: dict[str, dict[str, float]] = {
+    "NVIDIA H200": {"DtoH": 55.1, "HtoD": 54.7},
+}
+
+
+def reference_pinned(graph: Graph) -> tuple[dict[str, float], str | None]:
+    """:data:`REFERENCE_PINNED_GBPS` of the graph's GPU model (where every GPU of the trace is that model) and
+    its name; ``({}, None)`` for any other."""
+    names = set(graph.gpu_names.values())
+    if len(names) == 1:
+        (name,) = names
+        if name in REFERENCE_PINNED_GBPS:
+            return REFERENCE_PINNED_GBPS[name], name
+    return {}, None
+
+
 def pinned_bandwidth(graph: Graph) -> dict[str, float]:
     """Bytes per ns (= GB/s) pinned copies reached, by direction (HtoD, DtoH), over the whole graph: from the
-    copies of 1 MiB or more where there are some (small ones measure latency), else from all."""
+    copies of 1 MiB or more where there are some, else from those of 64 KiB or more; none from smaller ones
+    (they measure latency: a 4-byte `.item()` copy would give 0.0 GB/s)."""
     n = graph.nodes
     cp = n[(n["kind"].astype(str) == "memcpy").to_numpy()
            & (n["src_mem"].astype(str) != "pageable").to_numpy() & (n["dst_mem"].astype(str) != "pageable").to_numpy()
@@ -702,7 +733,7 @@ def pinned_bandwidth(graph: Graph) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, grp in cp.groupby(cp["copy_kind"].astype(str).str.split().str[0], observed=True):
         big = grp[(grp["bytes"] >= 1 << 20).to_numpy()]
-        grp = big if len(big) else grp  # small copies measure latency, not bandwidth
+        grp = big if len(big) else grp[(grp["bytes"] >= 1 << 16).to_numpy()]
         ns = float((grp["end_ns"] - grp["start_ns"]).sum())
         if ns > 0 and str(k) in ("HtoD", "DtoH"):
             out[str(k)] = float(grp["bytes"].sum()) / ns
@@ -728,7 +759,7 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
     if plan.warm:
         _apply_warm(s, graph)
     if plan.pinned:
-        _apply_pinned(s, plan.pinned_gbps, pinned_bandwidth(graph))
+        _apply_pinned(s, plan.pinned_gbps, pinned_bandwidth(graph), reference_pinned(graph))
     if plan.side_stream:
         _apply_side_stream(s)
     if plan.no_sync:
