@@ -67,6 +67,9 @@ class Task:
     with_keys: bool = False  # compute each file's tracer.jobstore.source_key (for the dataset's manifest)
     align: bool = False  # put the timeline on the Unix clock (tracer.timeline.align): a job of several ranks
     store: str | None = None  # write it into this dataset being built (tracer.jobstore.write_part)
+    #: analyse the rank here and send back its results (tracer.analysis.ranked.rank_results), not its timeline;
+    #: its rank as the job will number it where nothing else fails (tracer.job.rank_of, by the group's place)
+    analyze: bool = False
 
 
 @dataclass
@@ -79,6 +82,7 @@ class Parsed:
     keys: list[dict[str, Any]] | None = None  # each file's tracer.jobstore.source_key, when asked for
     stored: bool = False  # written into the dataset being built
     seconds: float = 0.0
+    results: Any = None  # a tracer.analysis.ranked.RankResults, when the task asked for them
 
     def raise_error(self) -> None:
         """Raise the error this rank's parse reported, as the :class:`TracerError` it was."""
@@ -109,6 +113,14 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
         timeline = parts[0] if len(parts) == 1 else concat(parts)
         if task.align:
             timeline = align(timeline)
+        results = None
+        if task.analyze:
+            from tracer.analysis.ranked import rank_results
+            from tracer.job import rank_of
+
+            rank = rank_of(timeline.meta, paths[0], index)[0]
+            timeline = with_rank(timeline, rank)
+            results = rank_results(timeline, rank)
         if task.store is not None:
             from tracer.jobstore import write_part
 
@@ -119,7 +131,34 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem),
                       seconds=time.perf_counter() - t0)
-    return Parsed(index, None if stored else timeline, keys=keys, stored=stored, seconds=time.perf_counter() - t0)
+    kept = None if stored or results is not None else timeline
+    return Parsed(index, kept, keys=keys, stored=stored, seconds=time.perf_counter() - t0, results=results)
+
+
+def analyze_stored(index: int, path: str, rank: int) -> Parsed:
+    """Read one rank's stored partition (tracer.jobstore) and analyse it (tracer.analysis.ranked); runs on a
+    worker. Only the results come back."""
+    from tracer.analysis.ranked import rank_results
+    from tracer.jobstore import read_partition
+
+    t0 = time.perf_counter()
+    try:
+        timeline = with_rank(read_partition(Path(path)), rank)
+        results = rank_results(timeline, rank)
+    except TracerError as exc:
+        return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem), seconds=time.perf_counter() - t0)
+    return Parsed(index, results=results, seconds=time.perf_counter() - t0)
+
+
+def with_rank(timeline: Any, rank: int) -> Any:
+    """``timeline`` with every row on ``rank`` (what joining it into a job does to it)."""
+    import numpy as np
+
+    from tracer.timeline import Timeline
+
+    events = timeline.events.copy(deep=False)
+    events["rank"] = np.full(len(events), rank, dtype=np.int16)
+    return Timeline(events, timeline.meta)
 
 
 def parse_groups(
@@ -133,10 +172,24 @@ def parse_groups(
     ``on_done`` is called in this process as each rank finishes (in the order they finish)."""
     # absolute (a worker's folder may differ: a cluster's, or a forkserver's); symbolic links kept as given
     args = [(i, [os.path.abspath(p) for p in g], task) for i, g in enumerate(groups)]
+    return run(parse_group, args, scheduler=scheduler, on_done=on_done)
+
+
+def analyze_partitions(parts: Sequence[tuple[Path, int]], *, scheduler: Scheduler,
+                       on_done: Callable[[Parsed], None] | None = None) -> list[Parsed]:
+    """Each stored partition (its file, its rank) read and analysed on ``scheduler`` (:func:`analyze_stored`);
+    the results in the order given."""
+    args = [(i, os.path.abspath(p), rank) for i, (p, rank) in enumerate(parts)]
+    return run(analyze_stored, args, scheduler=scheduler, on_done=on_done)
+
+
+def run(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], *, scheduler: Scheduler,
+        on_done: Callable[[Parsed], None] | None = None) -> list[Parsed]:
+    """``fn(*a)`` for each of ``args`` on ``scheduler``; the results by their index."""
     if scheduler.name == "distributed":
-        results = _on_cluster(args, scheduler, on_done)
+        results = _on_cluster(fn, args, scheduler, on_done)
     else:
-        results = _local(args, scheduler, on_done)
+        results = _local(fn, args, scheduler, on_done)
     return sorted(results, key=lambda r: r.index)
 
 
@@ -149,12 +202,12 @@ def local_workers(n_tasks: int) -> int:
     return max(1, min(n_tasks, cores))
 
 
-def _local(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
+def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler: Scheduler,
            on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     import dask
     from dask.callbacks import Callback
 
-    tasks = [dask.delayed(parse_group, pure=False)(*a) for a in args]
+    tasks = [dask.delayed(fn, pure=False)(*a) for a in args]
 
     class _Progress(Callback):
         # Called in this process as each task ends, whichever local scheduler ran it.
@@ -196,7 +249,7 @@ def _start_method() -> Any:
     return ctx
 
 
-def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
+def _on_cluster(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler: Scheduler,
                 on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     try:
         from distributed import Client, as_completed
@@ -210,7 +263,7 @@ def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
         raise UsageError(where, f"cannot reach the Dask scheduler at {scheduler.address}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     try:
-        futures = [client.submit(parse_group, *a, pure=False) for a in args]
+        futures = [client.submit(fn, *a, pure=False) for a in args]
         results = []
         for future in as_completed(futures, loop=client.loop):  # (not the default client: none is set)
             try:

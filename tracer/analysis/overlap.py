@@ -164,12 +164,24 @@ def gpu_span_ns(events: pd.DataFrame) -> int:
 def concurrent_devices_ns(events: pd.DataFrame) -> dict[int, int]:
     """How long exactly k GPUs were busy at once, for each k ≥ 1 ("did my two GPUs really run at once?"). A GPU
     is a (rank, device): two ranks' GPU 0 busy together count 2."""
+    return concurrency_of(busy_sets(events))
+
+
+def busy_sets(events: pd.DataFrame) -> list[iv.Intervals]:
+    """Each GPU's busy intervals (the union of its GPU work), by (rank, device) ascending: what
+    :func:`concurrency_of` sweeps, and what a job's ranks compute apart."""
     work = gpu_work(events)
     if work.empty:
-        return {}
+        return []
     key = pack(work["rank"].to_numpy(), work["device"].to_numpy())
     s_all, e_all = work["start_ns"].to_numpy(), work["end_ns"].to_numpy()
-    parts = [iv.union(s_all[key == k], e_all[key == k]) for k in np.unique(key)]
+    return [iv.union(s_all[key == k], e_all[key == k]) for k in np.unique(key)]
+
+
+def concurrency_of(parts: list[iv.Intervals]) -> dict[int, int]:
+    """:func:`concurrent_devices_ns` of the GPUs whose busy intervals are ``parts`` (:func:`busy_sets`)."""
+    if not parts:
+        return {}
     pos = np.concatenate([p[0] for p in parts] + [p[1] for p in parts])
     delta = np.concatenate(
         [np.ones(p[0].size, np.int64) for p in parts] + [-np.ones(p[1].size, np.int64) for p in parts]

@@ -146,4 +146,10 @@ def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.Data
         out = host.join(by_name, how="left")
     out = out.reindex(columns=RANGE_COLUMNS[1:]).fillna(0).astype("int64")
     out.index = out.index.astype(str)
-    return out.rename_axis("name").reset_index().sort_values("host_ns", ascending=False, ignore_index=True)
+    return longest_first(out.rename_axis("name").reset_index())
+
+
+def longest_first(table: pd.DataFrame) -> pd.DataFrame:
+    """Range rows (one per name) by host time, longest first; names ascending among equal times, so that the order
+    does not hang on the order the names were met in (a job's ranks, summed apart, meet them in another)."""
+    return table.sort_values(["host_ns", "name"], ascending=[False, True], ignore_index=True)
