@@ -100,17 +100,18 @@ def _peaks() -> dict[str, int]:
 
 
 def child_tracer(job: Path, scheduler: str | None) -> dict[str, Any]:
-    from tracer.analysis.summary import analyze
     from tracer.discover import expand
-    from tracer.job import load_job
+    from tracer.job import summarize_job
 
     t0 = time.perf_counter()
-    timeline = load_job(expand([job]), scheduler=scheduler)
+    # what `tracer summary --job` does: each rank parsed (or read back) and analysed on a worker, the results
+    # combined here
+    summary, meta = summarize_job(expand([job]), scheduler=scheduler)
     t1 = time.perf_counter()
-    doc = analyze(timeline).to_dict()
+    doc = summary.to_dict()
     t2 = time.perf_counter()
-    return {"rows": len(timeline.events), "parse_s": t1 - t0, "analyse_s": t2 - t1, "gpus": len(doc["devices"]),
-            "stored": bool(timeline.meta.extra.get("stored_as")), **_peaks()}
+    return {"rows": doc["events"], "parse_s": t1 - t0, "analyse_s": t2 - t1, "gpus": len(doc["devices"]),
+            "stored": bool(meta.extra.get("stored_as")), **_peaks()}
 
 
 HTA_CHILD = r"""

@@ -17,7 +17,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,8 @@ class Parsed:
     stored: bool = False  # written into the dataset being built
     seconds: float = 0.0
     results: Any = None  # a tracer.analysis.ranked.RankResults, when the task asked for them
+    #: seconds of each step on the worker ("key", "parse", "analyze", "store"; "read" for a stored rank)
+    phases: dict[str, float] = field(default_factory=dict)
 
     def raise_error(self) -> None:
         """Raise the error this rank's parse reported, as the :class:`TracerError` it was."""
@@ -102,6 +104,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     from tracer.timeline import align, concat
 
     t0 = time.perf_counter()
+    clock = _Phases()
     stored = False
     try:
         keys = None
@@ -109,10 +112,12 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
             from tracer.jobstore import source_key
 
             keys = [source_key(Path(p)) for p in paths]
+            clock.lap("key")
         parts = [load_trace(p, cache=False) for p in paths]
         timeline = parts[0] if len(parts) == 1 else concat(parts)
         if task.align:
             timeline = align(timeline)
+        clock.lap("parse")
         results = None
         if task.analyze:
             from tracer.analysis.ranked import rank_results
@@ -121,6 +126,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
             rank = rank_of(timeline.meta, paths[0], index)[0]
             timeline = with_rank(timeline, rank)
             results = rank_results(timeline, rank)
+            clock.lap("analyze")
         if task.store is not None:
             from tracer.jobstore import write_part
 
@@ -128,11 +134,26 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
             # and what was written is not sent back: the caller reads it from the file, faster than a frame
             # pickled through a pipe or a cluster's sockets)
             stored = write_part(timeline, Path(task.store), index)
+            clock.lap("store")
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem),
                       seconds=time.perf_counter() - t0)
     kept = None if stored or results is not None else timeline
-    return Parsed(index, kept, keys=keys, stored=stored, seconds=time.perf_counter() - t0, results=results)
+    return Parsed(index, kept, keys=keys, stored=stored, seconds=time.perf_counter() - t0, results=results,
+                  phases=clock.laps)
+
+
+class _Phases:
+    """Seconds between laps, by name."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self._last
+        self._last = now
 
 
 def analyze_stored(index: int, path: str, rank: int) -> Parsed:
@@ -142,12 +163,15 @@ def analyze_stored(index: int, path: str, rank: int) -> Parsed:
     from tracer.jobstore import read_partition
 
     t0 = time.perf_counter()
+    clock = _Phases()
     try:
         timeline = with_rank(read_partition(Path(path)), rank)
+        clock.lap("read")
         results = rank_results(timeline, rank)
+        clock.lap("analyze")
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem), seconds=time.perf_counter() - t0)
-    return Parsed(index, results=results, seconds=time.perf_counter() - t0)
+    return Parsed(index, results=results, seconds=time.perf_counter() - t0, phases=clock.laps)
 
 
 def with_rank(timeline: Any, rank: int) -> Any:
