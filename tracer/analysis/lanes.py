@@ -7,6 +7,7 @@ import pandas as pd
 
 from tracer.analysis import intervals as iv
 from tracer.analysis.overlap import gpu_work
+from tracer.analysis.work import kind_counts
 from tracer.timeline import LANE_COLUMNS, THREAD_COLUMNS
 from tracer.timeline.keys import pack
 
@@ -22,11 +23,7 @@ def lane_stats(events: pd.DataFrame) -> pd.DataFrame:
     if work.empty:
         return pd.DataFrame({c: pd.Series([], dtype="int64") for c in cols})
     keys = [work[c] for c in LANE_COLUMNS]
-    counts = (
-        pd.crosstab(keys, work["kind"].astype(str))
-        .reindex(columns=["kernel", "memcpy", "memset"], fill_value=0)
-        .rename(columns={"kernel": "kernels", "memcpy": "memcpys", "memset": "memsets"})
-    )
+    counts = kind_counts(work["kind"], keys)
     busy = iv.grouped_union_total(pack(*keys), work["start_ns"].to_numpy(), work["end_ns"].to_numpy())
     out = counts.reset_index()
     out["busy_ns"] = pd.Series(pack(*(out[c] for c in LANE_COLUMNS))).map(busy).fillna(0).to_numpy()

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
+from tracer.analysis.work import kind_counts
 from tracer.timeline import GPU_WORK_KINDS, THREAD_COLUMNS, launch_links
 
 RANGE_COLUMNS = ["name", "count", "host_ns", "gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
@@ -118,9 +119,7 @@ def range_instances(events: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     inst["gpu_window_ns"] = inst["e"] - inst["s"]
     iv.checked_sum(inst["gpu_busy_ns"], "range GPU time (ns)")
     iv.checked_sum(inst["gpu_window_ns"], "range GPU window (ns)")
-    counts = pd.crosstab(w["range_row"], w["kind"].astype(str)).reindex(
-        columns=["kernel", "memcpy", "memset"], fill_value=0
-    )
+    counts = kind_counts(w["kind"], [w["range_row"]])
     inst[["kernels", "memcpys", "memsets"]] = counts.reindex(inst.index).to_numpy()
     return inst[INSTANCE_COLUMNS]
 

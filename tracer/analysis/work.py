@@ -10,6 +10,17 @@ from tracer.analysis.overlap import gpu_work, on_device
 from tracer.timeline import DEVICE_COLUMNS, DeviceKey
 
 
+def kind_counts(kind: pd.Series, keys: list[pd.Series]) -> pd.DataFrame:
+    """Kernels, memcpys and memsets counted per key (the index: ``keys``' values, ascending), as int64 columns
+    ``kernels``, ``memcpys``, ``memsets`` — what ``pd.crosstab(keys, kind)`` gives, without its pure-Python
+    count per group (a quarter of a second over a job rank's 10,000 ranges)."""
+    codes = kind.cat.codes.to_numpy()
+    cats = list(kind.cat.categories)
+    flags = {f"{k}s": codes == cats.index(k) if k in cats else np.zeros(len(codes), bool)
+             for k in ("kernel", "memcpy", "memset")}
+    return pd.DataFrame(flags, index=kind.index).groupby(keys).sum().astype("int64")
+
+
 def kernel_summary(events: pd.DataFrame, top: int | None = None) -> pd.DataFrame:
     """Per kernel name: count, total/mean/min/max duration (ns) and share of all kernel time, longest first."""
     return kernels_by_total(kernel_totals(events), top)
