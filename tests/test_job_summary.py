@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+import tracer.job
 from tests.conftest import run_cli
 from tracer import jobstore
 from tracer.analysis import ranked, registry
@@ -64,9 +65,15 @@ def _assert_same(got: Summary, want: Summary) -> None:
 
 
 @pytest.mark.parametrize("scheduler", ["processes", "sync"])
-def test_the_combined_summary_equals_the_whole_jobs(job: list[Path], scheduler: str) -> None:
+def test_the_combined_summary_equals_the_whole_jobs(job: list[Path], scheduler: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     want = _whole(job)
     assert want.to_dict()["collectives"] and want.multi_rank  # (collectives matched across the two ranks)
+
+    def whole(*_a: object, **_k: object) -> None:
+        raise AssertionError("the job was read whole")
+
+    monkeypatch.setattr(tracer.job, "load_job", whole)  # (combined from the ranks, not the fallback)
     got, meta = summarize_job(job, scheduler=scheduler, cache=False)
     _assert_same(got, want)
     assert set(meta.extra["ranks"]) == {"0", "1"} and "stored_as" not in meta.extra
@@ -166,3 +173,30 @@ def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
     again = run_cli("summary", "--json", "--job", "--ranks", "1", *map(str, job))
     assert again.returncode == 0, again.stderr
     assert orjson.loads(again.stdout) == _whole(job, ranks=[1]).to_dict()
+
+
+@pytest.mark.parametrize("side_thread", [False, True])
+def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread: bool) -> None:
+    """The key, the stored partition and the results are the same whether a side thread hashes and writes
+    (where cores are to spare) or the worker does it in line; a bad file is still its one-line error."""
+    from tracer import parallel
+
+    src = JOBS["hta-nccl"][1]
+    store = tmp_path / "store"
+    store.mkdir()
+    task = parallel.Task(with_keys=True, align=True, store=str(store), analyze=True, side_thread=side_thread)
+    done = parallel.parse_group(0, [str(src)], task)
+    assert done.error is None and done.stored and done.timeline is None
+    assert done.keys == [jobstore.source_key(src)]
+    assert set(done.phases) >= {"key", "parse", "analyze", "store"}
+    stored = jobstore.read_part(store, 0)
+    alone = load_job([src], load=lambda p: load_trace(p, cache=False))
+    assert stored.events["start_ns"].tolist() == alone.events["start_ns"].tolist()
+    assert done.results.rank == 1 and done.results.rows == len(alone.events)  # (rank-1 in its name)
+    want = analyze(alone).to_dict()
+    got = ranked.combine([done.results], alone.meta).to_dict()
+    assert got == want
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(src.read_bytes()[:5000])
+    failed = parallel.parse_group(1, [str(bad)], task)
+    assert failed.error is not None and failed.error[1] == str(bad) and "truncated gzip" in failed.error[2]
