@@ -200,3 +200,17 @@ def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread
     bad.write_bytes(src.read_bytes()[:5000])
     failed = parallel.parse_group(1, [str(bad)], task)
     assert failed.error is not None and failed.error[1] == str(bad) and "truncated gzip" in failed.error[2]
+
+
+def test_clock_fix_gives_the_figures_of_the_job_read_whole(job: list[Path], capsys: pytest.CaptureFixture) -> None:
+    """--clock-fix: where no rank moves, the combined summary stands (and says what the fix found); where one
+    moves, the job is read whole and moved, as before. Either way the figures and notes are the old path's."""
+    from tracer.cli import main
+    from tracer.cli.summary import _fix_clocks
+
+    want = analyze(_fix_clocks(load_job(job, load=lambda p: load_trace(p, cache=False)))).to_dict()
+    notes = capsys.readouterr().err
+    assert main(["summary", "--json", "--no-cache", "--clock-fix", "--job", *map(str, job)]) == 0
+    out = capsys.readouterr()
+    assert orjson.loads(out.out) == want
+    assert out.err == notes

@@ -107,16 +107,21 @@ def _fix_clocks(timeline: Any) -> Any:
 
     fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
     moved = {r: f for r, f in fixes.items() if f}
+    _say_fixes(fixes)
+    if not moved:
+        return timeline
+    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
+    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
+
+
+def _say_fixes(fixes: dict[int, int | None]) -> None:
+    """What ``--clock-fix`` does to each rank (``RankSkew.clock_fix_ns`` by rank), on stderr."""
     for rank, fix in sorted(fixes.items()):
         if fix is None:
             print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
                   "as it is", file=sys.stderr)
         elif fix:
             print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
-    if not moved:
-        return timeline
-    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
-    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
 
 
 @app.command(cls=TracerCommand)
@@ -209,11 +214,15 @@ def summary(
             how: dict[str, Any] = dict(scheduler=scheduler, cache=not no_cache, ranks=wanted,
                                        skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
                                        on_cache_write=say_job_cached, on_skip=say_skipped)
-            if clock_fix:  # (the fix moves whole ranks' rows: the job is read as one frame)
-                timeline = _fix_clocks(load_job(traces, **how))
-                return timeline.meta, lambda: analyze(timeline)
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
+            if clock_fix:
+                fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
+                if any(fixes.values()):  # (a rank moves: its rows are moved in the job read as one frame)
+                    how.update(on_rank=None, on_cache_write=None, on_skip=None)  # (said once already)
+                    timeline = _fix_clocks(load_job(traces, **how))
+                    return timeline.meta, lambda: analyze(timeline)
+                _say_fixes(fixes)  # (no rank moves: the figures are those of the job as it is)
             return meta, lambda: result
     else:
         def read(_path: Path) -> tuple[Any, Callable[[], Any]]:
