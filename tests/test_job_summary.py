@@ -214,3 +214,19 @@ def test_clock_fix_gives_the_figures_of_the_job_read_whole(job: list[Path], caps
     out = capsys.readouterr()
     assert orjson.loads(out.out) == want
     assert out.err == notes
+
+
+def test_a_rank_with_no_events(tmp_path: Path) -> None:
+    """A rank whose profiler caught nothing adds nothing to the figures, as in the concatenated job."""
+    files = []
+    for p in JOBS["gloo-ddp"]:
+        shutil.copy(p, tmp_path / p.name)
+        files.append(tmp_path / p.name)
+    empty = tmp_path / "gloo_rank2.json.gz"
+    empty.write_bytes(gzip.compress(json.dumps({"baseTimeNanoseconds": 1790857026000000000,
+                                                "distributedInfo": {"rank": 2}, "traceEvents": []}).encode()))
+    files.append(empty)
+    want = _whole(files)
+    got, meta = summarize_job(files, scheduler="sync", cache=False)
+    _assert_same(got, want)
+    assert set(meta.extra["ranks"]) == {"0", "1", "2"}
