@@ -237,6 +237,7 @@ class RunStore:
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
             view = prepare(load_trace(info.path, cache=info.origin != "upload"))
+            view.source = Path(info.path)
             with self._lock:
                 self._views[key] = view
                 while len(self._views) > self.cache_size:

@@ -97,6 +97,7 @@ def compute(view: TimelineView) -> Explained:
     :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
     from tracer.explain import build_graph, critical_path
     from tracer.explain.findings import findings, group_findings
+    from tracer.explain.occupancy import read_demand
 
     t = time.perf_counter()
     ev = view.timeline.events
@@ -108,7 +109,10 @@ def compute(view: TimelineView) -> Explained:
         if is_gpu.any() and not (graph.edges["type"] == "launch").any():
             return _empty(NO_CORRELATION)
         path = critical_path(graph)
-        found = findings(graph, path)
+        # the kernels' share of the GPU (launch figures in the trace file): tells a full GPU from kernels that
+        # were merely serialised, as `tracer explain` does
+        demand = read_demand(view.source)[0] if view.source is not None else {}
+        found = findings(graph, path, demand=demand)
     except TracerError as exc:
         return _empty(exc.problem)
     except Exception as exc:  # noqa: BLE001 - an analysis bug must not take the page down: say it in one line

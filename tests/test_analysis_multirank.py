@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import run_cli
 from tracer.analysis.diff import diff_timelines
 from tracer.analysis.lanes import host_thread_stats, lane_stats
-from tracer.analysis.overlap import concurrent_devices_ns, device_overlap, device_sets
+from tracer.analysis.overlap import all_device_sets, concurrent_devices_ns, device_overlap, device_sets
 from tracer.analysis.ranges import range_launches
 from tracer.analysis.summary import Summary, analyze, summarize
 from tracer.analysis.work import copy_summary, idle_gaps
@@ -40,6 +40,19 @@ def test_two_ranks_are_two_gpus_each_with_the_figures_of_the_trace_alone(pair):
     assert {k: v[0].tolist() for k, v in sets.items()} == {
         k: v[0].tolist() for k, v in device_sets(one.events, alone.device).items()
     }
+
+
+def test_the_one_pass_sets_of_every_gpu_equal_each_gpu_filtered_alone(pair):
+    _, job = pair
+    found = all_device_sets(job.events)
+    assert sorted(found) == [d.key for d in device_overlap(job.events)]
+    for key, got in found.items():
+        alone = device_sets(job.events, key)
+        for name, (s, e) in alone.items():
+            assert got.sets[name][0].tolist() == s.tolist() and got.sets[name][1].tolist() == e.tolist(), name
+        rows = job.events[(job.events["rank"] == key.rank) & (job.events["device"] == key.device)]
+        assert (got.kernels, got.memcpys, got.memsets) == tuple(
+            int((rows["kind"] == k).sum()) for k in ("kernel", "memcpy", "memset"))
 
 
 def test_the_summary_json_names_each_gpu_rank_slash_device(pair):

@@ -232,3 +232,15 @@ def test_the_overlay_is_the_path_tracer_explain_walks(store):
     drawn = explain_view.explained(view).path
     assert len(drawn) == len(path.pieces) == 108
     assert int(drawn.end_ns[-1] - drawn.start_ns[0]) == path.length_ns
+
+
+def test_the_panel_reads_the_kernels_demand_from_the_trace_file_as_the_cli_does():
+    """small-ops' 1024² GEMMs each hold half the GPU's block slots: waiting beside two others they met a full
+    GPU (``gpu_full``), which the panel can only say with the launch figures of the trace file."""
+    run = next(Path(__file__).parent.parent.joinpath("tracer", "examples").glob("small-ops-streams-*"))
+    store = RunStore([run], examples=False, runs_dir=None)
+    (key,) = [r.key for r in store.runs()]
+    view = store.view(key)
+    assert view.source == run
+    kinds = set(explain_view.explained(view).groups["kind"])
+    assert "gpu_full" in kinds and "one_at_a_time" not in kinds

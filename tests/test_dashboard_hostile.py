@@ -394,10 +394,7 @@ def test_a_forged_collectives_table_click_is_a_message(quiet_log, cell):
     key = next(k for k in client.app.callback_map if "timeline-want.data@" in k)
     spec = client.app.callback_map[key]
     body = {
-        "output": key.split("...")[0].lstrip("."), "outputs": [
-            {"id": ids.TL_WANT, "property": "data@" + key.split("data@")[1].split(".")[0]},
-            {"id": ids.TL_STATUS, "property": "children@" + key.split("children@")[1].split(".")[0]},
-        ],
+        "outputs": [dict(zip(("id", "property"), part.rsplit(".", 1))) for part in key.strip(".").split("...")],
         "inputs": [{**spec["inputs"][0], "value": cell}],
         "state": [{**spec["state"][0], "value": {"run": RUN, "window": None, "highlight": None}}],
         "changedPropIds": [f"{ids.TL_COLL_TABLE}.active_cell"],

@@ -206,9 +206,9 @@ def test_clock_fix_gives_the_figures_of_the_job_read_whole(job: list[Path], caps
     """--clock-fix: where no rank moves, the combined summary stands (and says what the fix found); where one
     moves, the job is read whole and moved, as before. Either way the figures and notes are the old path's."""
     from tracer.cli import main
-    from tracer.cli.summary import _fix_clocks
+    from tracer.cli._job import fix_clocks
 
-    want = analyze(_fix_clocks(load_job(job, load=lambda p: load_trace(p, cache=False)))).to_dict()
+    want = analyze(fix_clocks(load_job(job, load=lambda p: load_trace(p, cache=False)))).to_dict()
     notes = capsys.readouterr().err
     assert main(["summary", "--json", "--no-cache", "--clock-fix", "--job", *map(str, job)]) == 0
     out = capsys.readouterr()

@@ -371,24 +371,32 @@ def register(app: Dash, store: RunStore) -> None:
     @app.callback(
         Output(ids.TL_WANT, "data", allow_duplicate=True),
         Output(ids.TL_STATUS, "children", allow_duplicate=True),
+        Output(ids.TL_COLL_TABLE, "active_cell"),
+        Output(ids.TL_COLL_TABLE, "selected_cells"),
         Input(ids.TL_COLL_TABLE, "active_cell"),
         State(ids.TL_STATE, "data"),
         prevent_initial_call=True,
-        on_error=on_error(lambda message: (no_update, alert(message))),
+        on_error=on_error(lambda message: (no_update, alert(message), None, [])),
     )
     def _zoom_to_collective(cell, state):
-        return zoom_to_collective(store, state, cell)
+        # The cell is let go at once, so that a second click on the same row zooms to it again (a DataTable
+        # only reports a change of its active cell).
+        return (*zoom_to_collective(store, state, cell), None, [])
 
     @app.callback(
         Output(ids.TL_WANT, "data", allow_duplicate=True),
         Output(ids.TL_STATUS, "children", allow_duplicate=True),
+        Output(ids.TL_FIND_TABLE, "active_cell"),
+        Output(ids.TL_FIND_TABLE, "selected_cells"),
         Input(ids.TL_FIND_TABLE, "active_cell"),
         State(ids.TL_STATE, "data"),
         prevent_initial_call=True,
-        on_error=on_error(lambda message: (no_update, alert(message))),
+        on_error=on_error(lambda message: (no_update, alert(message), None, [])),
     )
     def _zoom_to_finding(cell, state):
-        return zoom_to_finding(store, state, cell)
+        # The cell is let go at once, so that a second click on the same row zooms to it again (a DataTable
+        # only reports a change of its active cell).
+        return (*zoom_to_finding(store, state, cell), None, [])
 
     @app.callback(
         Output(ids.TL_FINDINGS, "children"),

@@ -215,8 +215,9 @@ def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
 
 def instances(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows that stand for one rank's part in one collective instance, with their matching key (columns
-    rank, collective, pg, seq, key, matched_by, start_ns, end_ns, bytes, group_size), and where they were found
-    ("gpu" or "host"; "" where the timeline has no communication)."""
+    rank, collective, pg, seq, key, matched_by, start_ns, end_ns, bytes, group_size, and ``row``: the row's
+    index in ``events``), and where they were found ("gpu" or "host"; "" where the timeline has no
+    communication)."""
     # (codes, not strings: the categoricals' categories are fixed, and a job's frame holds millions of rows)
     comm = events["collective"].cat.codes.to_numpy() > 0
     kind = events["kind"].cat.codes.to_numpy()
@@ -244,6 +245,7 @@ def instances(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
         "end_ns": col("end_ns").to_numpy(),
         "bytes": col("bytes").to_numpy(dtype=np.float64, na_value=np.nan),
         "group_size": col("group_size").to_numpy(np.int64),
+        "row": events.index.to_numpy()[idx],
     })
     # host records: a wait() recorded as record_param_comms is no collective of its own
     df = df.sort_values(["rank", "start_ns", "end_ns"], kind="stable").reset_index(drop=True)

@@ -1,5 +1,5 @@
 """What ``--job`` commands say while they read a job: per-rank progress, the dataset written, ranks left out;
-and the ``--ranks`` list they take."""
+the ``--ranks`` list they take, and ``--clock-fix``."""
 
 from __future__ import annotations
 
@@ -60,3 +60,28 @@ def say_job_cached(dataset: Path) -> None:
 def say_skipped(exc: TracerError) -> None:
     """``load_job``'s ``on_skip``: a rank left out of the job (--skip-bad-ranks), in one line."""
     print(f"tracer: warning: {exc}; the job is opened without it (--skip-bad-ranks)", file=sys.stderr)
+
+
+def fix_clocks(timeline: Any) -> Any:
+    """``timeline`` with each rank moved by the collectives' clock fix (tracer.analysis.comm), said on stderr
+    (``--clock-fix``)."""
+    from tracer.analysis.comm import collectives, shift_ranks
+    from tracer.timeline import Timeline
+
+    fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
+    moved = {r: f for r, f in fixes.items() if f}
+    say_fixes(fixes)
+    if not moved:
+        return timeline
+    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
+    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
+
+
+def say_fixes(fixes: dict[int, int | None]) -> None:
+    """What ``--clock-fix`` does to each rank (``RankSkew.clock_fix_ns`` by rank), on stderr."""
+    for rank, fix in sorted(fixes.items()):
+        if fix is None:
+            print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
+                  "as it is", file=sys.stderr)
+        elif fix:
+            print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)

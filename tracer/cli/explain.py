@@ -3,6 +3,7 @@ why copies and GPU idle gaps did not overlap compute, ranked by what they cost."
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -81,10 +82,11 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     return out
 
 
-def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, Any] | None = None) -> list[Any]:
+def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, Any] | None = None,
+                    ranks: bool = False) -> list[Any]:
     """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind (with the
     replayed time of its fix, from ``gains``, where the replay models it), then the ``top`` costliest findings
-    with their evidence."""
+    with their evidence (and their rank: ``ranks``, for a job)."""
     from rich.text import Text
 
     from tracer.explain.findings import group_findings
@@ -100,19 +102,28 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
                                  f"{r.count:,} × ", (str(r.reason), "bold")))
         out.append(Text(f"      fix: {r.fix}", style="dim"))
         g = (gains or {}).get(str(r.kind))
-        if g is not None and "error" in g:
-            out.append(Text(f"      predicted with the fix ({g['plan']}): not replayed: {g['error']}", style="dim"))
+        what = "predicted with more room (" if r.kind == "gpu_full" else "predicted with the fix ("
+        if g is not None and "not_priced" in g:
+            out.append(Text(f"      not priced: {g['not_priced']}", style="dim"))
+        elif g is not None and "error" in g:
+            out.append(Text(f"      {what}{g['plan']}): not replayed: {g['error']}", style="dim"))
         elif g is not None and g["measured_ns"]:
-            out.append(Text(f"      predicted with the fix ({g['plan']}): {g['predicted_ns'] / 1e6:,.3f} ms instead of "
-                            f"{g['measured_ns'] / 1e6:,.3f} ms ({-g['gain_ns'] / 1e6:+,.3f} ms; replayed, "
-                            "`--what-if` for its assumptions)", style="dim"))
+            where = f" of {g['window']}" if "window" in g and r.kind == "one_stream" else ""
+            out.append(Text(f"      {what}{g['plan']}): {g['predicted_ns'] / 1e6:,.3f} ms instead of "
+                            f"{g['measured_ns'] / 1e6:,.3f} ms{where} ({-g['gain_ns'] / 1e6:+,.3f} ms; replayed)",
+                            style="dim"))
+            for note in g.get("notes", []):
+                out.append(Text(f"        {note}", style="dim"))
     shown = found.head(max(top, 0))
     if len(shown):
         out.append(Text(f"Top {len(shown)} of {len(found):,} findings (`--json` lists all, with their nodes and rows)",
                         style="bold"))
         for i, r in enumerate(shown.itertuples(), 1):
+            where = f"GPU {r.device} stream {r.stream}" if r.device >= 0 else "host"
+            if ranks:
+                where = f"rank {r.rank} {where}"
             out.append(Text(f"{i:>3}. {r.path_ns / 1e6:,.3f} ms on the path ({r.cost_ns / 1e6:,.3f} ms in all) · "
-                            f"{r.reason} · GPU {r.device} stream {r.stream}: {r.evidence}"))
+                            f"{r.reason} · {where}: {r.evidence}"))
     return out
 
 
@@ -121,6 +132,7 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
     the run's trace cannot give a graph."""
     from tracer.explain import build_graph
     from tracer.explain.findings import findings, group_findings
+    from tracer.explain.occupancy import read_demand
     from tracer.parsers import load_trace
 
     try:
@@ -128,7 +140,7 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
         graph = build_graph(timeline)
         if not (graph.edges["type"] == "launch").any():
             return []  # (no GPU work tied to its launch: a CPU run)
-        groups = group_findings(findings(graph)).head(n)
+        groups = group_findings(findings(graph, demand=read_demand(path)[0])).head(n)
     except Exception as exc:  # noqa: BLE001 - the run is written: a summary after it must not fail the command
         print(f"tracer: note: {path}: no findings ({type(exc).__name__}: {exc}); try `tracer explain {path}`",
               file=sys.stderr)
@@ -137,12 +149,58 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
             f"{r.cost_ns / 1e6:,.1f} ms in all; fix: {r.fix}" for r in groups.itertuples()]
 
 
+def job_info(timeline: Any, graph: Any, clock_fix: bool = False) -> dict[str, Any] | None:
+    """What ``--json`` says of a job (None for one rank): its ranks, the collective edges and instances that
+    join them, and the clocks the graph was built on."""
+    ranks = sorted(int(r) for r in timeline.events["rank"].unique())
+    if len(ranks) < 2:
+        return None
+    fixed = timeline.meta.extra.get("clock_fix_ns") or {}
+    if fixed:
+        clock = "moved by the collectives' fix (--clock-fix): " + ", ".join(
+            f"rank {r} {int(ns) / 1e3:+,.1f} µs" for r, ns in fixed.items())
+    elif clock_fix:
+        clock = "each rank's as its trace was written (Unix time): --clock-fix moved none (stderr says why)"
+    else:
+        clock = "each rank's as its trace was written (Unix time), not corrected (--clock-fix corrects them)"
+    return {"ranks": ranks, "collective_edges": int((graph.edges["type"] == "collective").sum()),
+            "instances": int(graph.collectives["key"].nunique()), "clock": clock}
+
+
+def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool) -> tuple[Path, Any]:
+    """The timeline to explain and the path that names it: one trace or run directory as it is; several traces,
+    or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load_job`, the ranks on
+    the Unix clock, moved by the collectives' fix with ``clock_fix``)."""
+    from rich.console import Console
+
+    from tracer.cli._job import fix_clocks, job_progress, say_job_cached
+    from tracer.cli._report import say_cached
+    from tracer.discover import expand
+    from tracer.job import load_job
+    from tracer.parsers import load_trace
+
+    found = expand(paths) if len(paths) > 1 or paths[0].is_dir() else list(paths)
+    if len(found) == 1:  # (a trace, or a run directory: a job's run holds its ranks' timeline already)
+        label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
+    else:
+        label = Path(os.path.commonpath([str(p) for p in found]))
+        timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
+                            on_cache_write=say_job_cached)
+    if clock_fix:
+        if timeline.events["rank"].nunique() < 2:
+            raise TracerError("--clock-fix", "applies to a job: give its rank traces, a folder of them or its run "
+                              "directory")
+        timeline = fix_clocks(timeline)
+    return label, timeline
+
+
 @app.command(cls=TracerCommand)
 def explain(
-    path: Annotated[
-        Path,
+    paths: Annotated[
+        list[Path],
         typer.Argument(metavar="PATH", help="A trace file (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) or a "
-                       "run directory."),
+                       "run directory; or a job: several traces, or a folder of them, one per rank (read as "
+                       "`tracer summary --job` does)."),
     ],
     json: Annotated[bool, typer.Option("--json", help="Print the path as JSON (one object).")] = False,
     window: Annotated[
@@ -168,24 +226,32 @@ def explain(
         list[str] | None,
         typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
                      "predicted time beside the measured one: side-stream, pinned[=GBPS], no-sync[=NAME], "
-                     "streams=N, warm (several combine). docs/explain.md."),
+                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait (several combine). "
+                     "docs/explain.md."),
     ] = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
+    ] = False,
+    clock_fix: Annotated[
+        bool,
+        typer.Option("--clock-fix", help="A job: move each rank's clock by the smallest shift that makes every "
+                     "matched collective consistent (as `tracer summary --job --clock-fix`); without it the ranks "
+                     "stay on the clocks their traces were written with."),
     ] = False,
 ) -> None:
     """The critical path: the chain of dependent intervals that set the end-to-end time, each piece labelled
     (gpu compute, communication, copy, launch overhead, host work, waiting on a sync, waiting on another stream,
     gpu gap, host gap); then the findings: every copy that did not overlap compute and every GPU idle gap over
     --min-gap-us, with the reason read from the graph, what it cost and the fix, ranked by time on the path.
-    Times in ms (ns in --json). docs/explain.md says how the graph is read from the trace."""
+    Times in ms (ns in --json). A job's ranks are joined by their collectives: none completes on a rank before
+    every rank arrived, so the path crosses to the straggler, and a collective that waited for one is a finding.
+    docs/explain.md says how the graph is read from the trace."""
     from rich.console import Console
 
-    from tracer.cli._report import say_cached, warn_left_out
+    from tracer.cli._report import warn_left_out
     from tracer.explain import Window, build_graph, critical_path, window_of_range
     from tracer.explain.findings import findings
     from tracer.explain.findings import to_dict as findings_dict
-    from tracer.parsers import load_trace
 
     if window is not None and range_name is not None:
         raise TracerError("explain", "give --window or --range, not both")
@@ -196,7 +262,7 @@ def explain(
         from tracer.explain.replay import parse_plan
 
         parse_plan(what_if)  # a plan that is not one: refused before the trace is read
-    timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+    path, timeline = _read(paths, no_cache=no_cache, clock_fix=clock_fix)
     warn_left_out(path, timeline.meta.extra)
     ev = timeline.events
     if not ev["kind"].isin(["kernel", "memcpy", "memset", "cpu_op", "runtime", "driver"]).any():
@@ -219,15 +285,20 @@ def explain(
         result = critical_path(graph, chosen)
     except TracerError as exc:
         raise TracerError(path, exc.problem) from None
-    found = findings(graph, result, min_gap_ns=min_gap_ns)
+    from tracer.explain.occupancy import read_demand
+
+    # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
+    # findings tell a full GPU from serialised kernels with it, and the replays share it
+    demand, _ = read_demand(path)
+    found = findings(graph, result, min_gap_ns=min_gap_ns, demand=demand)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
     from tracer.cli import _whatif
 
     # the fixes' replays and --what-if's share the kernels' demand and the unchanged replay
-    replays = _whatif.Replays(path, timeline, graph, chosen) if len(found) or what_if else None
+    replays = _whatif.Replays(path, timeline, graph, chosen, demand) if len(found) or what_if else None
     # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
-    gains = _whatif.fix_gains(replays, sorted(set(found["kind"].astype(str)))) \
+    gains = _whatif.fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
         if replays is not None and len(found) else {}
     replayed = None
     if what_if and replays is not None:
@@ -235,6 +306,7 @@ def explain(
             replayed = replays.what_if(what_if)
         except TracerError as exc:
             raise TracerError(path if exc.subject == "replay" else exc.subject, exc.problem) from None
+    job = job_info(timeline, graph, clock_fix)
     if json:
         out = result.to_dict(top=max(top, 0))
         out["findings"] = {"min_gap_ns": min_gap_ns, **findings_dict(found)}
@@ -243,13 +315,20 @@ def explain(
                 group["fix_replay"] = gains[group["kind"]]
         if replayed is not None:
             out["what_if"] = replayed
+        if job is not None:
+            out["job"] = job
         sys.stdout.buffer.write(orjson.dumps(out) + b"\n")
         sys.stdout.flush()
         return
     console = Console()
     for renderable in render_path(result, top=max(top, 0), width=console.width):
         console.print(renderable)
-    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains):
+    if job is not None:
+        console.print(f"A job of {len(job['ranks'])} ranks, joined by {job['collective_edges']:,} collective edges "
+                      f"({job['instances']:,} collectives run by two ranks or more); clocks: {job['clock']}.",
+                      highlight=False)
+    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains,
+                                      ranks=ev["rank"].nunique() > 1):
         console.print(renderable)
     if replayed is not None:
         for line in _whatif.render(replayed):

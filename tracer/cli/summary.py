@@ -100,30 +100,6 @@ def _progress(console: Any, path: Path) -> Any:
 PROGRESS_MIN_BYTES = 20_000_000
 
 
-def _fix_clocks(timeline: Any) -> Any:
-    """``timeline`` with each rank moved by the collectives' clock fix (tracer.analysis.comm), said on stderr."""
-    from tracer.analysis.comm import collectives, shift_ranks
-    from tracer.timeline import Timeline
-
-    fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
-    moved = {r: f for r, f in fixes.items() if f}
-    _say_fixes(fixes)
-    if not moved:
-        return timeline
-    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
-    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
-
-
-def _say_fixes(fixes: dict[int, int | None]) -> None:
-    """What ``--clock-fix`` does to each rank (``RankSkew.clock_fix_ns`` by rank), on stderr."""
-    for rank, fix in sorted(fixes.items()):
-        if fix is None:
-            print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
-                  "as it is", file=sys.stderr)
-        elif fix:
-            print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
-
-
 @app.command(cls=TracerCommand)
 def summary(
     paths: Annotated[
@@ -203,7 +179,7 @@ def summary(
         raise UsageError(given, "applies to a job's traces: add --job")
     found = expand(paths)
     if job:
-        from tracer.cli._job import job_progress, parse_ranks, say_job_cached, say_skipped
+        from tracer.cli._job import fix_clocks, job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
         from tracer.job import load_job, summarize_job
 
         traces = list(found)
@@ -220,9 +196,9 @@ def summary(
                 fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
                 if any(fixes.values()):  # (a rank moves: its rows are moved in the job read as one frame)
                     how.update(on_rank=None, on_cache_write=None, on_skip=None)  # (said once already)
-                    timeline = _fix_clocks(load_job(traces, **how))
+                    timeline = fix_clocks(load_job(traces, **how))
                     return timeline.meta, lambda: analyze(timeline)
-                _say_fixes(fixes)  # (no rank moves: the figures are those of the job as it is)
+                say_fixes(fixes)  # (no rank moves: the figures are those of the job as it is)
             return meta, lambda: result
     else:
         def read(_path: Path) -> tuple[Any, Callable[[], Any]]:

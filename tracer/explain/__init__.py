@@ -1,6 +1,7 @@
 """``tracer explain``: the dependency graph of a run and its critical path (issue 10).
 
-- :func:`build_graph` (:mod:`tracer.explain.graph`): nodes and typed edges as DataFrames;
+- :func:`build_graph` (:mod:`tracer.explain.graph`): nodes and typed edges as DataFrames; a job's ranks joined
+  at their collectives (:mod:`tracer.explain.collective`);
 - :func:`critical_path` (:mod:`tracer.explain.critical`): the chain of dependent intervals that set the
   end-to-end time of a run, a window or a range, each piece labelled;
 - :mod:`tracer.explain.findings` (``from tracer.explain.findings import findings``: the function is not

@@ -30,7 +30,9 @@ LABELS: tuple[str, ...] = (
 #: Labels of the time between a dependency's end and its dependent's start, by edge type.
 LAG_LABELS: dict[str, str] = {
     "stream": "gpu gap", "launch": "launch overhead", "event_wait": "waiting on another stream",
-    "host_wait": "waiting on a sync", "thread": "host gap",
+    "legacy_stream": "waiting on another stream", "host_wait": "waiting on a sync", "thread": "host gap",
+    # a rank's part of a collective from the last rank's arrival to its end: the collective itself
+    "collective": "communication",
 }
 PIECE_COLUMNS: tuple[str, ...] = ("start_ns", "end_ns", "dur_ns", "label", "node", "row", "kind", "name", "edge")
 
@@ -120,8 +122,9 @@ class CriticalPath:
 
 def window_of_range(timeline: Timeline, name: str, instance: int = 0) -> Window:
     """The window of one instance (0: the first, in time order) of a host range or operator named ``name``
-    (exactly, else every one whose name contains it, as HTA's ``annotation`` does). Raises :class:`TracerError`
-    when there is none."""
+    (exactly, else every one whose name contains it, as HTA's ``annotation`` does). In a job, instances are
+    counted per rank and the window spans the ``instance``-th of every rank that has it (a training step on
+    all ranks). Raises :class:`TracerError` when there is none."""
     ev = timeline.events
     host = ev[ev["kind"].isin(["range", "cpu_op"]).to_numpy()]
     names = host["name"].astype(str)
@@ -132,13 +135,20 @@ def window_of_range(timeline: Timeline, name: str, instance: int = 0) -> Window:
         raise TracerError(timeline.meta.source or "trace", f"no range or operator named {name!r}: "
                           "`tracer summary` lists the ranges the trace has")
     hit = hit.sort_values(["start_ns", "end_ns"], kind="stable")
-    if not -len(hit) <= instance < len(hit):
+    per_rank = [g for _, g in hit.groupby("rank", sort=True)]
+    most = max(len(g) for g in per_rank)
+    if not -most <= instance < most:
         raise TracerError(timeline.meta.source or "trace",
-                          f"range {name!r} has {len(hit)} instance(s); instance {instance} asked for")
-    r = hit.iloc[instance]
+                          f"range {name!r} has {most} instance(s){' per rank' if len(per_rank) > 1 else ''}; "
+                          f"instance {instance} asked for")
+    chosen = pd.DataFrame([g.iloc[instance] for g in per_rank if -len(g) <= instance < len(g)])
+    r = chosen.iloc[0]
     shown = str(r["name"]) if str(r["name"]) == name else f"{r['name']} (matched {name!r})"
-    return Window(int(r["start_ns"]), int(r["end_ns"]),
-                  f"range {shown}, instance {instance % len(hit)} of {len(hit)}", issued=True)
+    what = f"range {shown}, instance {instance % most} of {most}"
+    if len(per_rank) > 1:
+        ranks = sorted(int(x) for x in chosen["rank"])
+        what += f" on ranks {', '.join(map(str, ranks))}" if len(ranks) < 8 else f" on {len(ranks)} ranks"
+    return Window(int(chosen["start_ns"].min()), int(chosen["end_ns"].max()), what, issued=True)
 
 
 def _binding(edges: pd.DataFrame, n: int, to: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,73 +197,99 @@ def _in_window(graph: Graph, window: Window) -> np.ndarray:
     return inside
 
 
+@dataclass
+class Walked:
+    """The pieces of one walk back (in the order met: latest first) and where it stopped (``start_ns``)."""
+
+    start_ns: int
+    s: list[int] = field(default_factory=list)
+    e: list[int] = field(default_factory=list)
+    label: list[str] = field(default_factory=list)
+    node: list[int] = field(default_factory=list)
+    edge: list[str] = field(default_factory=list)
+
+
+class Walker:
+    """Walks back from a node through its binding edges (the dependency met last), as the critical path does.
+    The binding edges of every node are chosen once, vectorised; each walk only follows them."""
+
+    def __init__(self, graph: Graph) -> None:
+        nodes = graph.nodes
+        n = len(nodes)
+        s_src, s_ready, s_type = _binding(graph.edges, n, "start")
+        e_src, e_ready, e_type = _binding(graph.edges, n, "end")
+        # (plain lists: indexing them is several times faster than numpy scalars, one step per node)
+        self.start = nodes["start_ns"].to_numpy(np.int64).tolist()
+        self.s_src, self.s_ready, self.s_type = s_src.tolist(), s_ready.tolist(), s_type.tolist()
+        self.e_src, self.e_ready, self.e_type = e_src.tolist(), e_ready.tolist(), e_type.tolist()
+        self.labels = node_labels(nodes).tolist()
+
+    def walk(self, node: int, t: int, lo: int) -> Walked:
+        """The pieces from ``node`` at time ``t`` back to ``lo`` (or to a node nothing held up)."""
+        types = list(EDGE_TYPES)
+        start_l, labels_l = self.start, self.labels
+        s_src_l, s_ready_l, s_type_l = self.s_src, self.s_ready, self.s_type
+        e_src_l, e_ready_l, e_type_l = self.e_src, self.e_ready, self.e_type
+        out = Walked(t)
+
+        def piece(s: int, e: int, label: str, node: int, edge: str) -> None:
+            if e > s:
+                out.s.append(s)
+                out.e.append(e)
+                out.label.append(label)
+                out.node.append(node)
+                out.edge.append(edge)
+
+        # A node can be met twice: a blocking copy call hands the path to its copy (host_wait), whose launch
+        # edge leads back to the call, now at the copy's start; only the same node at the same time is a loop.
+        seen: set[tuple[int, int]] = set()
+        while node >= 0 and (node, t) not in seen:
+            seen.add((node, t))
+            w = e_src_l[node]
+            if w >= 0 and start_l[node] <= e_ready_l[node] <= t:
+                # a blocking call that returned when the GPU op it waited for ended, or a rank's part of a
+                # collective that ended after the last rank arrived: the path goes through what it waited for
+                edge = types[e_type_l[node]]
+                r = max(e_ready_l[node], lo)
+                piece(r, t, LAG_LABELS[edge], node, edge)
+                if r <= lo:
+                    t = lo
+                    break
+                node, t = w, r
+                continue
+            s = max(start_l[node], lo)
+            piece(s, t, labels_l[node], node, "")
+            t = s
+            if s <= lo or s_src_l[node] < 0:
+                break
+            r = max(s_ready_l[node], lo)
+            edge = types[s_type_l[node]]
+            piece(r, t, LAG_LABELS[edge], node, edge)
+            t = r
+            if r <= lo:
+                break
+            node = s_src_l[node]
+        out.start_ns = t
+        return out
+
+
 def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
     """The critical path of the work of ``window`` (default: the whole trace), ending where the last of it
     ends (for a window of running work: where it ends or the window does). Raises :class:`TracerError` when
     the window holds no work."""
     window = window or Window()
     nodes = graph.nodes
-    n = len(nodes)
     scope = _in_window(graph, window)
     if not scope.any():
         raise TracerError("window", f"no host or GPU work {'issued' if window.issued else 'ran'} in {window.what}")
-    start = nodes["start_ns"].to_numpy(np.int64)
     end = nodes["end_ns"].to_numpy(np.int64)
     hi = np.iinfo(np.int64).max if window.end_ns is None or window.issued else window.end_ns
     ends = np.where(scope, np.minimum(end, hi), np.iinfo(np.int64).min)
     last = int(np.argmax(ends))
     lo = np.iinfo(np.int64).min if window.start_ns is None else window.start_ns
-    s_src, s_ready, s_type = _binding(graph.edges, n, "start")
-    e_src, e_ready, _ = _binding(graph.edges, n, "end")
-    labels = node_labels(nodes)
-    types = list(EDGE_TYPES)
-    out_s: list[int] = []
-    out_e: list[int] = []
-    out_label: list[str] = []
-    out_node: list[int] = []
-    out_edge: list[str] = []
-
-    def piece(s: int, e: int, label: str, node: int, edge: str) -> None:
-        if e > s:
-            out_s.append(s)
-            out_e.append(e)
-            out_label.append(label)
-            out_node.append(node)
-            out_edge.append(edge)
-
-    # (plain lists: indexing them is several times faster than numpy scalars, one step per node)
-    start_l = start.tolist()
-    s_src_l, s_ready_l, s_type_l = s_src.tolist(), s_ready.tolist(), s_type.tolist()
-    e_src_l, e_ready_l, labels_l = e_src.tolist(), e_ready.tolist(), labels.tolist()
-    node, t = last, int(ends[last])
-    # A node can be met twice: a blocking copy call hands the path to its copy (host_wait), whose launch edge
-    # leads back to the call, now at the copy's start; only the same node at the same time is a loop.
-    seen: set[tuple[int, int]] = set()
-    # One step per node on the path: the binding edges were chosen above, vectorised; this only follows them.
-    while node >= 0 and (node, t) not in seen:
-        seen.add((node, t))
-        w = e_src_l[node]
-        if w >= 0 and start_l[node] <= e_ready_l[node] <= t:
-            # a blocking call that returned when the GPU op it waited for ended: the path goes through that op
-            r = max(e_ready_l[node], lo)
-            piece(r, t, "waiting on a sync", node, "host_wait")
-            if r <= lo:
-                t = lo
-                break
-            node, t = w, r
-            continue
-        s = max(start_l[node], lo)
-        piece(s, t, labels_l[node], node, "")
-        t = s
-        if s <= lo or s_src_l[node] < 0:
-            break
-        r = max(s_ready_l[node], lo)
-        edge = types[s_type_l[node]]
-        piece(r, t, LAG_LABELS[edge], node, edge)
-        t = r
-        if r <= lo:
-            break
-        node = s_src_l[node]
+    walked = Walker(graph).walk(last, int(ends[last]), lo)
+    t = walked.start_ns
+    out_s, out_e, out_label, out_node, out_edge = walked.s, walked.e, walked.label, walked.node, walked.edge
     order = np.argsort(np.array(out_s, dtype=np.int64), kind="stable")
     idx = np.array(out_node, dtype=np.int64)[order]
     pieces = pd.DataFrame({

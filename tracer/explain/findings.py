@@ -12,9 +12,14 @@ Three things are looked at, and each gets a finding only where the graph shows t
   waited for the host to launch, no sync in the way), ``event_wait`` (it waited for an event on another stream).
 - every **kernel that waited** longer than ``min_gap_ns`` while ready (its stream and its launch done) with
   other streams' kernels occupying its GPU the whole time, starting as one of them drained, and no edge between
-  them: ``gpu_full`` (the GPU ran them one after another: no room to run at once). Whether each kernel fills
-  the GPU would take Kineto's occupancy args (``blocks per SM``), which the timeline does not keep: the finding
-  says it is not known (on the bundled small-ops run kernels of 0.03 and 0.97 blocks per SM waited so too).
+  them. The kernels' *demand* (their share of the GPU's block slots, :mod:`tracer.explain.occupancy`, given as
+  ``demand``) says why: ``gpu_full`` (the others held >= :data:`FULL_HELD` of the slots over the wait: no room,
+  no gain from more streams), ``serialised`` (room was left: something else serialised them), or
+  ``one_at_a_time`` (no launch figures: not known).
+- every **run of kernels queued on one stream** (each launched before the one before it ended) whose kernels
+  each leave room for another (demand <= :data:`ROOMY`) while the GPU's kernels held less than that share of
+  it: ``one_stream`` (streams would let them share the GPU, if the work is independent, which a trace without
+  tensor ids cannot show).
 
 Each finding names its nodes (graph node ids, the subject first; the replay rewrites their edges) and timeline
 rows, the time it cost (``cost_ns``) and the part of that on the critical path (``path_ns``), and a one-line fix.
@@ -30,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.explain.critical import CriticalPath, _binding, critical_path
+from tracer.explain.critical import CriticalPath, Walker, _binding, critical_path
 from tracer.explain.graph import EDGE_TYPES, HOST_KINDS, Graph
 
 #: Finding kinds: (words shown, the fix in one line), in the order a tie in cost lists them.
@@ -49,9 +54,26 @@ KINDS: dict[str, tuple[str, str]] = {
                      "kernels (fusion, bigger batches); move host work off the launching thread"),
     "event_wait": ("waiting on an event from another stream",
                    "record the event earlier (split the producer) or give this GPU independent work meanwhile"),
-    "gpu_full": ("kernels ran one at a time: no room to run at once (whether each fills the GPU is not known)",
-                 "if each kernel fills the GPU (Kineto's 'blocks per SM' >= 1) streams cannot help: make the kernels "
-                 "cheaper or use another GPU; if not, look for a false dependency (CUDA_DEVICE_MAX_CONNECTIONS)"),
+    "gpu_full": ("the GPU was full: kernels ran one at a time, no gain from more streams",
+                 "streams cannot help (the kernels beside it held the GPU's block slots): make the kernels cheaper "
+                 "(lower precision, fusion, smaller work) or spread the work over another GPU"),
+    "serialised": ("kernels ran one at a time though the GPU had room",
+                   "look for what serialised them: a false dependency (a shared stream or event, the legacy default "
+                   "stream), or more streams than hardware queues (CUDA_DEVICE_MAX_CONNECTIONS)"),
+    "one_at_a_time": ("kernels ran one at a time (no launch figures given: whether the GPU was full is not known)",
+                      "`tracer explain` on the Kineto JSON or nsys SQLite trace reads the kernels' launch figures "
+                      "(grid, block, registers) and tells a full GPU (no gain from streams) from serialised kernels"),
+    "one_stream": ("kernels that leave the GPU mostly empty queued on one stream",
+                   "if the work is independent, spread it over streams (torch.cuda.Stream per chain, with events "
+                   "where chains meet) or batch it into larger kernels"),
+    "straggler": ("collective waited for a straggler rank",
+                  "even out the straggler's work before the collective (its preceding work is named: uneven shards, "
+                  "data loading, a slower GPU or host), or issue the collective asynchronously and give the other "
+                  "ranks independent work meanwhile"),
+    "exposed_comm": ("communication exposed behind no compute",
+                     "overlap it with independent compute: let DDP's gradient buckets all-reduce during the backward "
+                     "(bucket_cap_mb), issue the collective with async_op=True and compute before wait(), or prefetch "
+                     "the next layer's parameters (FSDP)"),
 }
 FINDING_COLUMNS: tuple[str, ...] = (
     "kind", "reason", "node", "nodes", "rows", "name", "rank", "device", "stream", "start_ns", "end_ns", "cost_ns",
@@ -66,6 +88,10 @@ MIN_GAP_NS = 50_000
 FULL_COVER = 0.9
 #: ... and started at most this long after one of them ended (or in its second half).
 FREED_NS = 20_000
+#: A kernel of at most this demand leaves room for another as big; a one_stream run needs the GPU this empty.
+ROOMY = 0.5
+#: ... and the GPU counts as full if those kernels held this share of its block slots over the wait (occupancy).
+FULL_HELD = 0.9
 _GPU = ("kernel", "memcpy", "memset")
 
 
@@ -107,11 +133,14 @@ def _us(ns: float) -> str:
     return f"{ns / 1e3:,.1f} µs"
 
 
-def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS) -> pd.DataFrame:
+def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS,
+             demand: dict[int, float] | None = None) -> pd.DataFrame:
     """The findings of ``graph``, costliest first (by time on ``path``, then in all), one row each
     (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
     range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
-    wait reported."""
+    wait reported. ``demand``: each kernel's share of its GPU's block slots by correlation id
+    (:func:`tracer.explain.occupancy.read_demand`): without it, kernels that ran one at a time are
+    ``one_at_a_time`` (full GPU or serialised is not known)."""
     if path is None:
         path = critical_path(graph)
     nodes, edges = graph.nodes, graph.edges
@@ -119,11 +148,15 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
     s_src, s_ready, s_type = _binding(edges, n, "start")
     rows: list[dict[str, Any]] = []
     nd = _Nodes.of(nodes)
+    kdem = kernel_demand_of(nodes, demand)
     is_gpu = nodes["kind"].astype(str).isin(_GPU).to_numpy() & (nodes["device"].to_numpy() >= 0)
     for _key, dev in nodes[is_gpu].groupby(["rank", "device"], observed=True, sort=True):
         rows += _copy_findings(nd, edges, dev, s_src, s_type)
         rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
-        rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns)
+        rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns, kdem)
+        rows += _one_stream_findings(nd, dev, s_src, s_type, min_gap_ns, kdem)
+        rows += _exposed_comm_findings(nd, dev, min_gap_ns)
+    rows += _straggler_findings(graph, nd, min_gap_ns)
     f = pd.DataFrame(rows, columns=[c for c in FINDING_COLUMNS if c not in ("path_ns", "reason", "fix")])
     lo, hi = path.window.start_ns, path.window.end_ns
     if len(f) and (lo is not None or hi is not None):
@@ -137,6 +170,8 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
         f = f[keep]
     f.insert(1, "reason", [KINDS[k][0] for k in f["kind"]])
     f["path_ns"] = _on_path(f, path)
+    # (a one_stream finding names every kernel of its run: its path time is bounded by what it could give back)
+    f["path_ns"] = np.where(f["kind"] == "one_stream", np.minimum(f["path_ns"], f["cost_ns"]), f["path_ns"])
     f["fix"] = [KINDS[k][1] for k in f["kind"]]
     order = list(KINDS)
     f["_k"] = [order.index(k) for k in f["kind"]]
@@ -198,8 +233,7 @@ def _copy_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np
     copies = dev[kind == "memcpy"]
     if copies.empty:
         return []
-    kernels = dev[kind == "kernel"]
-    compute = iv.union(kernels["start_ns"].to_numpy(np.int64), kernels["end_ns"].to_numpy(np.int64))
+    compute = _compute(dev)
     cs, ce = copies["start_ns"].to_numpy(np.int64), copies["end_ns"].to_numpy(np.int64)
     hidden = _covered(cs, ce, compute)
     exposed = (ce - cs) - hidden
@@ -238,6 +272,34 @@ def _copy_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np
             parts.append(f"held up {nd.name[ahead]}")
         out.append(_row(nd, "same_stream", c, [x for x in (behind, ahead) if x >= 0], int(cs[i]), int(ce[i]),
                         int(exposed[i]), f"on stream {int(nd.stream[c])} it {' and '.join(parts)}: {what}"))
+    return out
+
+
+def _compute(dev: pd.DataFrame) -> iv.Intervals:
+    """The GPU's compute: its kernels that are not communication (the one definition: ``tracer summary``'s)."""
+    k = dev[(dev["kind"].astype(str) == "kernel").to_numpy() & (dev["collective"].astype(str) == "").to_numpy()]
+    return iv.union(k["start_ns"].to_numpy(np.int64), k["end_ns"].to_numpy(np.int64))
+
+
+def _exposed_comm_findings(nd: _Nodes, dev: pd.DataFrame, min_gap_ns: int) -> list[dict[str, Any]]:
+    """``exposed_comm``: a communication kernel (NCCL/RCCL) of which more than ``min_gap_ns`` ran beside no
+    compute on its GPU (the ``comm`` analysis' exposed comm, per kernel). In a job, the part of it spent waiting
+    for a straggler is in it too; the ``straggler`` finding names that part."""
+    is_comm = (dev["kind"].astype(str) == "kernel").to_numpy() & (dev["collective"].astype(str) != "").to_numpy()
+    comm = dev[is_comm]
+    if comm.empty:
+        return []
+    cs, ce = comm["start_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)
+    exposed = (ce - cs) - _covered(cs, ce, _compute(dev))
+    out: list[dict[str, Any]] = []
+    for i, c in enumerate(comm.index.to_numpy(np.int64)):
+        if exposed[i] <= max(min_gap_ns, MIN_EXPOSED_NS):
+            continue
+        c = int(c)
+        what = str(comm["collective"].iloc[i])
+        out.append(_row(nd, "exposed_comm", c, [], int(cs[i]), int(ce[i]), int(exposed[i]),
+                        f"{what} on stream {int(nd.stream[c])}: {_us(exposed[i])} of its {_us(ce[i] - cs[i])} ran "
+                        "beside no compute on this GPU"))
     return out
 
 
@@ -305,6 +367,8 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
     start, end, blocking = nd.start, nd.end, nd.blocking
     threads = _threads(nd.frame)
     types = list(EDGE_TYPES)
+    ew = edges[(edges["type"] == "event_wait").to_numpy()]
+    inferred = dict(zip(zip(ew["src"].tolist(), ew["dst"].tolist()), ew["inferred"].tolist()))
     out: list[dict[str, Any]] = []
     for g0, g1 in zip(gap_s[big].tolist(), gap_e[big].tolist(), strict=True):
         op = int(ids[np.searchsorted(first_start, g1, side="left")])  # the op that ended the gap
@@ -314,9 +378,11 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
         edge = types[int(s_type[op])]
         gap = g1 - g0
         if edge == "event_wait":
+            how = ("inferred from timing: the trace has no CUDA sync records" if inferred.get((src, op))
+                   else "a recorded cudaStreamWaitEvent")
             out.append(_row(nd, "event_wait", op, [src], g0, g1, gap,
                             f"{nd.name[op]} waited for {nd.name[src]} on stream "
-                            f"{int(nd.stream[src])} (device {int(nd.device[src])}): the GPU "
+                            f"{int(nd.stream[src])} (device {int(nd.device[src])}; {how}): the GPU "
                             f"idled {_us(gap)}"))
             continue
         if edge != "launch" or end[src] <= g0:
@@ -355,7 +421,7 @@ def _threads(nodes: pd.DataFrame) -> dict[tuple[int, int, int], tuple[np.ndarray
 
 
 def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np.ndarray,
-                   s_type: np.ndarray, min_gap_ns: int) -> list[dict[str, Any]]:
+                   s_type: np.ndarray, min_gap_ns: int, kdem: np.ndarray) -> list[dict[str, Any]]:
     kernels = dev[(dev["kind"].astype(str) == "kernel").to_numpy()]
     if kernels["stream"].nunique() < 2:
         return []
@@ -369,6 +435,7 @@ def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np
         return []
     stream = kernels["stream"].to_numpy(np.int64)
     ke = kernels["end_ns"].to_numpy(np.int64)
+    dem = kdem[ids]
     out: list[dict[str, Any]] = []
     for j in late.tolist():
         lo, hi = int(ready[j]), int(ks[j])
@@ -383,11 +450,147 @@ def _full_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_ready: np
             continue
         k = int(ids[j])
         streams = ", ".join(str(s) for s in sorted(set(stream[other].tolist())))
-        out.append(_row(nd, "gpu_full", k, [int(x) for x in ids[other][-3:]], lo, hi, hi - lo,
-                        f"{nd.name[k]} was ready {_us(hi - lo)} before it started; kernels of stream(s) "
-                        f"{streams} ran on its GPU {100 * cover / (hi - lo):.0f}% of that time and nothing orders "
-                        "them (occupancy: not in the timeline, not known)"))
+        seen = (f"{nd.name[k]} was ready {_us(hi - lo)} before it started; kernels of stream(s) {streams} ran on its "
+                f"GPU {100 * cover / (hi - lo):.0f}% of that time and nothing orders them")
+        d_other = dem[other]
+        if np.isnan(d_other).any() or np.isnan(dem[j]):
+            kind, why = "one_at_a_time", "occupancy: no launch figures for these kernels, so not known"
+        else:
+            held = _held(ks[other], ke[other], d_other, lo, hi)
+            kind = "gpu_full" if held >= FULL_HELD else "serialised"
+            why = (f"occupancy: they held {100 * held:.0f}% of the GPU's block slots over the wait, its own demand "
+                   f"is {100 * dem[j]:.0f}%: " + ("no room" if kind == "gpu_full" else "room was left"))
+        out.append(_row(nd, kind, k, [int(x) for x in ids[other][-3:]], lo, hi, hi - lo, f"{seen}; {why}"))
     return out
+
+
+def _one_stream_findings(nd: _Nodes, dev: pd.DataFrame, s_src: np.ndarray, s_type: np.ndarray, min_gap_ns: int,
+                         kdem: np.ndarray) -> list[dict[str, Any]]:
+    """Runs of kernels on one stream, each queued behind the one before (its binding edge is its stream: it was
+    launched before that one ended), each with demand <= :data:`ROOMY` (two or more fit at once), while the
+    kernels of the whole GPU held less than :data:`ROOMY` of its block slots: the GPU had room the stream could
+    not use. Whether the work is independent the trace cannot show (no tensor ids): the fix says "if"."""
+    kernels = dev[(dev["kind"].astype(str) == "kernel").to_numpy()].sort_values(["stream", "start_ns"],
+                                                                               kind="stable")
+    if kernels.empty:
+        return []
+    ids = kernels.index.to_numpy(np.int64)
+    stream = kernels["stream"].to_numpy(np.int64)
+    ks, ke = kernels["start_ns"].to_numpy(np.int64), kernels["end_ns"].to_numpy(np.int64)
+    dem = kdem[ids]
+    stream_code = EDGE_TYPES.index("stream")
+    prev = np.concatenate([[-1], ids[:-1]])
+    queued = (s_type[ids] == stream_code) & (s_src[ids] == prev) & np.concatenate([[False], stream[1:] == stream[:-1]])
+    roomy = dem <= ROOMY  # (NaN: unknown, not roomy)
+    # a run: a roomy kernel, then roomy kernels each queued behind the one before
+    link = queued & roomy & np.concatenate([[False], roomy[:-1]])
+    starts = np.flatnonzero(~link)
+    bounds = np.append(starts, len(ids))
+    all_s, all_e = dev["start_ns"].to_numpy(np.int64), dev["end_ns"].to_numpy(np.int64)
+    all_k = (dev["kind"].astype(str) == "kernel").to_numpy()
+    all_d = np.nan_to_num(kdem[dev.index.to_numpy(np.int64)], nan=1.0)
+    out: list[dict[str, Any]] = []
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        if b - a < 2 or not roomy[a]:
+            continue
+        lo, hi = int(ks[a]), int(ke[b - 1])
+        work = float(((ke[a:b] - ks[a:b]) * dem[a:b]).sum())  # the run's time at full occupancy
+        cost = int(hi - lo - max(work, float((ke[a:b] - ks[a:b]).max())))
+        if cost <= min_gap_ns:
+            continue
+        on = all_k & (all_s < hi) & (all_e > lo)
+        held = _held(all_s[on], all_e[on], all_d[on], lo, hi)
+        if held >= ROOMY:
+            continue
+        k = int(ids[a])
+        out.append(_row(nd, "one_stream", k, ids[a + 1:b].tolist(), lo, hi, cost,
+                        f"{b - a:,} kernels on stream {int(stream[a])} ran one after another, each queued behind the "
+                        f"one before (demand {100 * float(np.min(dem[a:b])):.0f}-{100 * float(np.max(dem[a:b])):.0f}% "
+                        f"of the GPU's block slots): the GPU's kernels held {100 * held:.0f}% of them over "
+                        f"{_us(hi - lo)}; at full occupancy the run's work is {_us(work)}"))
+    return out
+
+
+def _held(starts: np.ndarray, ends: np.ndarray, demand: np.ndarray, lo: int, hi: int) -> float:
+    """The share of a GPU's block slots that kernels [starts, ends) with ``demand`` held over [lo, hi), on
+    average: their summed demand at each moment, capped at 1 (the GPU is full), integrated (a +/- sweep)."""
+    s, e = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+    t = np.concatenate([s, e])
+    d = np.concatenate([demand, -demand])
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    load = np.minimum(np.cumsum(d)[:-1], 1.0)
+    return float((np.diff(t) * load).sum() / max(1, hi - lo))
+
+
+def kernel_demand_of(nodes: pd.DataFrame, demand: dict[int, float] | None) -> np.ndarray:
+    """Each node's kernel demand (:mod:`tracer.explain.occupancy`: its share of the GPU's block slots alone) from
+    ``demand`` (by correlation id); NaN where unknown (no launch figures, or not a kernel)."""
+    out = np.full(len(nodes), np.nan)
+    if not demand:
+        return out
+    corr = nodes["correlation"].to_numpy(float)
+    is_kernel = (nodes["kind"].astype(str) == "kernel").to_numpy() & ~np.isnan(corr)
+    idx = np.flatnonzero(is_kernel)
+    out[idx] = [demand.get(int(c), np.nan) for c in corr[idx]]
+    return out
+
+
+def _straggler_findings(graph: Graph, nd: _Nodes, min_gap_ns: int) -> list[dict[str, Any]]:
+    """``straggler``: a collective instance of a job whose last rank arrived more than ``min_gap_ns`` after the
+    first. The subject is the straggler's part (its first node); the time it cost is what the early ranks' parts
+    spent waiting for it to arrive (each from its own start to the straggler's, summed over the ranks:
+    rank-time lost), from the earliest arrival to the last; the evidence names what the straggler was doing
+    before, walked back along its binding edges (as the critical path goes) to the earliest arrival."""
+    parts = graph.collectives
+    if parts.empty:
+        return []
+    walker: Walker | None = None
+    out: list[dict[str, Any]] = []
+    p = parts.sort_values(["key", "start_ns", "rank"], ascending=[True, False, True], kind="stable")
+    for _key, inst in p.groupby("key", sort=False):
+        start = inst["start_ns"].to_numpy(np.int64)
+        end = inst["end_ns"].to_numpy(np.int64)
+        rank = inst["rank"].to_numpy(np.int64)
+        arrived, first = int(start[0]), int(start.min())  # (row 0: the latest start, the lowest rank among equals)
+        if arrived - first <= min_gap_ns:
+            continue
+        # a part that ended before the straggler arrived says the clocks disagree (its edge was dropped too):
+        # its wait is not known, not counted
+        consistent = end[1:] >= arrived
+        wait = np.where(consistent, arrived - start[1:], 0)
+        waited = int(wait.sum())
+        if waited <= min_gap_ns:
+            continue
+        subject = int(inst["first"].iloc[0])
+        walker = walker or Walker(graph)
+        before = walker.walk(subject, arrived, first)
+        doing = _doing(nd, before)
+        early = ", ".join(f"rank {int(r)} {_us(int(w))}" for r, w in zip(rank[1:], wait) if w > 0)
+        if not consistent.all():
+            early += (f"; not counted: rank(s) {', '.join(str(int(r)) for r in rank[1:][~consistent])}, whose part "
+                      "ended before it arrived (the ranks' clocks disagree)")
+        r0 = inst.iloc[0]
+        what = f"{r0['collective']} #{int(r0['seq'])}" + (f" of process group {r0['pg']}" if r0["pg"] else "")
+        out.append(_row(nd, "straggler", subject,
+                        [*inst["last"].iloc[1:].astype(int).tolist(), *dict.fromkeys(before.node)], first, arrived,
+                        waited,
+                        f"{what} (matched by {r0['matched_by']}): rank {int(rank[0])} arrived "
+                        f"{_us(arrived - first)} after the first; waiting for it: {early} "
+                        f"({_us(waited)} in all); before it, rank {int(rank[0])} was in {doing}"))
+    return out
+
+
+def _doing(nd: _Nodes, walked: Any) -> str:
+    """What a walk back passed through, the three largest first: a node's name and label, or an edge's lag
+    label (a host gap, a launch's lag)."""
+    if not walked.node:
+        return "no traced work that held it up (untraced time, or the start of the trace)"
+    dur = np.asarray(walked.e, np.int64) - np.asarray(walked.s, np.int64)
+    what = [f"{nd.name[n]} ({lb})" if not edge else lb
+            for n, lb, edge in zip(walked.node, walked.label, walked.edge)]
+    by = pd.Series(dur).groupby(pd.Series(what), sort=False).sum().sort_values(ascending=False, kind="stable")
+    return ", ".join(f"{name} {_us(int(ns))}" for name, ns in by.head(3).items())
 
 
 def _on_path(f: pd.DataFrame, path: CriticalPath) -> np.ndarray:

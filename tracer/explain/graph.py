@@ -12,7 +12,13 @@ thread's nodes never overlap and run one after another). Edges are typed (:data:
 - ``host_wait``: a blocking host call (``cudaDeviceSynchronize``, ``cudaStreamSynchronize``,
   ``cudaEventSynchronize``, a synchronous copy, ``.item()``'s copy + sync) cannot *end* before the GPU op it
   waited for ends; the host's next slice follows it on the thread;
-- ``thread``: a host slice waits for the previous slice of its thread.
+- ``thread``: a host slice waits for the previous slice of its thread;
+- ``collective`` (a job): a rank's part of a collective cannot *end* before every other rank's part *started*
+  (:mod:`tracer.explain.collective`);
+- ``legacy_stream``: an op on the legacy default stream waits for the last op issued before it on every
+  blocking stream of its device, and an op on a blocking stream for the last one issued before it on the legacy
+  stream (CUDA's implicit synchronisation; only where the trace says which stream is which: nsys'
+  ``TARGET_INFO_CUDA_STREAM``).
 
 Every edge says when its dependency was satisfied (``ready_ns``) and how long the dependent started after that
 (``lag_ns``). docs/explain.md says what each trace format gives and what is inferred.
@@ -26,12 +32,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from tracer.explain import collective as coll
 from tracer.timeline import Timeline, launch_links
 
 GPU_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
 HOST_KINDS: tuple[str, ...] = ("cpu_op", "runtime", "driver")
 #: Edge types, in the order a tie between two equally late dependencies is broken (first wins).
-EDGE_TYPES: tuple[str, ...] = ("host_wait", "event_wait", "stream", "launch", "thread")
+EDGE_TYPES: tuple[str, ...] = ("host_wait", "collective", "event_wait", "legacy_stream", "stream", "launch",
+                               "thread")
 
 NODE_COLUMNS: tuple[str, ...] = (
     "row", "kind", "name", "start_ns", "end_ns", "rank", "pid", "tid", "device", "stream", "correlation",
@@ -77,13 +85,17 @@ class Graph:
     start, or for "end" edges its end, minus ``ready_ns``) and ``inferred`` (True where the edge comes from
     timing and names, not from ids the trace gives).
 
-    ``notes``: what the trace lacked, each with what to record instead.
+    ``notes``: what the trace lacked, each with what to record instead. ``collectives`` (a job): each rank's
+    part of each collective instance two ranks or more ran (:data:`tracer.explain.collective.PART_COLUMNS`:
+    instance ``key``, ``collective``, ``pg``, ``seq``, ``matched_by``, ``rank``, its ``first`` and ``last``
+    node, ``start_ns``, ``end_ns``).
     """
 
     nodes: pd.DataFrame
     edges: pd.DataFrame
     notes: tuple[str, ...] = field(default=())
     has_sync_events: bool = False
+    collectives: pd.DataFrame = field(default_factory=coll.no_parts)
 
 
 def base_name(name: str) -> str:
@@ -105,16 +117,22 @@ def build_graph(timeline: Timeline) -> Graph:
     ev = timeline.events
     kind = ev["kind"].astype(str).to_numpy()
     gpu = ev[np.isin(kind, GPU_KINDS) & (ev["device"].to_numpy() >= 0)]
-    host = ev[np.isin(kind, HOST_KINDS)]
+    inst, where = coll.comm_instances(ev)
+    is_host = np.isin(kind, HOST_KINDS)
+    if where == "host":  # a job's collectives on the host (gloo's ranges on its worker threads) are nodes too
+        is_host |= ev.index.isin(inst["row"].to_numpy())
+    host = ev[is_host]
     links = launch_links(ev)
     slices = host_slices(host)
     nodes = _nodes(ev, gpu, slices, links)
     n_gpu = len(gpu)
     node_of_gpu_row = pd.Series(np.arange(n_gpu, dtype=np.int64), index=gpu.index)
-    # the last slice of each host row: where a call's launch or its return happens
+    # the first and last slice of each host row: where it starts; where a call's launch or its return happens
     host_nodes = nodes.iloc[n_gpu:]
-    last_slice = pd.Series(host_nodes.index.to_numpy(), index=host_nodes["row"].to_numpy())
-    last_slice = last_slice[~last_slice.index.duplicated(keep="last")]
+    by_row = pd.Series(host_nodes.index.to_numpy(), index=host_nodes["row"].to_numpy())
+    first_slice = by_row[~by_row.index.duplicated(keep="first")]
+    last_slice = by_row[~by_row.index.duplicated(keep="last")]
+    parts_table = coll.parts(inst, where, node_of_gpu_row, first_slice, last_slice)
 
     parts = [
         _stream_edges(nodes.iloc[:n_gpu]),
@@ -122,7 +140,21 @@ def build_graph(timeline: Timeline) -> Graph:
         _thread_edges(host_nodes),
     ]
     notes: list[str] = []
+    cross = coll.edges(parts_table)
+    if len(cross):
+        parts.append(cross)
+        starts = nodes["start_ns"].to_numpy(np.int64)[cross["src"].to_numpy()]
+        ends = nodes["end_ns"].to_numpy(np.int64)[cross["dst"].to_numpy()]
+        contradicted = int((starts > ends).sum())
+        if contradicted:
+            notes.append(f"{contradicted:,} of {len(cross):,} cross-rank (collective) edges contradict the ranks' "
+                         "clocks (a collective would end on one rank before it started on another) and are left "
+                         "out; --clock-fix moves each rank's clock by the collectives' fix where one offset fits "
+                         "them all")
     syncs = _sync_table(timeline)
+    flags = _stream_flag_table(timeline)
+    if flags is not None and n_gpu and len(links):
+        parts.append(_legacy_stream_edges(_launched(nodes, links, node_of_gpu_row, ev), flags, nodes, ev, links))
     if n_gpu and links.empty:
         notes.append("the trace ties no GPU work to the host call that launched it (no correlation ids): record "
                      "with torch.profiler (CPU and CUDA activities) or nsys --trace=cuda")
@@ -145,7 +177,7 @@ def build_graph(timeline: Timeline) -> Graph:
     nodes.loc[np.unique(waited), "blocking"] = True
     is_sync_name = _named(nodes["name"], _SYNC_CALLS)
     nodes.loc[is_sync_name & nodes["kind"].isin(["runtime", "driver"]).to_numpy(), "blocking"] = True
-    return Graph(nodes, edges, tuple(notes), syncs is not None)
+    return Graph(nodes, edges, tuple(notes), syncs is not None, parts_table)
 
 
 def host_slices(host: pd.DataFrame) -> pd.DataFrame:
@@ -269,15 +301,73 @@ def _launch_edges(links: pd.DataFrame, node_of_gpu_row: pd.Series, last_slice: p
                   node_of_gpu_row.loc[lk["work_row"].to_numpy()].to_numpy(), "launch")
 
 
+def _rank_tables(timeline: Timeline, key: str) -> list[pd.DataFrame]:
+    """The table ``meta.extra[key]`` (columns as lists) of a trace, or of each rank of a job (kept per part under
+    ``extra["parts"]``, in rank order: :func:`tracer.job.load_job`), each with its ``rank`` column."""
+    extra = timeline.meta.extra
+    table = extra.get(key)
+    if isinstance(table, dict) and table.get(next(iter(table), "")):
+        info = extra.get("distributed_info")
+        rank = int(info["rank"]) if isinstance(info, dict) and isinstance(info.get("rank"), int) else 0
+        return [pd.DataFrame(table).assign(rank=rank)]
+    parts, ranks = extra.get("parts"), extra.get("ranks")
+    if not isinstance(parts, list) or not isinstance(ranks, dict) or len(parts) != len(ranks):
+        return []
+    out = []
+    for rank, part in zip(sorted(int(r) for r in ranks), parts):
+        t = (part.get("extra") or {}).get(key) if isinstance(part, dict) else None
+        if isinstance(t, dict) and t.get(next(iter(t), "")):
+            out.append(pd.DataFrame(t).assign(rank=rank))
+    return out
+
+
 def _sync_table(timeline: Timeline) -> pd.DataFrame | None:
-    """Kineto's cuda_sync rows (``meta.extra["cuda_sync"]``, one trace's), or None when the trace has none."""
-    table = timeline.meta.extra.get("cuda_sync")
-    if not isinstance(table, dict) or not table.get("correlation"):
-        return None
-    t = pd.DataFrame(table)
-    info = timeline.meta.extra.get("distributed_info")
-    t["rank"] = int(info["rank"]) if isinstance(info, dict) and isinstance(info.get("rank"), int) else 0
-    return t
+    """Kineto's cuda_sync rows (``meta.extra["cuda_sync"]``: a trace's, or every rank's of a job), or None when
+    the trace has none."""
+    tables = _rank_tables(timeline, "cuda_sync")
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
+def _stream_flag_table(timeline: Timeline) -> pd.DataFrame | None:
+    """Each stream's kind (``meta.extra["stream_flags"]``: rank, pid, stream, flag), or None where the trace does
+    not say (Kineto)."""
+    tables = _rank_tables(timeline, "stream_flags")
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
+def _legacy_stream_edges(launched: pd.DataFrame, flags: pd.DataFrame, nodes: pd.DataFrame, ev: pd.DataFrame,
+                         links: pd.DataFrame) -> pd.DataFrame:
+    """``legacy_stream`` edges: CUDA's legacy default stream (the NULL stream, launched to without the
+    per-thread ``_ptsz`` / ``_ptds`` API) waits for all work issued before on the blocking streams of its device,
+    and they for it. Issue order is the launching calls' order (:func:`_launched`)."""
+    if launched.empty:
+        return _no_edges()
+    by = ["rank", "pid", "device", "stream"]
+    f = flags[["rank", "pid", "stream", "flag"]].astype({"rank": np.int64, "pid": np.int64, "stream": np.int64})
+    g = launched.merge(f.drop_duplicates(["rank", "pid", "stream"], keep="last"), on=["rank", "pid", "stream"],
+                       how="left")
+    # a NULL stream used through the per-thread API is the per-thread default stream: no implicit sync
+    call_of_row = links.drop_duplicates("work_row").set_index("work_row")["call_row"]
+    rows = nodes["row"].to_numpy(np.int64)[g["node"].to_numpy(np.int64)]
+    call = call_of_row.reindex(rows).to_numpy()
+    names = ev["name"].astype(str).to_numpy()
+    per_thread = np.array([c == c and ("_ptsz" in names[int(c)] or "_ptds" in names[int(c)]) for c in call],
+                          dtype=bool) if len(call) else np.zeros(0, bool)
+    flag = g["flag"].astype(object).to_numpy()
+    legacy = g.loc[(flag == "null") & ~per_thread, by].drop_duplicates()
+    blocking = g.loc[flag == "blocking", by].drop_duplicates()
+    if legacy.empty or blocking.empty:
+        return _no_edges()
+    out: list[pd.DataFrame] = []
+    for waiters, others in ((legacy, blocking), (blocking, legacy)):
+        ops = g.merge(waiters, on=by)[["rank", "pid", "device", "node", "launch_ns"]]
+        at = ops.merge(others, on=["rank", "pid", "device"]).reset_index(drop=True)
+        if at.empty:
+            continue
+        w = _last_launched_before(launched, at.rename(columns={"launch_ns": "at_ns"})[["at_ns", *by]], by)
+        out.append(_edges(w["node"].to_numpy(np.int64), at.loc[w["key"].to_numpy(), "node"].to_numpy(np.int64),
+                          "legacy_stream", inferred=True))
+    return pd.concat(out, ignore_index=True) if out else _no_edges()
 
 
 def _launched(nodes: pd.DataFrame, links: pd.DataFrame, node_of_gpu_row: pd.Series, ev: pd.DataFrame) -> pd.DataFrame:
@@ -458,10 +548,14 @@ def _finish_edges(edges: pd.DataFrame, nodes: pd.DataFrame) -> pd.DataFrame:
     to_end = edges["to"].to_numpy() == "end"
     # a "start" dependency that began after its dependent, or a wait whose op ended after the call returned,
     # is not what happened (a non-blocking query recorded as a sync, a stream reused across a capture): dropped
-    ok = np.where(to_end, s_end <= d_end, s_start <= d_start)
+    # A collective edge is met when its source *starts* (that rank arrived): one that ends on dst before src
+    # started is the ranks' clocks disagreeing, dropped too (build_graph counts them in a note)
+    arrival = edges["type"].to_numpy() == "collective"
+    ok = np.where(arrival, s_start <= d_end, np.where(to_end, s_end <= d_end, s_start <= d_start))
     edges = edges[ok].copy()
     s_start, s_end, d_start, d_end, to_end = s_start[ok], s_end[ok], d_start[ok], d_end[ok], to_end[ok]
     ready = np.where(to_end, s_end, np.minimum(s_end, d_start))
+    ready = np.where(arrival[ok], s_start, ready)
     # A call that returned only after the op it launched had ended (a synchronous or pageable copy) launched it
     # at its start: the op was ready then, not when the call returned (else the call's wait for the stream
     # ahead of its copy would hide the work it waited for)

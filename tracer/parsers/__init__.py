@@ -42,7 +42,9 @@ CACHE_MIN_BYTES = 4 * 1024 * 1024
 #: 4: meta.clock and meta.clock_offset_ns (issue 12).
 #: 5: meta.extra["cuda_sync"]: what Kineto's cuda_sync rows wait on (issue 10); the collective columns from the
 #:    trace's metadata (schema 3) and each row's rank in tracer's Chrome export of a job (issue 9).
-KINETO_PARSER_VERSION = 5
+#: 6: meta.extra["stream_flags"]: each CUDA stream's kind (null, blocking, non-blocking) from nsys'
+#:    TARGET_INFO_CUDA_STREAM, for the legacy default stream's implicit synchronisation (issue 10).
+KINETO_PARSER_VERSION = 6
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:

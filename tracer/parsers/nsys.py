@@ -357,6 +357,9 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     sync = _cuda_sync(con, tables)
     if sync is not None:
         meta.extra["cuda_sync"] = sync
+    flags = _stream_flags(con, tables)
+    if flags is not None:
+        meta.extra["stream_flags"] = flags
     meta.extra["skipped"] = dict(sorted(skipped.items())) or None
     if notes:
         meta.extra["notes"] = notes
@@ -467,6 +470,29 @@ def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> dict[str, list[obje
         wait_corr.tolist(),
     )
     return dict(zip(CUDA_SYNC_FIELDS, out, strict=True))
+
+
+#: CUPTI's stream kinds (ENUM_CUPTI_STREAM_TYPE: CUPTI_ACTIVITY_STREAM_CREATE_FLAG_*) as tracer names them
+STREAM_FLAGS = {0: "unknown", 1: "blocking", 2: "non-blocking", 3: "null"}
+
+
+def _stream_flags(con: sqlite3.Connection, tables: set[str]) -> dict[str, list[object]] | None:
+    """Each CUDA stream's kind from ``TARGET_INFO_CUDA_STREAM`` (``meta.extra["stream_flags"]``: columns
+    ``pid``, ``stream``, ``flag``: "null" (the NULL stream), "blocking" (created without
+    cudaStreamNonBlocking: it synchronises with the legacy default stream), "non-blocking", "unknown"). None
+    when the export has no such table or it cannot be read (a damaged table loses only this)."""
+    table = "TARGET_INFO_CUDA_STREAM"
+    if table not in tables or not {"streamId", "processId", "flag"} <= _columns(con, table):
+        return None
+    try:
+        rows = con.execute(f'SELECT "processId", "streamId", "flag" FROM "{table}"').fetchall()
+    except sqlite3.Error:
+        return None
+    ok = [(int(p), int(s), STREAM_FLAGS.get(int(f), "unknown")) for p, s, f in rows
+          if isinstance(p, int) and isinstance(s, int) and isinstance(f, int)]
+    if not ok:
+        return None
+    return {"pid": [r[0] for r in ok], "stream": [r[1] for r in ok], "flag": [r[2] for r in ok]}
 
 
 def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], meta: TraceMeta) -> None:
