@@ -5,9 +5,10 @@ training trace ``mlp_train_200`` replicated until each rank is ~``--scale`` MB o
 own ``"distributedInfo": {"rank": R, ...}`` (what torch.profiler writes on a distributed run, and what HTA reads
 a rank from), in one folder. Every measurement runs in a fresh child process (``bench/_common.run_child``):
 
-    tracer          ``tracer summary --job DIR`` as the CLI does it (``load_job`` + ``analyze``), ranks parsed on
-                    Dask local processes (the default), first open: no stored dataset, so it parses and writes one
-    tracer-reload   the same again: the job read back from its Parquet dataset
+    tracer          ``tracer summary --job DIR`` as the CLI does it (``summarize_job``: each rank parsed and
+                    analysed on a Dask local process, the default, and the results combined), first open: no
+                    stored dataset, so it parses and writes one ("read s": all of that; "analyse s": the JSON)
+    tracer-reload   the same again: each rank read back from its partition and analysed on a worker
     tracer-cluster  the same first open on a 2-worker ``distributed.LocalCluster`` (separate processes) that this
                     bench starts beforehand (its start-up is reported, not counted: a cluster user's is running)
     hta             ``TraceAnalysis(trace_dir=DIR)`` (its own process pool, one process per rank up to the cores)
@@ -100,17 +101,18 @@ def _peaks() -> dict[str, int]:
 
 
 def child_tracer(job: Path, scheduler: str | None) -> dict[str, Any]:
-    from tracer.analysis.summary import analyze
     from tracer.discover import expand
-    from tracer.job import load_job
+    from tracer.job import summarize_job
 
     t0 = time.perf_counter()
-    timeline = load_job(expand([job]), scheduler=scheduler)
+    # what `tracer summary --job` does: each rank parsed (or read back) and analysed on a worker, the results
+    # combined here
+    summary, meta = summarize_job(expand([job]), scheduler=scheduler)
     t1 = time.perf_counter()
-    doc = analyze(timeline).to_dict()
+    doc = summary.to_dict()
     t2 = time.perf_counter()
-    return {"rows": len(timeline.events), "parse_s": t1 - t0, "analyse_s": t2 - t1, "gpus": len(doc["devices"]),
-            "stored": bool(timeline.meta.extra.get("stored_as")), **_peaks()}
+    return {"rows": doc["events"], "parse_s": t1 - t0, "analyse_s": t2 - t1, "gpus": len(doc["devices"]),
+            "stored": bool(meta.extra.get("stored_as")), **_peaks()}
 
 
 HTA_CHILD = r"""
@@ -190,7 +192,7 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def format_table(rows: list[dict[str, Any]], job_mb: float, ranks: int) -> str:
     hta = next((r for r in rows if r["tool"] == "hta"), None)
-    lines = ["| tool | job | wall s | parse s | analyse s | CPU s | vs HTA: wall | CPU | main GB | worker GB | rows |",
+    lines = ["| tool | job | wall s | read s | analyse s | CPU s | vs HTA: wall | CPU | main GB | worker GB | rows |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         speed = f"{hta['wall_s'] / r['wall_s']:.1f}×" if hta and r is not hta else ""

@@ -19,10 +19,14 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracer.errors import TracerError, UsageError
-from tracer.timeline import Timeline, align, concat
+from tracer.timeline import Timeline, TraceMeta, align, concat
+from tracer.timeline.combine import concat_meta
+
+if TYPE_CHECKING:
+    from tracer.analysis.summary import Summary
 
 #: A rank in a file name: ``rank-3``, ``rank3``, ``rank_3``, ``RANK.3`` (not ``frank3``).
 RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d{1,5})(?!\d)", re.IGNORECASE)
@@ -64,22 +68,26 @@ def group_parts(paths: Sequence[Path]) -> list[list[Path]]:
     return [sorted(g, key=part) for g in groups.values()]
 
 
-def _trace_rank(timeline: Timeline) -> int | None:
-    info = timeline.meta.extra.get("distributed_info")
+def _trace_rank(meta: TraceMeta) -> int | None:
+    info = meta.extra.get("distributed_info")
     rank = info.get("rank") if isinstance(info, dict) else None
     return rank if type(rank) is int and 0 <= rank < 2**15 else None
 
 
-def assign_ranks(paths: Sequence[Path], timelines: Sequence[Timeline]) -> list[RankTrace]:
-    """The rank of each trace (see the module's docstring); refuses two traces of one rank."""
-    out: list[RankTrace] = []
-    for i, (path, t) in enumerate(zip(paths, timelines)):
-        rank, source = _trace_rank(t), "distributedInfo"
-        if rank is None:
-            rank, source = rank_in_name(path), "file name"
-        if rank is None:
-            rank, source = i, "order"
-        out.append(RankTrace(Path(path), rank, source))
+def rank_of(meta: TraceMeta, path: str | os.PathLike[str], index: int) -> tuple[int, str]:
+    """The rank of the trace ``path`` whose meta is ``meta``, ``index``-th of its job, and where it came from (see
+    the module's docstring)."""
+    rank = _trace_rank(meta)
+    if rank is not None:
+        return rank, "distributedInfo"
+    rank = rank_in_name(path)
+    return (rank, "file name") if rank is not None else (index, "order")
+
+
+def assign_ranks(paths: Sequence[Path], timelines: Sequence[Any]) -> list[RankTrace]:
+    """The rank of each trace (see the module's docstring; ``timelines``: anything with its ``meta``); refuses
+    two traces of one rank."""
+    out = [RankTrace(Path(path), *rank_of(t.meta, path, i)) for i, (path, t) in enumerate(zip(paths, timelines))]
     seen: dict[int, Path] = {}
     for r in out:
         if r.rank in seen:
@@ -127,13 +135,90 @@ def load_job(
     given = [Path(p) for p in paths]
     if not given:
         raise UsageError("", "a job needs at least one trace")
-    groups = group_parts(given)
     if load is not None:
+        groups = group_parts(given)
         timelines = [_load_group(g, load) for g in groups]
         return _assemble(given, [g[0] for g in groups], timelines, ranks)
+    opened = _open(given, scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
+                   on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip, analyze=False)
+    job = _join(given, opened.files, opened.items, opened.found)
+    _note(job.meta, opened)
+    return job
 
+
+def summarize_job(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    scheduler: str | None = None,
+    cache: bool = True,
+    ranks: Sequence[int] | None = None,
+    skip_bad_ranks: bool = False,
+    on_rank: Callable[[RankDone], None] | None = None,
+    on_cache_write: Callable[[Path], None] | None = None,
+    on_skip: Callable[[TracerError], None] | None = None,
+) -> tuple[Summary, TraceMeta]:
+    """The summary of the job ``paths`` (what ``analyze(load_job(paths, ...))`` gives, figure for figure) and
+    the job's meta, without the job in one frame: each rank is analysed where it is read (a worker, with the
+    parse or the stored partition) and only its results come back (:mod:`tracer.analysis.ranked`). The
+    arguments are :func:`load_job`'s. Where an analysis cannot be combined from ranks, or a rank left out
+    (``skip_bad_ranks``) renumbers those numbered by their order, the job is read whole and analysed."""
+    from tracer.analysis import ranked
+    from tracer.analysis.summary import analyze
+
+    given = [Path(p) for p in paths]
+    if not given:
+        raise UsageError("", "a job needs at least one trace")
+    args: dict[str, Any] = dict(scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
+                                on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip)
+    if ranked.combinable():
+        opened = _open(given, analyze=True, **args)
+        if all(r.rank == f.rank for r, f in zip(opened.items, opened.found)):
+            order = sorted(range(len(opened.found)), key=lambda i: opened.found[i].rank)
+            metas = [opened.items[i].meta for i in order]
+            keep = [i for i, j in enumerate(order) if opened.items[j].rows] or [0]
+            meta = _job_meta(given, concat_meta(metas, keep), [opened.found[i] for i in order])
+            _note(meta, opened)
+            return ranked.combine(opened.items, meta), meta
+        # (a rank numbered by its place moved up past one left out: read again, saying nothing twice)
+        args.update(on_rank=None, on_skip=None)
+    job = load_job(given, **args)
+    return analyze(job), job.meta
+
+
+@dataclass
+class _Opened:
+    """A job read: each kept rank's file, rank and timeline (or, ``analyze``, its results)."""
+
+    files: list[Path]
+    found: list[RankTrace]
+    items: list[Any]
+    skipped: list[TracerError]
+    stored_as: Path | None = None
+
+
+def _note(meta: TraceMeta, opened: _Opened) -> None:
+    if opened.stored_as is not None:
+        meta.extra["stored_as"] = str(opened.stored_as)
+    if opened.skipped:
+        meta.extra["skipped_ranks"] = {exc.subject: exc.problem for exc in opened.skipped}
+
+
+def _open(
+    given: list[Path],
+    *,
+    scheduler: str | None,
+    cache: bool,
+    ranks: Sequence[int] | None,
+    skip_bad_ranks: bool,
+    on_rank: Callable[[RankDone], None] | None,
+    on_cache_write: Callable[[Path], None] | None,
+    on_skip: Callable[[TracerError], None] | None,
+    analyze: bool,
+) -> _Opened:
+    """:func:`load_job`'s reading: from the stored dataset where it is valid, else parsed (and stored)."""
     from tracer import jobstore, parallel
 
+    groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
     keep_job = cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES
     dataset = jobstore.dataset_path([g[0] for g in groups]) if keep_job else None
@@ -143,17 +228,20 @@ def load_job(
             _check_ranks_exist(given, [RankTrace(Path(""), r, "") for r in stored_ranks], ranks)
         entries = jobstore.valid_entries(dataset, given, ranks) if stored_ranks is not None else None
         if entries is not None:
-            stored = jobstore.read_ranks(dataset, entries)
+            stored: list[Any]
+            if analyze:
+                stored = _analyze_stored(dataset, entries, chosen, _total_bytes(groups))
+            else:
+                stored = jobstore.read_ranks(dataset, entries)
             as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
             firsts = [as_given.get(e.sources[0], Path(e.sources[0])) for e in entries]
-            job = _join(given, firsts, stored, [RankTrace(f, e.rank, e.rank_from) for f, e in zip(firsts, entries)])
-            job.meta.extra["stored_as"] = str(dataset)
-            return job
+            return _Opened(firsts, [RankTrace(f, e.rank, e.rank_from) for f, e in zip(firsts, entries)], stored, [],
+                           dataset)
 
     building = jobstore.begin(dataset) if dataset is not None else None
     try:
         parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, align=len(groups) > 1,
-                        store=building, on_rank=on_rank)
+                        store=building, on_rank=on_rank, analyze=analyze)
     except BaseException:
         if building is not None:
             jobstore.abandon(building)
@@ -177,9 +265,10 @@ def load_job(
         if not good:
             raise UsageError(os.path.commonpath([str(p) for p in given]), "no rank of the job could be read")
         # (on the Unix clock already: aligned where they were parsed; read from the dataset where written there)
-        timelines = [p.timeline if p.timeline is not None or building is None else jobstore.read_part(building, p.index)
-                     for p in good]
-        found = assign_ranks(files, timelines)
+        items = [p.results if analyze else
+                 p.timeline if p.timeline is not None or building is None else jobstore.read_part(building, p.index)
+                 for p in good]
+        found = assign_ranks(files, items)
     except BaseException:
         if building is not None:
             jobstore.abandon(building)
@@ -195,10 +284,23 @@ def load_job(
             jobstore.abandon(building)
     keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
     _check_ranks_exist(given, found, ranks)
-    job = _join(given, [files[i] for i in keep], [timelines[i] for i in keep], [found[i] for i in keep])
-    if skipped:
-        job.meta.extra["skipped_ranks"] = {exc.subject: exc.problem for exc in skipped}
-    return job
+    return _Opened([files[i] for i in keep], [found[i] for i in keep], [items[i] for i in keep], skipped)
+
+
+def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total_bytes: int) -> list[Any]:
+    """The stored ranks ``entries`` analysed where they are read: on the scheduler's workers, or here for one
+    rank or a small job (as :func:`_parse` decides)."""
+    from tracer import jobstore, parallel
+
+    parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
+    chosen: parallel.Scheduler = scheduler
+    if len(parts) == 1 or (chosen.origin == "default" and total_bytes < PARALLEL_MIN_BYTES):
+        done = [parallel.analyze_stored(i, str(p), r) for i, (p, r) in enumerate(parts)]
+    else:
+        done = parallel.analyze_partitions(parts, scheduler=chosen)
+    for d in done:
+        d.raise_error()
+    return [d.results for d in done]
 
 
 def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Timeline:
@@ -207,7 +309,7 @@ def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Time
 
 
 def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool, align: bool, store: Path | None,
-           on_rank: Callable[[RankDone], None] | None) -> list[Any]:
+           on_rank: Callable[[RankDone], None] | None, analyze: bool = False) -> list[Any]:
     """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
     one group or a small job, else on Dask."""
     from tracer import parallel
@@ -222,7 +324,8 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
             on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
 
     chosen: parallel.Scheduler = scheduler
-    task = parallel.Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None)
+    task = parallel.Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None,
+                         analyze=analyze)
     if len(groups) == 1 or (chosen.origin == "default" and _total_bytes(groups) < PARALLEL_MIN_BYTES):
         results = []
         for i, g in enumerate(groups):
@@ -271,8 +374,13 @@ def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Time
     """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
     order = sorted(range(len(found)), key=lambda i: found[i].rank)
     job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])
-    job.meta.source = os.path.commonpath([str(p) for p in given]) if len(given) > 1 else str(given[0])
-    job.meta.extra["ranks"] = {
-        str(found[i].rank): {"source": str(found[i].path), "rank_from": found[i].rank_from} for i in order
-    }
+    _job_meta(given, job.meta, [found[i] for i in order])
     return job
+
+
+def _job_meta(given: Sequence[Path], meta: TraceMeta, found: Sequence[RankTrace]) -> TraceMeta:
+    """``meta`` (the ranks' meta concatenated) named as the job's: its folder, and which file each rank
+    (``found``, in rank order) came from and why."""
+    meta.source = os.path.commonpath([str(p) for p in given]) if len(given) > 1 else str(given[0])
+    meta.extra["ranks"] = {str(r.rank): {"source": str(r.path), "rank_from": r.rank_from} for r in found}
+    return meta

@@ -170,15 +170,17 @@ def valid_entries(dataset: Path, paths: Sequence[Path], ranks: Sequence[int] | N
 
 def read_ranks(dataset: Path, entries: Sequence[RankEntry]) -> list[Timeline]:
     """The stored timelines of ``entries``' ranks (each as parsed and aligned), reading only their files."""
+    return [read_partition(partition_file(dataset, e.rank)) for e in entries]
+
+
+def read_partition(path: Path) -> Timeline:
+    """One rank's stored timeline (:func:`partition_file`), as parsed and aligned."""
     from tracer.storage import read_timeline_parquet
 
-    out = []
-    for e in entries:
-        t = read_timeline_parquet(partition_file(dataset, e.rank))
-        t.meta.extra.pop("stored_as", None)
-        t.meta.extra.pop("job_rank", None)
-        out.append(t)
-    return out
+    t = read_timeline_parquet(path)
+    t.meta.extra.pop("stored_as", None)
+    t.meta.extra.pop("job_rank", None)
+    return t
 
 
 def read_columns(dataset: Path, columns: Sequence[str], ranks: Sequence[int] | None = None) -> Any:

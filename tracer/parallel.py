@@ -17,7 +17,8 @@ import os
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,12 @@ class Task:
     with_keys: bool = False  # compute each file's tracer.jobstore.source_key (for the dataset's manifest)
     align: bool = False  # put the timeline on the Unix clock (tracer.timeline.align): a job of several ranks
     store: str | None = None  # write it into this dataset being built (tracer.jobstore.write_part)
+    #: analyse the rank here and send back its results (tracer.analysis.ranked.rank_results), not its timeline;
+    #: its rank as the job will number it where nothing else fails (tracer.job.rank_of, by the group's place)
+    analyze: bool = False
+    #: hash the files and write the partition on a side thread of the worker, beside the parse and the
+    #: analysis: where cores are left over (more than two per worker), not where every core runs a worker
+    side_thread: bool = False
 
 
 @dataclass
@@ -79,6 +86,9 @@ class Parsed:
     keys: list[dict[str, Any]] | None = None  # each file's tracer.jobstore.source_key, when asked for
     stored: bool = False  # written into the dataset being built
     seconds: float = 0.0
+    results: Any = None  # a tracer.analysis.ranked.RankResults, when the task asked for them
+    #: seconds of each step on the worker ("key", "parse", "analyze", "store"; "read" for a stored rank)
+    phases: dict[str, float] = field(default_factory=dict)
 
     def raise_error(self) -> None:
         """Raise the error this rank's parse reported, as the :class:`TracerError` it was."""
@@ -98,28 +108,119 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     from tracer.timeline import align, concat
 
     t0 = time.perf_counter()
-    stored = False
+    clock = _Phases()
+    # A side thread hashes the files (the dataset's keys) while this one parses them, and writes the rank's
+    # partition while this one analyses it: hashlib and pyarrow's writer let go of the GIL, so where a core is
+    # free (a worker per rank on a many-core host) both cost little on top of the parse and the analysis. Where
+    # every core runs a worker the thread only takes turns with them: the steps run in line.
+    side = _Side(task.side_thread)
     try:
-        keys = None
-        if task.with_keys:
-            from tracer.jobstore import source_key
-
-            keys = [source_key(Path(p)) for p in paths]
+        hashing = side.submit(_keys, paths) if task.with_keys else None
+        clock.lap("key")
         parts = [load_trace(p, cache=False) for p in paths]
         timeline = parts[0] if len(parts) == 1 else concat(parts)
         if task.align:
             timeline = align(timeline)
+        clock.lap("parse")
+        storing, rank = None, None
+        if task.analyze:
+            from tracer.job import rank_of
+
+            rank = rank_of(timeline.meta, paths[0], index)[0]
+            timeline = with_rank(timeline, rank)
         if task.store is not None:
             from tracer.jobstore import write_part
 
-            # (here, in parallel, rather than after the gather: writing zstd Parquet costs a tenth of the parse;
-            # and what was written is not sent back: the caller reads it from the file, faster than a frame
-            # pickled through a pipe or a cluster's sockets)
-            stored = write_part(timeline, Path(task.store), index)
+            # (here, in parallel, rather than after the gather; and what was written is not sent back: the
+            # caller reads it from the file, faster than a frame pickled through a pipe or a cluster's sockets)
+            storing = side.submit(write_part, timeline, Path(task.store), index)
+            clock.lap("store")
+        results = None
+        if rank is not None:
+            from tracer.analysis.ranked import rank_results
+
+            results = rank_results(timeline, rank)
+            clock.lap("analyze")
+        keys = hashing.result() if hashing is not None else None
+        stored = storing.result() if storing is not None else False
+        clock.lap("side thread")
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem),
                       seconds=time.perf_counter() - t0)
-    return Parsed(index, None if stored else timeline, keys=keys, stored=stored, seconds=time.perf_counter() - t0)
+    finally:
+        side.close()
+    kept = None if stored or results is not None else timeline
+    return Parsed(index, kept, keys=keys, stored=stored, seconds=time.perf_counter() - t0, results=results,
+                  phases=clock.laps)
+
+
+class _Side:
+    """Runs a step on one side thread, or (``threaded`` false) at once in this one; either way a Future."""
+
+    def __init__(self, threaded: bool) -> None:
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracer-side") if threaded else None
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        if self._pool is not None:
+            return self._pool.submit(fn, *args)
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever asks for the result, as a thread would
+            done.set_exception(exc)
+        return done
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _keys(paths: Sequence[str]) -> list[dict[str, Any]]:
+    from tracer.jobstore import source_key
+
+    return [source_key(Path(p)) for p in paths]
+
+
+class _Phases:
+    """Seconds between laps, by name."""
+
+    def __init__(self) -> None:
+        self.laps: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self._last
+        self._last = now
+
+
+def analyze_stored(index: int, path: str, rank: int) -> Parsed:
+    """Read one rank's stored partition (tracer.jobstore) and analyse it (tracer.analysis.ranked); runs on a
+    worker. Only the results come back."""
+    from tracer.analysis.ranked import rank_results
+    from tracer.jobstore import read_partition
+
+    t0 = time.perf_counter()
+    clock = _Phases()
+    try:
+        timeline = with_rank(read_partition(Path(path)), rank)
+        clock.lap("read")
+        results = rank_results(timeline, rank)
+        clock.lap("analyze")
+    except TracerError as exc:
+        return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem), seconds=time.perf_counter() - t0)
+    return Parsed(index, results=results, seconds=time.perf_counter() - t0, phases=clock.laps)
+
+
+def with_rank(timeline: Any, rank: int) -> Any:
+    """``timeline`` with every row on ``rank`` (what joining it into a job does to it)."""
+    import numpy as np
+
+    from tracer.timeline import Timeline
+
+    events = timeline.events.copy(deep=False)
+    events["rank"] = np.full(len(events), rank, dtype=np.int16)
+    return Timeline(events, timeline.meta)
 
 
 def parse_groups(
@@ -132,29 +233,49 @@ def parse_groups(
     """Parse each group of files (one rank each) on ``scheduler``; the results in the groups' order.
     ``on_done`` is called in this process as each rank finishes (in the order they finish)."""
     # absolute (a worker's folder may differ: a cluster's, or a forkserver's); symbolic links kept as given
+    if scheduler.name == "processes" and _cores() >= 2 * local_workers(len(groups)):
+        task = replace(task, side_thread=True)  # (a core to spare for each worker)
     args = [(i, [os.path.abspath(p) for p in g], task) for i, g in enumerate(groups)]
+    return run(parse_group, args, scheduler=scheduler, on_done=on_done)
+
+
+def analyze_partitions(parts: Sequence[tuple[Path, int]], *, scheduler: Scheduler,
+                       on_done: Callable[[Parsed], None] | None = None) -> list[Parsed]:
+    """Each stored partition (its file, its rank) read and analysed on ``scheduler`` (:func:`analyze_stored`);
+    the results in the order given."""
+    args = [(i, os.path.abspath(p), rank) for i, (p, rank) in enumerate(parts)]
+    return run(analyze_stored, args, scheduler=scheduler, on_done=on_done)
+
+
+def run(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], *, scheduler: Scheduler,
+        on_done: Callable[[Parsed], None] | None = None) -> list[Parsed]:
+    """``fn(*a)`` for each of ``args`` on ``scheduler``; the results by their index."""
     if scheduler.name == "distributed":
-        results = _on_cluster(args, scheduler, on_done)
+        results = _on_cluster(fn, args, scheduler, on_done)
     else:
-        results = _local(args, scheduler, on_done)
+        results = _local(fn, args, scheduler, on_done)
     return sorted(results, key=lambda r: r.index)
 
 
 def local_workers(n_tasks: int) -> int:
     """How many local processes: one per rank, at most one per core this process may run on."""
+    return max(1, min(n_tasks, _cores()))
+
+
+def _cores() -> int:
+    """The cores this process may run on."""
     try:
-        cores = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # (not on Linux)
-        cores = os.cpu_count() or 1
-    return max(1, min(n_tasks, cores))
+        return os.cpu_count() or 1
 
 
-def _local(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
+def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler: Scheduler,
            on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     import dask
     from dask.callbacks import Callback
 
-    tasks = [dask.delayed(parse_group, pure=False)(*a) for a in args]
+    tasks = [dask.delayed(fn, pure=False)(*a) for a in args]
 
     class _Progress(Callback):
         # Called in this process as each task ends, whichever local scheduler ran it.
@@ -196,7 +317,7 @@ def _start_method() -> Any:
     return ctx
 
 
-def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
+def _on_cluster(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler: Scheduler,
                 on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     try:
         from distributed import Client, as_completed
@@ -210,7 +331,7 @@ def _on_cluster(args: list[tuple[int, list[str], Task]], scheduler: Scheduler,
         raise UsageError(where, f"cannot reach the Dask scheduler at {scheduler.address}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     try:
-        futures = [client.submit(parse_group, *a, pure=False) for a in args]
+        futures = [client.submit(fn, *a, pure=False) for a in args]
         results = []
         for future in as_completed(futures, loop=client.loop):  # (not the default client: none is set)
             try:

@@ -10,16 +10,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tracer.analysis.lanes import host_thread_stats, lane_stats
+import pandas as pd
+
+from tracer.analysis import intervals as iv
+from tracer.analysis.lanes import busiest_first, lane_stats, thread_rows
 from tracer.analysis.overlap import (
     DeviceOverlap,
-    concurrent_devices_ns,
+    busy_sets,
+    concurrency_of,
     device_keys,
     device_overlap,
-    gpu_span_ns,
-    span_ns,
+    gpu_work,
 )
-from tracer.analysis.ranges import RULE_TEXT, launch_pairs, range_summary
+from tracer.analysis.ranges import RULE_TEXT, launch_pairs, longest_first, range_summary
 from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
 from tracer.analysis.results import (
     Concurrency,
@@ -33,7 +36,7 @@ from tracer.analysis.results import (
     Span,
     TraceInfo,
 )
-from tracer.analysis.work import copy_summary, idle_gaps, kernel_summary
+from tracer.analysis.work import add_kernel_totals, copy_summary, idle_gaps, kernel_totals, kernels_by_total
 from tracer.timeline import DeviceKey, device_label
 
 if TYPE_CHECKING:
@@ -65,6 +68,17 @@ def _int_keys(d: Mapping[str, Any]) -> dict[int, Any]:
     return {int(k): v for k, v in d.items()}
 
 
+def _stack(parts: list[list[Any]], _job: Timeline) -> list[Any]:
+    """Per-rank rows (each rank's sorted by a key that starts with the rank) as the job's: one after another."""
+    return [row for part in parts for row in part]
+
+
+def _frames(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """Per-rank tables stacked in rank order (empty ones left out: they add no rows)."""
+    rows = [p for p in parts if len(p)]
+    return pd.concat(rows, ignore_index=True) if len(rows) > 1 else (rows or parts)[0].reset_index(drop=True)
+
+
 def _gpu_label(key: DeviceKey, summary: Summary) -> str:
     return device_label(key, summary.multi_rank)
 
@@ -91,6 +105,7 @@ TRACE = Analysis(
     to_json=lambda r, s: {"format": r.format, "source": r.source},
     from_json=lambda d: TraceInfo(str(d.get("format", "")), str(d.get("source", ""))),
     json_keys=("format", "source"), blocks=_trace_blocks, text_order=10,
+    combine=lambda _parts, job: _trace(job),
 )
 
 
@@ -125,6 +140,7 @@ DEVICES = Analysis(
     "devices", "Per GPU: compute, copy, their overlap (copy hidden), busy", lambda t: device_overlap(t.events),
     to_json=lambda r, s: {"devices": {_gpu_label(d.key, s): d.as_dict() for d in r}},
     from_json=_devices_from_json, json_keys=("devices",), blocks=_devices_blocks, text_order=30,
+    per_rank=lambda t: device_overlap(t.events), combine=_stack,
 )
 
 
@@ -146,20 +162,40 @@ LANES = Analysis(
     to_json=lambda r, s: {"lanes": [lane.as_dict(s.multi_rank) for lane in r]},
     from_json=lambda d: [LaneStat.from_dict(row) for row in d.get("lanes") or []],
     json_keys=("lanes",), blocks=_lanes_blocks, text_order=40,
+    per_rank=_lanes, combine=_stack,
 )
 
+Bounds = tuple[tuple[int, int] | None, tuple[int, int] | None]
+
+
+def _bounds(t: Timeline) -> Bounds:
+    """(first start, last end) of every interval and of the GPU work; None where there is none."""
+    def of(ev: pd.DataFrame) -> tuple[int, int] | None:
+        return None if ev.empty else (int(ev["start_ns"].min()), int(ev["end_ns"].max()))
+
+    return of(t.events), of(gpu_work(t.events))
+
+
+def _span_of(parts: list[Bounds], _job: Timeline | None = None) -> Span:
+    def length(bounds: list[tuple[int, int] | None]) -> int:
+        have = [b for b in bounds if b is not None]
+        return max(e for _, e in have) - min(s for s, _ in have) if have else 0
+
+    return Span(length([p[0] for p in parts]), length([p[1] for p in parts]))
+
+
 SPAN = Analysis(
-    "span", "How long the trace and its GPU work last", lambda t: Span(span_ns(t.events), gpu_span_ns(t.events)),
+    "span", "How long the trace and its GPU work last", lambda t: _span_of([_bounds(t)]),
     to_json=lambda r, s: {"span_ns": r.span_ns, "gpu_span_ns": r.gpu_span_ns},
     from_json=lambda d: Span(int(d.get("span_ns", 0)), int(d.get("gpu_span_ns", 0))),
-    json_keys=("span_ns", "gpu_span_ns"),
+    json_keys=("span_ns", "gpu_span_ns"), per_rank=_bounds, combine=_span_of,
 )
 
 GPU_NAMES = Analysis(
     "gpu_names", "The GPUs' names, by index", lambda t: dict(sorted(t.meta.gpu_names.items())),
     to_json=lambda r, s: {"gpu_names": {str(k): v for k, v in r.items()}},
     from_json=lambda d: {k: str(v) for k, v in _int_keys(d.get("gpu_names") or {}).items()},
-    json_keys=("gpu_names",),
+    json_keys=("gpu_names",), combine=lambda _parts, job: dict(sorted(job.meta.gpu_names.items())),
 )
 
 
@@ -172,15 +208,18 @@ def _concurrency_blocks(r: Concurrency, s: Summary, _o: TextOptions) -> list[Blo
 
 
 CONCURRENCY = Analysis(
-    "concurrency", "How long k GPUs were busy at once", lambda t: Concurrency(concurrent_devices_ns(t.events)),
+    "concurrency", "How long k GPUs were busy at once", lambda t: Concurrency(concurrency_of(busy_sets(t.events))),
     to_json=lambda r, s: {"concurrent_gpus_ns": {str(k): v for k, v in r.ns_by_gpus.items()}},
     from_json=lambda d: Concurrency({k: int(v) for k, v in _int_keys(d.get("concurrent_gpus_ns") or {}).items()}),
     json_keys=("concurrent_gpus_ns",), blocks=_concurrency_blocks, text_order=70,
+    per_rank=lambda t: busy_sets(t.events),
+    combine=lambda parts, _job: Concurrency(concurrency_of([gpu for part in parts for gpu in part])),
 )
 
 EVENTS = Analysis(
     "events", "How many intervals the timeline holds", lambda t: int(len(t.events)),
     to_json=lambda r, s: {"events": r}, from_json=lambda d: int(d.get("events", 0)), json_keys=("events",),
+    per_rank=lambda t: int(len(t.events)), combine=lambda parts, _job: sum(parts),
 )
 
 
@@ -191,10 +230,14 @@ MAX_THREADS = 8
 
 
 def _threads(t: Timeline) -> list[HostThread]:
-    names = t.meta.thread_names
+    return _threads_of([thread_rows(t.events)], t)
+
+
+def _threads_of(parts: list[pd.DataFrame], job: Timeline) -> list[HostThread]:
+    names = job.meta.thread_names
     return [
         HostThread(int(rank), int(pid), int(tid), int(ops), int(busy), int(launches), names.get(f"{pid}:{tid}", ""))
-        for rank, pid, tid, ops, busy, launches in host_thread_stats(t.events).itertuples(index=False)
+        for rank, pid, tid, ops, busy, launches in busiest_first(_frames(parts)).itertuples(index=False)
     ]
 
 
@@ -219,6 +262,7 @@ THREADS = Analysis(
     to_json=lambda r, s: {"threads": [t.as_dict(s.multi_rank) for t in r]},
     from_json=lambda d: [HostThread.from_dict(row) for row in d.get("threads") or []],
     json_keys=("threads",), blocks=_threads_blocks, text_order=80,
+    per_rank=lambda t: thread_rows(t.events), combine=_threads_of,
 )
 
 
@@ -254,6 +298,7 @@ RUN = Analysis(
     to_json=lambda r, s: {"run": r} if r is not None else {},
     from_json=lambda d: d.get("run") if isinstance(d.get("run"), dict) else None,
     json_keys=("run",), blocks=_run_blocks, text_order=20,
+    combine=lambda _parts, job: _run(job),
 )
 
 
@@ -283,7 +328,7 @@ def _idle_from_json(d: Mapping[str, Any]) -> list[DeviceIdle]:
 IDLE = Analysis(
     "idle", "Per GPU: gaps between its first and last work where it did nothing", _idle,
     to_json=lambda r, s: {"idle": {_gpu_label(i.key, s): i.as_dict() for i in r}} if r else {},
-    from_json=_idle_from_json, json_keys=("idle",),
+    from_json=_idle_from_json, json_keys=("idle",), per_rank=_idle, combine=_stack,
 )
 
 
@@ -294,8 +339,12 @@ TOP_KERNELS, TOP_KERNELS_SHOWN = 10, 5
 
 
 def _top_kernels(t: Timeline) -> list[KernelStat]:
+    return _top_kernels_of([kernel_totals(t.events)])
+
+
+def _top_kernels_of(parts: list[pd.DataFrame], _job: Timeline | None = None) -> list[KernelStat]:
     return [KernelStat(str(r["name"]), int(r["count"]), int(r["total_ns"]), int(r["mean_ns"]))
-            for r in kernel_summary(t.events, top=TOP_KERNELS).to_dict("records")]
+            for r in kernels_by_total(add_kernel_totals(parts), top=TOP_KERNELS).to_dict("records")]
 
 
 def _top_kernels_blocks(r: list[KernelStat], s: Summary, _o: TextOptions) -> list[Block]:
@@ -313,6 +362,7 @@ TOP_KERNELS_ANALYSIS = Analysis(
     to_json=lambda r, s: {"top_kernels": [k.as_dict() for k in r]},
     from_json=lambda d: [KernelStat.from_dict(row) for row in d.get("top_kernels") or []],
     json_keys=("top_kernels",), blocks=_top_kernels_blocks, text_order=60,
+    per_rank=lambda t: kernel_totals(t.events), combine=_top_kernels_of,
 )
 
 
@@ -338,6 +388,7 @@ COPIES = Analysis(
     to_json=lambda r, s: {"copies": [c.as_dict(s.multi_rank) for c in r]},
     from_json=lambda d: [CopyStat.from_dict(row) for row in d.get("copies") or []],
     json_keys=("copies",), blocks=_copies_blocks, text_order=50,
+    per_rank=_copies, combine=_stack,
 )
 
 
@@ -345,6 +396,12 @@ COPIES = Analysis(
 
 
 def _ranges(t: Timeline) -> Ranges:
+    return _ranges_of([_range_rows(t)])
+
+
+def _range_rows(t: Timeline) -> pd.DataFrame:
+    """One row per range name: :func:`range_summary`'s figures and the own-thread ones (sums: a job's ranks
+    compute them apart and :func:`_ranges_of` adds them up)."""
     ev = t.events
     # Both rules from one matching: the strict figure (own thread only) rides along, so a user can see what the
     # autograd rule added.
@@ -353,6 +410,14 @@ def _ranges(t: Timeline) -> Ranges:
     strict = range_summary(ev, pairs=pairs[pairs["own_thread"]]).set_index("name")
     rs["own_thread_gpu_busy_ns"] = rs["name"].map(strict["gpu_busy_ns"]).fillna(0).astype("int64")
     rs["own_thread_kernels"] = rs["name"].map(strict["kernels"]).fillna(0).astype("int64")
+    return rs
+
+
+def _ranges_of(parts: list[pd.DataFrame], _job: Timeline | None = None) -> Ranges:
+    rs = _frames(parts)
+    if len([p for p in parts if len(p)]) > 1:
+        rs = longest_first(rs.groupby("name", sort=False).sum().reset_index())
+        iv.checked_sum(rs["host_ns"], "range time (ns)")
     rows = tuple(RangeStat(str(row[0]), *(int(v) for v in row[1:])) for row in rs.itertuples(index=False))
     return Ranges(RULE_TEXT["process"], rows)
 
@@ -384,7 +449,7 @@ RANGES = Analysis(
     "ranges", "Per NVTX / record_function range: the GPU work it launched", _ranges,
     to_json=lambda r, s: {"range_rule": r.rule, "ranges": [x.as_dict() for x in r.rows]} if r is not None else {},
     from_json=_ranges_from_json, json_keys=("range_rule", "ranges"), blocks=_ranges_blocks, text_order=90,
-    lazy=True,
+    lazy=True, per_rank=_range_rows, combine=_ranges_of,
 )
 
 

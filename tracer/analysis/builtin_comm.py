@@ -15,8 +15,18 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import pandas as pd
+
 from tracer.analysis.builtin import ms, parse_device_label, pct_text
-from tracer.analysis.comm import Collectives, CollectiveStat, DeviceComm, RankSkew, collectives, device_comm
+from tracer.analysis.comm import (
+    Collectives,
+    CollectiveStat,
+    DeviceComm,
+    RankSkew,
+    collectives,
+    comm_rows,
+    device_comm,
+)
 from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
 from tracer.timeline import device_label
 
@@ -51,6 +61,7 @@ COMM = Analysis(
     lambda t: device_comm(t.events),
     to_json=lambda r, s: {"comm": {device_label(d.key, s.multi_rank): d.as_dict() for d in r}} if r else {},
     from_json=_comm_from_json, json_keys=("comm",), blocks=_comm_blocks, text_order=35,
+    per_rank=lambda t: device_comm(t.events), combine=lambda parts, _job: [d for part in parts for d in part],
 )
 
 
@@ -128,6 +139,9 @@ COLLECTIVES = Analysis(
     lambda t: collectives(t.events),
     to_json=_collectives_to_json, from_json=_collectives_from_json, json_keys=("collectives", "collective_ranks"),
     blocks=_collectives_blocks, text_order=75,
+    # (a worker sends its rank's communication rows, a few per step; the match across ranks is made from them)
+    per_rank=lambda t: comm_rows(t.events),
+    combine=lambda parts, _job: collectives(pd.concat(parts, ignore_index=True)),
 )
 
 for _analysis in (COMM, COLLECTIVES):

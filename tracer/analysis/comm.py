@@ -207,6 +207,12 @@ class Collectives:
     reference_rank: int = 0
 
 
+def comm_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are communication (``collective`` set): all :func:`instances` looks at, so that
+    ``collectives(pd.concat([comm_rows(rank) for rank in job]))`` is ``collectives(job)``."""
+    return events.iloc[np.flatnonzero(events["collective"].cat.codes.to_numpy() > 0)]
+
+
 def instances(events: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """The rows that stand for one rank's part in one collective instance, with their matching key (columns
     rank, collective, pg, seq, key, matched_by, start_ns, end_ns, bytes, group_size, and ``row``: the row's

@@ -16,7 +16,6 @@ import pandas as pd
 
 from tracer.analysis import intervals as iv
 from tracer.timeline import DEVICE_COLUMNS, GPU_WORK_KINDS, DeviceKey
-from tracer.timeline.keys import pack
 
 
 def hidden_frac(overlap_ns: int, copy_ns: int) -> float | None:
@@ -204,12 +203,19 @@ def gpu_span_ns(events: pd.DataFrame) -> int:
 def concurrent_devices_ns(events: pd.DataFrame) -> dict[int, int]:
     """How long exactly k GPUs were busy at once, for each k ≥ 1 ("did my two GPUs really run at once?"). A GPU
     is a (rank, device): two ranks' GPU 0 busy together count 2."""
-    work = gpu_work(events)
-    if work.empty:
+    return concurrency_of(busy_sets(events))
+
+
+def busy_sets(events: pd.DataFrame) -> list[iv.Intervals]:
+    """Each GPU's busy intervals (the union of its GPU work), by (rank, device) ascending: what
+    :func:`concurrency_of` sweeps, and what a job's ranks compute apart."""
+    return [g.sets["busy"] for _, g in sorted(all_device_sets(events).items())]
+
+
+def concurrency_of(parts: list[iv.Intervals]) -> dict[int, int]:
+    """:func:`concurrent_devices_ns` of the GPUs whose busy intervals are ``parts`` (:func:`busy_sets`)."""
+    if not parts:
         return {}
-    key = pack(work["rank"].to_numpy(), work["device"].to_numpy())
-    s_all, e_all = work["start_ns"].to_numpy(), work["end_ns"].to_numpy()
-    parts = [iv.union(s_all[key == k], e_all[key == k]) for k in np.unique(key)]
     pos = np.concatenate([p[0] for p in parts] + [p[1] for p in parts])
     delta = np.concatenate(
         [np.ones(p[0].size, np.int64) for p in parts] + [-np.ones(p[1].size, np.int64) for p in parts]

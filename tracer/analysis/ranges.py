@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
+from tracer.analysis.work import kind_counts
 from tracer.timeline import GPU_WORK_KINDS, THREAD_COLUMNS, launch_links
 
 RANGE_COLUMNS = ["name", "count", "host_ns", "gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
@@ -118,9 +119,7 @@ def range_instances(events: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     inst["gpu_window_ns"] = inst["e"] - inst["s"]
     iv.checked_sum(inst["gpu_busy_ns"], "range GPU time (ns)")
     iv.checked_sum(inst["gpu_window_ns"], "range GPU window (ns)")
-    counts = pd.crosstab(w["range_row"], w["kind"].astype(str)).reindex(
-        columns=["kernel", "memcpy", "memset"], fill_value=0
-    )
+    counts = kind_counts(w["kind"], [w["range_row"]])
     inst[["kernels", "memcpys", "memsets"]] = counts.reindex(inst.index).to_numpy()
     return inst[INSTANCE_COLUMNS]
 
@@ -146,4 +145,10 @@ def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.Data
         out = host.join(by_name, how="left")
     out = out.reindex(columns=RANGE_COLUMNS[1:]).fillna(0).astype("int64")
     out.index = out.index.astype(str)
-    return out.rename_axis("name").reset_index().sort_values("host_ns", ascending=False, ignore_index=True)
+    return longest_first(out.rename_axis("name").reset_index())
+
+
+def longest_first(table: pd.DataFrame) -> pd.DataFrame:
+    """Range rows (one per name) by host time, longest first; names ascending among equal times, so that the order
+    does not hang on the order the names were met in (a job's ranks, summed apart, meet them in another)."""
+    return table.sort_values(["host_ns", "name"], ascending=[False, True], ignore_index=True)

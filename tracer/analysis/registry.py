@@ -104,6 +104,13 @@ class Analysis:
     #: computed only when asked for (its cost is not worth paying where it is not shown: the dashboard's runs
     #: table), not when the summary is made
     lazy: bool = False
+    #: a job's summary without the job in one frame (:mod:`tracer.analysis.ranked`): ``per_rank(timeline of one
+    #: rank) -> part`` runs where that rank was read (a worker), and ``combine(parts in rank order, job)`` makes
+    #: the result from them, equal to ``compute`` over the ranks' timelines concatenated. ``job`` holds the
+    #: job's meta and no rows (what an analysis of the meta alone reads; its ``per_rank`` is then None). An
+    #: analysis without ``combine`` makes a job's summary read the whole job into one frame.
+    per_rank: Callable[[Timeline], Any] | None = None
+    combine: Callable[[list[Any], Timeline], Any] | None = None
 
 
 _REGISTRY: dict[str, Analysis] = {}

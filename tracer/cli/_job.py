@@ -70,13 +70,18 @@ def fix_clocks(timeline: Any) -> Any:
 
     fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
     moved = {r: f for r, f in fixes.items() if f}
+    say_fixes(fixes)
+    if not moved:
+        return timeline
+    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
+    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
+
+
+def say_fixes(fixes: dict[int, int | None]) -> None:
+    """What ``--clock-fix`` does to each rank (``RankSkew.clock_fix_ns`` by rank), on stderr."""
     for rank, fix in sorted(fixes.items()):
         if fix is None:
             print(f"tracer: note: rank {rank}: the matched collectives contradict one another; its clock is left "
                   "as it is", file=sys.stderr)
         elif fix:
             print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
-    if not moved:
-        return timeline
-    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
-    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -178,35 +179,45 @@ def summary(
         raise UsageError(given, "applies to a job's traces: add --job")
     found = expand(paths)
     if job:
-        from tracer.cli._job import fix_clocks, job_progress, parse_ranks, say_job_cached, say_skipped
-        from tracer.job import load_job
+        from tracer.cli._job import fix_clocks, job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
+        from tracer.job import load_job, summarize_job
 
         traces = list(found)
         found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
         wanted = parse_ranks(ranks) if ranks is not None else None
 
-        def read(_path: Path) -> Any:  # (one job: every path at once)
-            timeline = load_job(traces, scheduler=scheduler, cache=not no_cache, ranks=wanted,
-                                skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
-                                on_cache_write=say_job_cached, on_skip=say_skipped)
-            return fix_clocks(timeline) if clock_fix else timeline
+        def read(_path: Path) -> tuple[Any, Callable[[], Any]]:  # (one job: every path at once)
+            how: dict[str, Any] = dict(scheduler=scheduler, cache=not no_cache, ranks=wanted,
+                                       skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
+                                       on_cache_write=say_job_cached, on_skip=say_skipped)
+            # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
+            result, meta = summarize_job(traces, **how)
+            if clock_fix:
+                fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
+                if any(fixes.values()):  # (a rank moves: its rows are moved in the job read as one frame)
+                    how.update(on_rank=None, on_cache_write=None, on_skip=None)  # (said once already)
+                    timeline = fix_clocks(load_job(traces, **how))
+                    return timeline.meta, lambda: analyze(timeline)
+                say_fixes(fixes)  # (no rank moves: the figures are those of the job as it is)
+            return meta, lambda: result
     else:
-        def read(_path: Path) -> Any:
-            return load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
+        def read(_path: Path) -> tuple[Any, Callable[[], Any]]:
+            timeline = load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
+            return timeline.meta, lambda: analyze(timeline)
 
     for path in found:
         try:
             with _progress(status_console, path) if not job else contextlib.nullcontext():
-                timeline = read(path)
+                meta, summarise = read(path)
             # Events the parser could not use (ts not a number, GPU work without a device ...) are left out of
             # every figure: say which and how many, or with --strict refuse the trace.
-            skipped = timeline.meta.extra.get("skipped") or {}
-            ignored = timeline.meta.extra.get("ignored") or {}
+            skipped = meta.extra.get("skipped") or {}
+            ignored = meta.extra.get("ignored") or {}
             left_out = left_out_text(skipped, ignored)
             if strict and skipped:
                 raise TraceFormatError(path, f"{left_out} (--strict)")
             try:
-                result = analyze(timeline)
+                result = summarise()
                 result.to_dict()  # every figure now, so that one the analysis refuses is this file's error
             except TracerError as exc:  # a figure the analysis refused (a total beyond int64) names no file
                 if exc.subject:
@@ -221,7 +232,7 @@ def summary(
             continue
         if left_out:
             print(f"tracer: warning: {path}: {left_out}", file=sys.stderr)
-        notes = timeline.meta.extra.get("notes") or []
+        notes = meta.extra.get("notes") or []
         for note in notes:  # what the figures mean for this file (CUDA graphs traced whole ...)
             print(f"tracer: note: {path}: {note}", file=sys.stderr)
         if not result.events and not skipped:
@@ -229,7 +240,7 @@ def summary(
                   file=sys.stderr)
         if json:
             doc = result.to_dict()
-            skipped_ranks = timeline.meta.extra.get("skipped_ranks") or {}
+            skipped_ranks = meta.extra.get("skipped_ranks") or {}
             if skipped or ignored or notes or skipped_ranks:
                 doc["meta"] = {"skipped": skipped, "ignored": ignored, "notes": notes}
                 if skipped_ranks:  # (--skip-bad-ranks: the files left out of the job, and why)

@@ -103,16 +103,25 @@ def concat(
         else:
             columns[col] = pd.concat(values, ignore_index=True).astype(dtype)
     events = build_events(columns)
-    first = parts[0].meta
+    meta = concat_meta(metas, keep)
+    return Timeline(validate(events, meta.source), meta)
+
+
+def concat_meta(metas: Sequence[TraceMeta], keep: Sequence[int]) -> TraceMeta:
+    """The meta :func:`concat` gives timelines of ``metas``, of which those at ``keep`` hold rows: the first
+    of those's format and names, every GPU and process name, and each part's own meta under
+    ``extra["parts"]``. (Also what a job's summary combined from its ranks' results names its job by.)"""
+    kept = [metas[i] for i in keep]
+    first = kept[0]
     meta = TraceMeta(
         format=first.format,
         source=first.source,
-        clock=first.clock if all(t.meta.clock == first.clock for t in parts) else "",
+        clock=first.clock if all(m.clock == first.clock for m in kept) else "",
         clock_offset_ns=None,
     )
-    for t in parts:
-        meta.gpu_names.update({k: v for k, v in t.meta.gpu_names.items() if k not in meta.gpu_names})
-        meta.process_names.update(t.meta.process_names)
-        meta.thread_names.update(t.meta.thread_names)
+    for m in kept:
+        meta.gpu_names.update({k: v for k, v in m.gpu_names.items() if k not in meta.gpu_names})
+        meta.process_names.update(m.process_names)
+        meta.thread_names.update(m.thread_names)
     meta.extra["parts"] = [m.to_dict() for m in metas]
-    return Timeline(validate(events, meta.source), meta)
+    return meta

@@ -1,0 +1,232 @@
+"""A job's summary combined from per-rank results (tracer/analysis/ranked.py, tracer.job.summarize_job) equals the
+summary of the job read whole into one frame: on real multi-rank traces (HTA's NCCL pair, whose file rank-0 is
+rank 1 by its distributedInfo; the gloo DDP pair with host-side collectives), on every local scheduler, on the
+first open and on a reload from the stored dataset, for a subset of ranks, and with a bad rank left out."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+import tracer.job
+from tests.conftest import run_cli
+from tracer import jobstore
+from tracer.analysis import ranked, registry
+from tracer.analysis.summary import Summary, analyze
+from tracer.cli.summary import render_summary
+from tracer.job import load_job, summarize_job
+from tracer.parsers import load_trace
+from tracer.timeline import Timeline
+from tracer.timeline.combine import concat_meta
+
+DATA = Path(__file__).parent / "data"
+JOBS = {
+    "hta-nccl": [DATA / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)],
+    "gloo-ddp": [DATA / "comm" / f"gloo_rank{r}.json.gz" for r in (0, 1)],
+}
+
+
+@pytest.fixture(params=sorted(JOBS))
+def job(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """One of the jobs, copied into a folder of its own (its dataset is written there, small as it is)."""
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
+    for p in JOBS[request.param]:
+        shutil.copy(p, tmp_path / p.name)
+    return sorted(tmp_path.glob("*.json.gz"))
+
+
+def _whole(files: list[Path], **kwargs: object) -> Summary:
+    """The summary of the job read into one frame, parsed here (the reference)."""
+    return analyze(load_job(files, load=lambda p: load_trace(p, cache=False), **kwargs))  # type: ignore[arg-type]
+
+
+def _text(summary: Summary) -> list[str]:
+    from rich.console import Console
+
+    console = Console(width=160, record=True, file=io.StringIO())
+    for r in render_summary(summary, width=160, max_collectives=-1):
+        console.print(r)
+    return console.export_text().splitlines()
+
+
+def _assert_same(got: Summary, want: Summary) -> None:
+    g, w = got.to_dict(), want.to_dict()
+    assert list(g) == list(w)  # the same keys in the same order
+    for key in w:
+        assert g[key] == w[key], key
+    assert got.multi_rank == want.multi_rank
+    assert _text(got) == _text(want)
+
+
+@pytest.mark.parametrize("scheduler", ["processes", "sync"])
+def test_the_combined_summary_equals_the_whole_jobs(job: list[Path], scheduler: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    want = _whole(job)
+    assert want.to_dict()["collectives"] and want.multi_rank  # (collectives matched across the two ranks)
+
+    def whole(*_a: object, **_k: object) -> None:
+        raise AssertionError("the job was read whole")
+
+    monkeypatch.setattr(tracer.job, "load_job", whole)  # (combined from the ranks, not the fallback)
+    got, meta = summarize_job(job, scheduler=scheduler, cache=False)
+    _assert_same(got, want)
+    assert set(meta.extra["ranks"]) == {"0", "1"} and "stored_as" not in meta.extra
+
+
+def test_first_open_and_reload_equal_the_whole_jobs(job: list[Path]) -> None:
+    want = _whole(job)
+    written: list[Path] = []
+    first, meta = summarize_job(job, scheduler="processes", on_cache_write=written.append)
+    assert written == [jobstore.dataset_path(job)] and "stored_as" not in meta.extra
+    _assert_same(first, want)
+    # the reload analyses each stored partition on a worker
+    again, meta = summarize_job(job, scheduler="processes", on_cache_write=written.append)
+    assert len(written) == 1 and meta.extra["stored_as"] == str(written[0])
+    _assert_same(again, want)
+    # and the same in this process (a small job with no scheduler named)
+    here, _ = summarize_job(job)
+    _assert_same(here, want)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_subset_of_ranks(job: list[Path], rank: int) -> None:
+    want = _whole(job, ranks=[rank])
+    assert not want.multi_rank
+    got, meta = summarize_job(job, scheduler="sync", ranks=[rank], cache=False)
+    _assert_same(got, want)
+    summarize_job(job, scheduler="sync")  # (stores the job)
+    got, meta = summarize_job(job, scheduler="processes", ranks=[rank])
+    assert "stored_as" in meta.extra
+    _assert_same(got, want)
+
+
+def test_combining_is_splitting_by_rank(job: list[Path]) -> None:
+    """Each analysis's per-rank parts, combined, give what it computes over the concatenated job (on the
+    timelines themselves: no workers, no store)."""
+    whole = load_job(job, load=lambda p: load_trace(p, cache=False))
+    ev = whole.events
+    ranks = sorted(set(ev["rank"].tolist()))
+    parts = [Timeline(ev[ev["rank"] == r].reset_index(drop=True), m)
+             for r, m in zip(ranks, [whole.meta] * len(ranks))]
+    results = [ranked.rank_results(t, r) for t, r in zip(parts, ranks)]
+    for a in registry.analyses():
+        assert a.combine is not None, f"{a.name}: no combine, so every job's summary reads the job whole"
+        got = a.combine([r.parts.get(a.name) for r in results], whole)
+        assert a.to_json(got, analyze(whole)) == a.to_json(a.compute(whole), analyze(whole)), a.name
+
+
+def test_the_job_meta_is_the_concatenated_jobs(job: list[Path]) -> None:
+    whole = load_job(job, load=lambda p: load_trace(p, cache=False))
+    _, meta = summarize_job(job, scheduler="sync", cache=False)
+    for field in ("format", "source", "gpu_names", "process_names", "thread_names", "clock"):
+        assert getattr(meta, field) == getattr(whole.meta, field), field
+    assert meta.extra["ranks"] == whole.meta.extra["ranks"]
+    assert concat_meta([whole.meta], [0]).format == whole.meta.format
+
+
+def _without_rank_info(src: Path, dest: Path) -> None:
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    doc.pop("distributedInfo", None)
+    dest.write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+def test_a_rank_numbered_by_order_behind_a_skipped_one(tmp_path: Path) -> None:
+    """Ranks from the files' order: with the middle file unreadable, the third file is rank 1, not the 2 its
+    worker numbered it; the job is then read whole, and the summary is still the whole job's."""
+    a, b, c = tmp_path / "a.json.gz", tmp_path / "b.json.gz", tmp_path / "c.json.gz"
+    _without_rank_info(JOBS["gloo-ddp"][0], a)
+    b.write_bytes(JOBS["gloo-ddp"][1].read_bytes()[:800])  # a truncated gzip
+    _without_rank_info(JOBS["gloo-ddp"][1], c)
+    skipped: list[object] = []
+    got, meta = summarize_job([a, b, c], scheduler="sync", skip_bad_ranks=True, on_skip=skipped.append)
+    want = analyze(load_job([a, b, c], scheduler="sync", skip_bad_ranks=True))
+    _assert_same(got, want)
+    assert sorted(meta.extra["ranks"]) == ["0", "1"] and list(meta.extra["skipped_ranks"]) == [str(b)]
+    assert len(skipped) == 1  # said once, not again by the second read
+
+
+def test_an_analysis_without_combine_reads_the_job_whole(job: list[Path]) -> None:
+    extra = registry.Analysis("test_rows_per_rank", "rows per rank", lambda t: t.events["rank"].value_counts()
+                              .sort_index().to_dict(), to_json=lambda r, s: {"test_rows_per_rank": r},
+                              from_json=lambda d: d.get("test_rows_per_rank"), json_keys=("test_rows_per_rank",))
+    registry.register(extra)
+    try:
+        assert not ranked.combinable()
+        got, _ = summarize_job(job, scheduler="sync", cache=False)
+        assert got.to_dict() == _whole(job).to_dict()
+        assert sum(got.to_dict()["test_rows_per_rank"].values()) == got.events
+    finally:
+        registry.unregister(extra.name)
+
+
+def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
+    proc = run_cli("summary", "--json", "--job", *map(str, job))
+    assert proc.returncode == 0, proc.stderr
+    (doc,) = [orjson.loads(line) for line in proc.stdout.splitlines()]
+    assert doc == _whole(job).to_dict()
+    again = run_cli("summary", "--json", "--job", "--ranks", "1", *map(str, job))
+    assert again.returncode == 0, again.stderr
+    assert orjson.loads(again.stdout) == _whole(job, ranks=[1]).to_dict()
+
+
+@pytest.mark.parametrize("side_thread", [False, True])
+def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread: bool) -> None:
+    """The key, the stored partition and the results are the same whether a side thread hashes and writes
+    (where cores are to spare) or the worker does it in line; a bad file is still its one-line error."""
+    from tracer import parallel
+
+    src = JOBS["hta-nccl"][1]
+    store = tmp_path / "store"
+    store.mkdir()
+    task = parallel.Task(with_keys=True, align=True, store=str(store), analyze=True, side_thread=side_thread)
+    done = parallel.parse_group(0, [str(src)], task)
+    assert done.error is None and done.stored and done.timeline is None
+    assert done.keys == [jobstore.source_key(src)]
+    assert set(done.phases) >= {"key", "parse", "analyze", "store"}
+    stored = jobstore.read_part(store, 0)
+    alone = load_job([src], load=lambda p: load_trace(p, cache=False))
+    assert stored.events["start_ns"].tolist() == alone.events["start_ns"].tolist()
+    assert done.results.rank == 1 and done.results.rows == len(alone.events)  # (rank-1 in its name)
+    want = analyze(alone).to_dict()
+    got = ranked.combine([done.results], alone.meta).to_dict()
+    assert got == want
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(src.read_bytes()[:5000])
+    failed = parallel.parse_group(1, [str(bad)], task)
+    assert failed.error is not None and failed.error[1] == str(bad) and "truncated gzip" in failed.error[2]
+
+
+def test_clock_fix_gives_the_figures_of_the_job_read_whole(job: list[Path], capsys: pytest.CaptureFixture) -> None:
+    """--clock-fix: where no rank moves, the combined summary stands (and says what the fix found); where one
+    moves, the job is read whole and moved, as before. Either way the figures and notes are the old path's."""
+    from tracer.cli import main
+    from tracer.cli._job import fix_clocks
+
+    want = analyze(fix_clocks(load_job(job, load=lambda p: load_trace(p, cache=False)))).to_dict()
+    notes = capsys.readouterr().err
+    assert main(["summary", "--json", "--no-cache", "--clock-fix", "--job", *map(str, job)]) == 0
+    out = capsys.readouterr()
+    assert orjson.loads(out.out) == want
+    assert out.err == notes
+
+
+def test_a_rank_with_no_events(tmp_path: Path) -> None:
+    """A rank whose profiler caught nothing adds nothing to the figures, as in the concatenated job."""
+    files = []
+    for p in JOBS["gloo-ddp"]:
+        shutil.copy(p, tmp_path / p.name)
+        files.append(tmp_path / p.name)
+    empty = tmp_path / "gloo_rank2.json.gz"
+    empty.write_bytes(gzip.compress(json.dumps({"baseTimeNanoseconds": 1790857026000000000,
+                                                "distributedInfo": {"rank": 2}, "traceEvents": []}).encode()))
+    files.append(empty)
+    want = _whole(files)
+    got, meta = summarize_job(files, scheduler="sync", cache=False)
+    _assert_same(got, want)
+    assert set(meta.extra["ranks"]) == {"0", "1", "2"}
