@@ -18,6 +18,7 @@ tests' flake). Now:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
@@ -368,35 +369,8 @@ def register(app: Dash, store: RunStore) -> None:
     def _update(want, lanes, click, ranks, folded, state, viewport):
         return update(store, state, want, lanes, click, viewport, ranks, folded)
 
-    @app.callback(
-        Output(ids.TL_WANT, "data", allow_duplicate=True),
-        Output(ids.TL_STATUS, "children", allow_duplicate=True),
-        Output(ids.TL_COLL_TABLE, "active_cell"),
-        Output(ids.TL_COLL_TABLE, "selected_cells"),
-        Input(ids.TL_COLL_TABLE, "active_cell"),
-        State(ids.TL_STATE, "data"),
-        prevent_initial_call=True,
-        on_error=on_error(lambda message: (no_update, alert(message), None, [])),
-    )
-    def _zoom_to_collective(cell, state):
-        # The cell is let go at once, so that a second click on the same row zooms to it again (a DataTable
-        # only reports a change of its active cell).
-        return (*zoom_to_collective(store, state, cell), None, [])
-
-    @app.callback(
-        Output(ids.TL_WANT, "data", allow_duplicate=True),
-        Output(ids.TL_STATUS, "children", allow_duplicate=True),
-        Output(ids.TL_FIND_TABLE, "active_cell"),
-        Output(ids.TL_FIND_TABLE, "selected_cells"),
-        Input(ids.TL_FIND_TABLE, "active_cell"),
-        State(ids.TL_STATE, "data"),
-        prevent_initial_call=True,
-        on_error=on_error(lambda message: (no_update, alert(message), None, [])),
-    )
-    def _zoom_to_finding(cell, state):
-        # The cell is let go at once, so that a second click on the same row zooms to it again (a DataTable
-        # only reports a change of its active cell).
-        return (*zoom_to_finding(store, state, cell), None, [])
+    for table, zoom in ((ids.TL_COLL_TABLE, zoom_to_collective), (ids.TL_FIND_TABLE, zoom_to_finding)):
+        _register_row_zoom(app, store, table, zoom)
 
     @app.callback(
         Output(ids.TL_FINDINGS, "children"),
@@ -408,6 +382,26 @@ def register(app: Dash, store: RunStore) -> None:
     )
     def _explain(_clicks, state):
         return explain_run(store, state)
+
+
+def _register_row_zoom(app: Dash, store: RunStore, table: str,
+                       zoom: Callable[[RunStore, Any, Any], tuple[Any, Any]]) -> None:
+    """A click on a row of ``table`` (the collectives or the findings) asks for the window ``zoom`` finds for it."""
+
+    @app.callback(
+        Output(ids.TL_WANT, "data", allow_duplicate=True),
+        Output(ids.TL_STATUS, "children", allow_duplicate=True),
+        Output(table, "active_cell"),
+        Output(table, "selected_cells"),
+        Input(table, "active_cell"),
+        State(ids.TL_STATE, "data"),
+        prevent_initial_call=True,
+        on_error=on_error(lambda message: (no_update, alert(message), None, [])),
+    )
+    def _zoom_to_row(cell, state):
+        # The cell is let go at once, so that a second click on the same row zooms to it again (a DataTable
+        # only reports a change of its active cell).
+        return (*zoom(store, state, cell), None, [])
 
 
 def zoom_to_finding(store: RunStore, state: Any, cell: Any) -> tuple[Any, Any]:
