@@ -27,11 +27,10 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from tracer.analysis import intervals as iv
 from tracer.analysis.comm import Collectives, DeviceComm, collectives, device_comm
-from tracer.analysis.overlap import DeviceOverlap, all_device_sets, device_overlap, device_sets
+from tracer.analysis.overlap import IDLE, DeviceOverlap, all_device_sets, device_overlap
 from tracer.layout import Lane, Layout, lay_out, nesting_depth
 from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
 from tracer.timeline.keys import ranks
@@ -345,11 +344,9 @@ def prepare(timeline: Timeline) -> TimelineView:
             dev,
             gpu.rank,
         )
-        idx = rows_of_gpu.get(gpu, no_rows)
-        sets = gpu_sets[gpu].sets if gpu in gpu_sets else device_sets(ev.iloc[:0], gpu)
+        sets = gpu_sets.get(gpu, IDLE).sets
         add_set(sets["overlap"], band, "overlap")
-        on_this = idx[is_kernel[idx] & is_comm[idx]]
-        if on_this.size:
+        if sets["comm"][0].size:
             (cband,) = add_lane(
                 _lane_key(gpu.rank, multi, f"gpu{dev}/comm_overlap"),
                 f"{device_title(gpu, multi)} · compute ∩ comm",
@@ -357,8 +354,7 @@ def prepare(timeline: Timeline) -> TimelineView:
                 dev,
                 gpu.rank,
             )
-            comm_set = iv.union(ev["start_ns"].to_numpy()[on_this], ev["end_ns"].to_numpy()[on_this])
-            add_set(iv.intersect(sets["compute"], comm_set), cband, "comm_overlap")
+            add_set(iv.intersect(sets["compute"], sets["comm"]), cband, "comm_overlap")
         for lane in gpu_lanes:
             mine = members[lane.index]
             w = what[mine]
@@ -445,13 +441,8 @@ def prepare(timeline: Timeline) -> TimelineView:
 
     multi = layout.multi_rank
     members = layout.members()
-    # each GPU's rows, found in one pass: filtering the whole frame once per GPU made this function grow with
+    # every GPU's interval sets in one pass: filtering the whole frame once per GPU made this function grow with
     # ranks x events (1.45 s at 64 ranks)
-    no_rows = np.empty(0, dtype=np.int64)
-    gpu_idx = np.flatnonzero(on_gpu)
-    rank_col = ev["rank"].to_numpy().astype(np.int64)
-    by_gpu = pd.DataFrame({"r": rank_col[gpu_idx], "d": device[gpu_idx]}).groupby(["r", "d"]).indices
-    rows_of_gpu = {DeviceKey(int(r), int(d)): gpu_idx[ix] for (r, d), ix in by_gpu.items()}
     gpu_sets = all_device_sets(ev)
     devices = device_overlap(ev, sets=gpu_sets)
     is_comm = ev["collective"].cat.codes.to_numpy() > 0

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tracer.analysis import intervals as iv
 from tracer.analysis.diff import diff_timelines
 from tracer.analysis.lanes import host_thread_stats, lane_stats
 from tracer.analysis.overlap import all_device_sets, concurrent_devices_ns, device_overlap, device_sets
@@ -51,6 +52,9 @@ def test_the_one_pass_sets_of_every_gpu_equal_each_gpu_filtered_alone(pair):
         for name, (s, e) in alone.items():
             assert got.sets[name][0].tolist() == s.tolist() and got.sets[name][1].tolist() == e.tolist(), name
         rows = job.events[(job.events["rank"] == key.rank) & (job.events["device"] == key.device)]
+        comm = rows[(rows["kind"] == "kernel") & (rows["collective"] != "")]
+        want = iv.union(comm["start_ns"].to_numpy(), comm["end_ns"].to_numpy())
+        assert [a.tolist() for a in got.sets["comm"]] == [a.tolist() for a in want]
         assert (got.kernels, got.memcpys, got.memsets) == tuple(
             int((rows["kind"] == k).sum()) for k in ("kernel", "memcpy", "memset"))
 
@@ -183,3 +187,18 @@ def test_tracer_summary_of_a_job_timeline(tmp_path: Path):
     doc = json.loads(proc.stdout)
     assert list(doc["devices"]) == ["0/0", "1/0"]
     assert {row["rank"] for row in doc["lanes"]} == {0, 1}
+
+
+def test_the_one_pass_comm_sets_give_the_comm_analysis_figures_on_a_real_nccl_job():
+    from tests.job_runs import HTA_RANKS
+    from tracer.analysis.comm import device_comm
+    from tracer.job import load_job
+
+    job = load_job(HTA_RANKS, cache=False)
+    found = all_device_sets(job.events)
+    figures = device_comm(job.events)
+    assert figures
+    for d in figures:
+        sets = found[d.key].sets
+        assert iv.total(sets["comm"]) == d.comm_ns > 0
+        assert iv.total(iv.intersect(sets["compute"], sets["comm"])) == d.overlap_ns

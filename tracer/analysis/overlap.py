@@ -120,8 +120,8 @@ def device_sets(events: pd.DataFrame, device: int | DeviceKey) -> dict[str, iv.I
 
 @dataclass(frozen=True)
 class GpuSets:
-    """One GPU's interval sets (as :func:`device_sets` gives them) and its counts of kernels, memcpys and
-    memsets."""
+    """One GPU's interval sets (as :func:`device_sets` gives them, and ``comm``: the union of its communication
+    kernels) and its counts of kernels, memcpys and memsets."""
 
     sets: dict[str, iv.Intervals]
     kernels: int
@@ -147,7 +147,9 @@ def all_device_sets(events: pd.DataFrame) -> dict[DeviceKey, GpuSets]:
         s, e = start[ix], end[ix]
         compute = iv.union(s[is_compute[ix]], e[is_compute[ix]])
         copy = iv.union(s[is_copy[ix]], e[is_copy[ix]])
-        sets = {"compute": compute, "copy": copy, "overlap": iv.intersect(compute, copy), "busy": iv.union(s, e)}
+        comm = is_kernel[ix] & ~is_compute[ix]
+        sets = {"compute": compute, "copy": copy, "overlap": iv.intersect(compute, copy), "busy": iv.union(s, e),
+                "comm": iv.union(s[comm], e[comm])}
         out[DeviceKey(int(rank), int(dev))] = GpuSets(
             sets, int(is_kernel[ix].sum()), int(is_copy[ix].sum()), int(is_memset[ix].sum())
         )
@@ -159,7 +161,7 @@ def _keys(devices: Iterable[int | DeviceKey] | None, rank: int) -> set[DeviceKey
 
 
 #: A GPU named but without work: empty sets, no counts.
-_IDLE = GpuSets({k: iv.empty() for k in ("compute", "copy", "overlap", "busy")}, 0, 0, 0)
+IDLE = GpuSets({k: iv.empty() for k in ("compute", "copy", "overlap", "busy", "comm")}, 0, 0, 0)
 
 
 def device_overlap(events: pd.DataFrame, devices: Iterable[int | DeviceKey] | None = None,
@@ -171,7 +173,7 @@ def device_overlap(events: pd.DataFrame, devices: Iterable[int | DeviceKey] | No
     first_rank = int(events["rank"].iloc[0]) if len(events) else 0
     out = []
     for key in sorted(set(found) | _keys(devices, first_rank)):
-        g = found.get(key, _IDLE)
+        g = found.get(key, IDLE)
         out.append(
             DeviceOverlap(
                 device=key.device,
