@@ -38,10 +38,26 @@ def _host(name: str, ts: float, dur: float) -> dict[str, Any]:
     return {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": 1, "ts": ts, "dur": dur, "args": {}}
 
 
-def _found(tmp_path: Path, events: list[dict[str, Any]], **kw: Any):  # noqa: ANN202
+def _trace(tmp_path: Path, events: list[dict[str, Any]], **doc: Any) -> Path:
+    """``events`` (and any other keys of the document) written as a gzipped Kineto trace."""
     p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
-    g = build_graph(load_trace(p, cache=False))
+    p.write_bytes(gzip.compress(json.dumps({"traceEvents": events, **doc}).encode()))
+    return p
+
+
+def _event_wait() -> list[dict[str, Any]]:
+    """k2 on stream 9 waits (cudaStreamWaitEvent, recorded by CUPTI) for k1 on stream 7 and starts 30 µs after k1
+    ends, the GPU idle meanwhile."""
+    return [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaEventRecord", 6, 1, 2),
+            _call("cudaStreamWaitEvent", 8, 1, 3), _call("cudaLaunchKernel", 10, 5, 4), _op("k1", 10, 390, 7, 1),
+            _op("k2", 430, 100, 9, 4),
+            {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 8, "dur": 1,
+             "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
+                      "device": 0}}]
+
+
+def _found(tmp_path: Path, events: list[dict[str, Any]], **kw: Any):  # noqa: ANN202
+    g = build_graph(load_trace(_trace(tmp_path, events), cache=False))
     return g, findings(g, **kw)
 
 
@@ -112,14 +128,7 @@ def test_launch_bound_gap(tmp_path):
 
 
 def test_waiting_on_an_event_from_another_stream(tmp_path):
-    # k2 on stream 9 waits (cudaStreamWaitEvent, recorded by CUPTI) for k1 on stream 7; it starts 30 µs after
-    # k1 ends, the GPU idle meanwhile
-    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaEventRecord", 6, 1, 2), _call("cudaStreamWaitEvent", 8, 1, 3),
-          _call("cudaLaunchKernel", 10, 5, 4), _op("k1", 10, 390, 7, 1), _op("k2", 430, 100, 9, 4),
-          {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 8, "dur": 1,
-           "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
-                    "device": 0}}]
-    g, f = _found(tmp_path, ev, min_gap_ns=10_000)
+    g, f = _found(tmp_path, _event_wait(), min_gap_ns=10_000)
     assert g.has_sync_events
     (r,) = f.itertuples()
     assert r.kind == "event_wait" and r.cost_ns == 30_000
@@ -160,8 +169,7 @@ def test_kernels_one_at_a_time_full_or_serialised_by_occupancy(tmp_path, blocks,
     # an eighth (demand 0.125): k2 waiting for k1 then had room
     ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaLaunchKernel", 6, 5, 2),
           _gemm("k1", 10, 390, 7, 1, blocks), _gemm("k2", 400, 390, 9, 2, blocks)]
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(json.dumps({"traceEvents": ev, "deviceProperties": [PROPS]}).encode()))
+    p = _gemm_trace(tmp_path, ev)
     g = build_graph(load_trace(p, cache=False))
     demand, sms = read_demand(p)
     assert sms == 100 and sorted(demand.values()) == ([1.0, 1.0] if blocks == 400 else [0.125, 0.125])
@@ -322,9 +330,7 @@ def test_record_prints_the_top_findings_of_a_run():
 # ---- the predicted gain of each kind's fix (issue 10, parts 3, 4 and 6)
 
 def _gemm_trace(tmp_path: Path, ev: list[dict[str, Any]]) -> Path:
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(json.dumps({"traceEvents": ev, "deviceProperties": [PROPS]}).encode()))
-    return p
+    return _trace(tmp_path, ev, deviceProperties=[PROPS])
 
 
 @pytest.mark.parametrize(("blocks", "gain"), [(50, True), (400, False)])
@@ -407,14 +413,9 @@ def test_launch_plan_cuts_launch_calls_to_a_stated_cost(tmp_path):
 
 def test_cli_explain_prices_each_kind_or_says_why_not(tmp_path):
     # the event-wait trace (no ranges): a declared dependency, not priced; its launch-bound gap: priced with `graphs`
-    ev = [_call("cudaLaunchKernel", 0, 5, 1), _call("cudaEventRecord", 6, 1, 2), _call("cudaStreamWaitEvent", 8, 1, 3),
-          _call("cudaLaunchKernel", 10, 5, 4), _op("k1", 10, 390, 7, 1), _op("k2", 430, 100, 9, 4),
-          _host("aten::slow_host_op", 16, 584), _call("cudaLaunchKernel", 600, 5, 5), _op("k3", 610, 10, 7, 5),
-          {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 8, "dur": 1,
-           "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
-                    "device": 0}}]
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
+    ev = [*_event_wait(), _host("aten::slow_host_op", 16, 584), _call("cudaLaunchKernel", 600, 5, 5),
+          _op("k3", 610, 10, 7, 5)]
+    p = _trace(tmp_path, ev)
     proc = run_cli("explain", "--json", "--min-gap-us", "10", str(p), module=True)
     assert proc.returncode == 0, proc.stderr
     groups = {g["kind"]: g for g in json.loads(proc.stdout)["findings"]["groups"]}
@@ -462,14 +463,7 @@ def test_event_wait_priced_only_between_independent_ranges(tmp_path, first, seco
         return {"ph": "X", "cat": "user_annotation", "name": name, "pid": PID, "tid": 1, "ts": ts, "dur": dur,
                 "args": {}}
 
-    ev = [rng(first, 0, 7.5), rng(second, 7.5, 10), _call("cudaLaunchKernel", 0, 5, 1), _call("cudaEventRecord", 6, 1, 2),
-          _call("cudaStreamWaitEvent", 8, 1, 3), _call("cudaLaunchKernel", 10, 5, 4), _op("k1", 10, 390, 7, 1),
-          _op("k2", 430, 100, 9, 4),
-          {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 9, "ts": 8, "dur": 1,
-           "args": {"stream": 9, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 2, "correlation": 3,
-                    "device": 0}}]
-    p = tmp_path / "t.json.gz"
-    p.write_bytes(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
+    p = _trace(tmp_path, [rng(first, 0, 7.5), rng(second, 7.5, 10), *_event_wait()])
     proc = run_cli("explain", "--json", "--min-gap-us", "10", str(p), module=True)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
