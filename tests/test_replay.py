@@ -164,6 +164,29 @@ def test_nsys_launch_figures_give_the_same_demand_as_kineto():
     assert read_demand(DATA / "graph_nsys_stats.txt") == ({}, None)  # neither format: nothing, no error
 
 
+def test_kineto_demand_typed_read_equals_the_loose_one_and_refuses_a_bomb(tmp_path):
+    # The typed decode reads only the kernels' launch figures; a trace it refuses (here one event whose args are
+    # a list) is read whole: both must give the same demand, from an independent computation over the JSON.
+    import gzip
+
+    import orjson
+
+    src = EXAMPLES / "multi-device-streams-20261202-161153" / "trace.json.gz"
+    doc = orjson.loads(gzip.decompress(src.read_bytes()))
+    props = {d["id"]: d for d in doc["deviceProperties"]}
+    expected = {e["args"]["correlation"]: kernel_demand(e["args"], props[e["args"]["device"]])
+                for e in doc["traceEvents"] if e.get("cat") == "kernel"}
+    typed, sms = read_kineto_demand(src)
+    assert typed == expected and len(typed) == 200 and sms == 132
+    doc["traceEvents"].append({"ph": "i", "cat": "instant", "name": "odd", "ts": 1, "args": [1, 2]})
+    odd = tmp_path / "odd.json"
+    odd.write_bytes(orjson.dumps(doc))
+    assert read_kineto_demand(odd) == (expected, 132)
+    bomb = tmp_path / "bomb.json.gz"  # 200 MB of spaces in 0.2 MB: refused by the parsers' ratio check
+    bomb.write_bytes(gzip.compress(b"{" + b" " * 200_000_000 + b"}", 9))
+    assert read_kineto_demand(bomb) == ({}, None)
+
+
 def test_cli_what_if_streams_reads_the_ranges_chains():
     run = EXAMPLES / "dependency-graph-streams-20261202-161236"
     proc = run_cli("explain", "--range", "dependency-graph/serial", "--what-if", "streams=4", "--what-if", "warm",
