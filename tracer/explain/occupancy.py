@@ -105,7 +105,8 @@ def _kernel_rows(raw: bytes) -> tuple[Any, list[dict[str, Any]]] | None:
 def _inflated(p: Path) -> bytes | None:
     """The file's bytes, inflated if gzipped (a bomb refused as the parsers refuse it); None if unreadable."""
     from tracer.errors import TracerError
-    from tracer.parsers import GZIP_MAGIC, iter_inflated
+    from tracer.formats import GZIP_MAGIC
+    from tracer.parsers import iter_inflated
 
     try:
         raw = p.read_bytes()
