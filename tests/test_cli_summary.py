@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import sqlite3
 from pathlib import Path
 
@@ -223,6 +224,30 @@ def test_summary_of_a_folder_without_runs_says_what_to_pass(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no run directories or traces" in lines[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped_one(tmp_path, data_dir):
+    # Reading a named pipe blocks until a writer comes (the command hung forever); a device may never end.
+    import shutil
+
+    pipe = tmp_path / "rank1.json"
+    os.mkfifo(pipe)
+    device = tmp_path / "zero.json"
+    device.symlink_to("/dev/zero")
+    (tmp_path / "rank9.json").symlink_to(tmp_path / "gone.json")
+    for path, what in ((pipe, "a named pipe"), (device, "a character device")):
+        proc = run_cli("summary", str(path), timeout=60)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"not a regular file but {what}" in proc.stderr
+    device.unlink()
+    shutil.copy(data_dir / "two_streams.json.gz", tmp_path / "rank0.json.gz")
+    proc = run_cli("summary", "--json", str(tmp_path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert [Path(json.loads(line)["source"]).name for line in proc.stdout.splitlines()] == ["rank0.json.gz"]
+    notes = sorted(proc.stderr.strip().splitlines())
+    assert notes == [f"tracer: note: {pipe}: skipped: not a regular file but a named pipe (FIFO)",
+                     f"tracer: note: {tmp_path / 'rank9.json'}: skipped: not a regular file but a broken symbolic link"]
 
 
 @pytest.mark.parametrize("command", [[], ["summary"], ["record"], ["export"], ["dashboard"], ["scenarios"]])

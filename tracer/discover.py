@@ -7,9 +7,10 @@ content decides the format once they are opened).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from tracer.formats import suffix_patterns, trace_suffixes
+from tracer.formats import not_a_regular_file, suffix_patterns, trace_suffixes
 from tracer.rundir import is_run_dir
 
 __all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file"]
@@ -27,8 +28,14 @@ def is_trace_file(p: Path) -> bool:
     return p.is_file() and not n.startswith(".") and n.endswith(trace_suffixes())
 
 
-def discover(path: Path, depth: int = SCAN_DEPTH) -> list[Path]:
-    """Run directories and trace files at or under ``path``, sorted by path (hidden entries skipped)."""
+#: ``on_skip(path, why)``: told of each entry a scan leaves out that a user may have meant to be read.
+OnSkip = Callable[[Path, str], None]
+
+
+def discover(path: Path, depth: int = SCAN_DEPTH, on_skip: OnSkip | None = None) -> list[Path]:
+    """Run directories and trace files at or under ``path``, sorted by path (hidden entries skipped).
+    ``on_skip`` hears of what is named like a trace but cannot be one (a pipe, a device, a broken link) and of
+    folders that cannot be listed; other files are not traces and pass unsaid."""
     if is_run_dir(path) or path.is_file():
         return [path]
     if not path.is_dir() or depth <= 0:
@@ -36,27 +43,33 @@ def discover(path: Path, depth: int = SCAN_DEPTH) -> list[Path]:
     found: list[Path] = []
     try:
         children = sorted(path.iterdir())
-    except OSError:
+    except OSError as exc:
+        if on_skip is not None:
+            on_skip(path, f"cannot list the folder: {exc.strerror or exc}")
         return []
     for child in children:
         if child.name.startswith("."):
             continue
         if child.is_dir():
-            found += discover(child, depth - 1)
+            found += discover(child, depth - 1, on_skip)
         elif is_trace_file(child):
             found.append(child)
+        elif on_skip is not None and child.name.lower().endswith(trace_suffixes()):
+            special = not_a_regular_file(child)
+            if special is not None:
+                on_skip(child, f"not a regular file but {special}")
     return found
 
 
-def expand(paths: list[Path]) -> list[Path]:
+def expand(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
     """Each path as given, except a folder that is not a run directory: the runs and traces under it (an
-    :class:`InputNotFoundError` when it holds none)."""
+    :class:`InputNotFoundError` when it holds none); ``on_skip`` as for :func:`discover`."""
     from tracer.errors import InputNotFoundError
 
     out: list[Path] = []
     for p in paths:
         if p.is_dir() and not is_run_dir(p):
-            inside = discover(p)
+            inside = discover(p, on_skip=on_skip)
             if not inside:
                 raise InputNotFoundError(
                     p,

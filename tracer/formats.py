@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,24 @@ if TYPE_CHECKING:  # (not at run time: the timeline imports pandas)
     from tracer.timeline import Timeline
 
 GZIP_MAGIC = b"\x1f\x8b"
+
+_SPECIAL = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+            (stat.S_ISBLK, "a block device"))
+
+
+def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
+    """What ``path`` is when it is neither a regular file nor a directory ("a named pipe (FIFO)", "a character
+    device", "a broken symbolic link" ...), else None. Reading a pipe blocks until a writer comes and a device
+    may never end: a trace must be a file (links followed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a broken symbolic link" if os.path.islink(path) else None  # (missing: the caller says so)
+    except OSError:
+        return None  # (unreadable: opening it says why)
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), "not a file")
 GZIP_SUFFIX = ".gz"
 
 #: ``reader(path, *, cache, on_cache_write) -> Timeline``: every reader has this shape (``cache`` and

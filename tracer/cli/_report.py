@@ -13,6 +13,11 @@ def say_cached(cache: Path) -> None:
     print(f"tracer: note: cached the parsed timeline at {cache}; --no-cache to skip", file=sys.stderr)
 
 
+def say_skipped_file(path: Path, why: str) -> None:
+    """:func:`tracer.discover.expand`'s ``on_skip``: a folder's entry named like a trace that is not read."""
+    print(f"tracer: note: {path}: skipped: {why}", file=sys.stderr)
+
+
 def left_out_text(skipped: dict[str, int], ignored: dict[str, str]) -> str:
     """What the parser left out of a trace, in one line: "3 events skipped: ts not a number"."""
     parts = []

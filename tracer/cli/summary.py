@@ -163,7 +163,7 @@ def summary(
     from rich.console import Console
 
     from tracer.analysis.summary import analyze
-    from tracer.cli._report import left_out_text, say_cached
+    from tracer.cli._report import left_out_text, say_cached, say_skipped_file
     from tracer.errors import TraceFormatError
     from tracer.parsers import load_trace
 
@@ -177,7 +177,7 @@ def summary(
 
         given = "--scheduler" if scheduler is not None else "--skip-bad-ranks" if skip_bad_ranks else "--ranks"
         raise UsageError(given, "applies to a job's traces: add --job")
-    found = expand(paths)
+    found = expand(paths, on_skip=say_skipped_file)
     if job:
         from tracer.cli._job import fix_clocks, job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
         from tracer.job import load_job, summarize_job

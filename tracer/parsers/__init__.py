@@ -101,6 +101,9 @@ def _first_content(p: Path) -> bytes:
 
 
 def _read_head(p: Path) -> bytes:
+    special = formats.not_a_regular_file(p)
+    if special is not None:
+        raise InputNotFoundError(p, f"not a regular file but {special}: give a trace file")
     if not p.exists():
         raise InputNotFoundError(p, "no such file or directory")
     try:
