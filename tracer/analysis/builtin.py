@@ -460,3 +460,6 @@ for _analysis in BUILTIN:
 
 # The communication analyses register after these (their JSON keys last).
 import tracer.analysis.builtin_comm  # noqa: E402, F401
+
+# Then the launch analysis (its JSON key last).
+import tracer.analysis.builtin_launches  # noqa: E402, F401

@@ -1,0 +1,150 @@
+"""How far the CPU ran ahead of each GPU: its launch calls against the work they queued.
+
+Every kernel, copy and memset a GPU ran was put in its stream's queue by a runtime or driver call on the host
+(``cudaLaunchKernel``, ``cudaMemcpyAsync`` ...; paired by :func:`tracer.timeline.launch_links`). Per GPU:
+
+- **launch delay**: the work's start on the GPU − its call's end on the host (HTA's definition). Small or
+  negative (the GPU began before the call returned) where the stream was waiting for the work; large where the
+  work queued behind earlier work. A call that queued several rows (a CUDA graph's launch) counts once, with its
+  first row.
+- **short kernels**: kernels that ran for less time than the call that launched them took (HTA's "short GPU
+  kernels"): the host cannot keep such a stream fed, whatever the GPU does.
+- **queue at launch**: how many other rows of the same stream were queued and not finished when the call
+  returned (HTA's "queue length", at launch moments; once per call and stream it queued on): 0 means the
+  stream had nothing else to do, so the GPU's pace on it was the host's. ``empty_at_launch`` counts the
+  launches that found their stream's queue so.
+
+Rows whose call is not in the timeline (a trace without runtime events, a capture that began mid-run) are
+counted as ``unlinked`` and are in no figure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tracer.timeline import launch_links
+
+#: What a launch table holds per GPU, in order.
+LAUNCH_COLUMNS = ("rank", "device", "launches", "unlinked", "call_p50_ns", "delay_p50_ns", "delay_p95_ns",
+                  "delay_max_ns", "kernels", "short_kernels", "queue_mean", "queue_max", "empty_at_launch")
+
+_WORK = ("kernel", "memcpy", "memset")
+
+
+@dataclass(frozen=True)
+class LaunchStat:
+    """One GPU's launches (see the module's docstring); ns are integers, ``queue_mean`` rounded to 0.01."""
+
+    rank: int
+    device: int
+    launches: int  # calls that queued work on this GPU
+    unlinked: int  # rows of work whose call is not in the timeline
+    call_p50_ns: int
+    delay_p50_ns: int
+    delay_p95_ns: int
+    delay_max_ns: int
+    kernels: int  # kernels launched one per call (the short-kernel figure's population)
+    short_kernels: int
+    queue_mean: float
+    queue_max: int
+    empty_at_launch: int  # launches that found their stream's queue empty
+
+    def as_dict(self, multi_rank: bool) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in LAUNCH_COLUMNS[1:]}
+        return {"rank": self.rank, **d} if multi_rank else d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaunchStat:
+        ints = {k: int(d[k]) for k in LAUNCH_COLUMNS[1:] if k != "queue_mean"}
+        return cls(rank=int(d.get("rank", 0)), queue_mean=float(d["queue_mean"]), **ints)
+
+
+def launch_table(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per GPU (rank, device) that ran work: :data:`LAUNCH_COLUMNS`, in (rank, device) order."""
+    kind = events["kind"]
+    cats = list(kind.cat.categories)
+    codes = kind.cat.codes.to_numpy()
+    device = events["device"].to_numpy(np.int64)
+    on_gpu = np.isin(codes, [cats.index(k) for k in _WORK if k in cats]) & (device >= 0)
+    if not on_gpu.any():
+        return pd.DataFrame({c: pd.Series([], dtype="float64" if c == "queue_mean" else "int64")
+                             for c in LAUNCH_COLUMNS})
+    rank = events["rank"].to_numpy(np.int64)
+    gpus, gpu_of_row = np.unique(np.stack([rank[on_gpu], device[on_gpu]], axis=1), axis=0, return_inverse=True)
+    totals = np.bincount(gpu_of_row.ravel(), minlength=len(gpus))
+    links = launch_links(events)
+    work = events.index.get_indexer(links["work_row"])  # (labels → positions)
+    call = events.index.get_indexer(links["call_row"])
+    keep = on_gpu[work]
+    work, call = work[keep], call[keep]
+    start, end = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
+    stream = events["stream"].to_numpy(np.int64)
+    is_kernel = codes == (cats.index("kernel") if "kernel" in cats else -2)
+    rows = []
+    for g, (r, d) in enumerate(gpus.tolist()):
+        mine = (rank[work] == r) & (device[work] == d)
+        w, c = work[mine], call[mine]
+        rows.append(_gpu_row(int(r), int(d), int(totals[g]), _Linked(
+            c, stream[w], start[w], end[w], start[c], end[c], is_kernel[w])))
+    return pd.DataFrame(rows, columns=list(LAUNCH_COLUMNS))
+
+
+@dataclass(frozen=True)
+class _Linked:
+    """One GPU's linked rows (one entry per row of work): its call's position, and both sides' times."""
+
+    call: np.ndarray
+    stream: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    call_start: np.ndarray
+    call_end: np.ndarray
+    kernel: np.ndarray
+
+
+def _gpu_row(rank: int, device: int, total: int, x: _Linked) -> dict[str, Any]:
+    row: dict[str, Any] = {"rank": rank, "device": device}
+    if not len(x.call):
+        return {**row, **dict.fromkeys(LAUNCH_COLUMNS[2:], 0), "unlinked": total, "queue_mean": 0.0}
+    # each call once, with the first row it queued (a graph launch queues many)
+    order = np.lexsort((x.start, x.call))
+    calls, first, per_call = np.unique(x.call[order], return_index=True, return_counts=True)
+    f = order[first]
+    delay = x.start[f] - x.call_end[f]
+    took = x.call_end[f] - x.call_start[f]
+    one = f[(per_call == 1) & x.kernel[f]]  # kernels launched one per call
+    short = int(((x.end[one] - x.start[one]) < (x.call_end[one] - x.call_start[one])).sum())
+    ahead = _queued_ahead(x)
+    return {**row, "launches": int(len(calls)), "unlinked": total - len(x.call),
+            "call_p50_ns": _pct(took, 50), "delay_p50_ns": _pct(delay, 50), "delay_p95_ns": _pct(delay, 95),
+            "delay_max_ns": int(delay.max()), "kernels": int(len(one)), "short_kernels": short,
+            "queue_mean": round(float(ahead.mean()), 2), "queue_max": int(ahead.max()),
+            "empty_at_launch": int((ahead == 0).sum())}
+
+
+def _pct(values: np.ndarray, q: int) -> int:
+    """The q-th percentile, the lower of two neighbours (an integer that occurred: no interpolated ns)."""
+    return int(np.percentile(values, q, method="lower"))
+
+
+def _queued_ahead(x: _Linked) -> np.ndarray:
+    """For each call and stream it queued rows on: the rows of that stream queued by the moment its call
+    returned (their call's end ≤ t) and not finished then (end > t), its own rows left out.
+
+    #{j: q_j ≤ t < e_j} = #{q_j ≤ t} − #{max(q_j, e_j) ≤ t}: two sorted searches per stream, exact, and never
+    negative where a clock puts a row's end before its call's end."""
+    out = []
+    for s in np.unique(x.stream).tolist():
+        on = x.stream == s
+        queued, ends, calls = x.call_end[on], x.end[on], x.call[on]
+        done = np.sort(np.maximum(queued, ends))
+        _, first, inverse = np.unique(calls, return_index=True, return_inverse=True)
+        t = queued[first]  # (every row of a call was queued when it returned)
+        own = np.bincount(inverse.ravel(), weights=ends > queued, minlength=len(first)).astype(np.int64)
+        outstanding = np.searchsorted(np.sort(queued), t, side="right") - np.searchsorted(done, t, side="right")
+        out.append(outstanding - own)
+    return np.concatenate(out)
