@@ -30,6 +30,7 @@ import numpy as np
 
 from tracer.analysis import intervals as iv
 from tracer.analysis.comm import Collectives, DeviceComm, collectives, device_comm
+from tracer.analysis.launches import LaunchStat, launch_table
 from tracer.analysis.overlap import IDLE, DeviceOverlap, all_device_sets, device_overlap
 from tracer.layout import Lane, Layout, lay_out, nesting_depth
 from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
@@ -119,6 +120,11 @@ class TimelineView:
     def comm(self) -> list[DeviceComm]:
         """Per GPU, compute beside communication (the ``comm`` analysis); [] without comm kernels."""
         return device_comm(self.timeline.events)
+
+    @cached_property
+    def launches(self) -> list[LaunchStat]:
+        """Per GPU, how far the host ran ahead of it (the ``launches`` analysis); [] without GPU work."""
+        return [LaunchStat.from_dict(r) for r in launch_table(self.timeline.events).to_dict("records")]
 
     @cached_property
     def collectives(self) -> Collectives:

@@ -87,3 +87,14 @@ def test_plain_report_reads_the_typed_per_gpu_figures():
     job = summarize(concat([t, t], ranks=[0, 1]))
     report = plain_report(meta, job, "runs/x")
     assert "GPU 0/0: " in report and "GPU 1/0: " in report
+
+
+def test_a_gpu_card_says_how_far_the_host_ran_ahead_with_the_summary_s_launch_figures():
+    t = load_trace(DATA / "mlp_train_200.json.gz", cache=False)
+    (card,) = common.device_cards(prepare(t))
+    (x,) = summarize(t)["launches"].values()
+    text = _text(card)
+    assert (f"launch delay {x['delay_p50_ns'] / 1e3:,.1f} µs (p95 {x['delay_p95_ns'] / 1e3:,.1f})" in text
+            and f"queue empty at {100 * x['empty_at_launch'] / x['launches']:.0f}% of launches" in text)
+    (d,) = prepare(t).devices
+    assert "launch delay" not in _text(common.device_card(d))  # (no launch figures: no line)

@@ -10,6 +10,7 @@ import numpy as np
 from dash import dcc, html
 
 from tracer.analysis.comm import DeviceComm
+from tracer.analysis.launches import LaunchStat
 from tracer.analysis.overlap import DeviceOverlap
 from tracer.analysis.summary import Summary
 from tracer.dashboard.data import (
@@ -87,16 +88,21 @@ def device_cards(view: TimelineView) -> list[Any]:
     names = view.timeline.meta.gpu_names
     multi_rank = view.timeline.multi_rank
     comm = {c.key: c for c in view.comm}
+    launches = {(x.rank, x.device): x for x in view.launches}
     return [
-        device_card(d, names.get(d.device, ""), multi_rank=multi_rank, comm=comm.get(d.key)) for d in view.devices
+        device_card(d, names.get(d.device, ""), multi_rank=multi_rank, comm=comm.get(d.key),
+                    launches=launches.get((d.key.rank, d.key.device)))
+        for d in view.devices
     ]
 
 
 def device_card(
-    d: DeviceOverlap, gpu_name: str = "", *, multi_rank: bool = False, comm: DeviceComm | None = None
+    d: DeviceOverlap, gpu_name: str = "", *, multi_rank: bool = False, comm: DeviceComm | None = None,
+    launches: LaunchStat | None = None,
 ) -> html.Div:
-    """One GPU's card: the summary's figures of it (``tracer summary``'s per-GPU row), and with ``comm`` its
-    communication beside compute (the ``comm`` analysis' row)."""
+    """One GPU's card: the summary's figures of it (``tracer summary``'s per-GPU row), with ``comm`` its
+    communication beside compute (the ``comm`` analysis' row), with ``launches`` one line of how far the host
+    ran ahead of it (the ``launches`` analysis' row)."""
     frac = d.copy_hidden_frac
     hidden = "–" if frac is None else f"{100 * frac:.0f}%"
     values: list[float] = [d.compute_ns, d.copy_ns, d.overlap_ns, d.busy_ns]
@@ -144,9 +150,21 @@ def device_card(
                 + f" · {d.memcpys:,} copies · {d.memsets:,} memsets",
                 className="muted small",
             ),
+            *([launch_line(launches)] if launches is not None and launches.launches else []),
         ],
         className="card",
     )
+
+
+def launch_line(x: LaunchStat) -> html.Div:
+    """The ``launches`` figures of one GPU in a line: did it wait for the host?"""
+    parts = [f"launch delay {x.delay_p50_ns / 1e3:,.1f} µs (p95 {x.delay_p95_ns / 1e3:,.1f})",
+             f"queue empty at {100 * x.empty_at_launch / x.launches:.0f}% of launches"]
+    if x.kernels:
+        parts.append(f"{100 * x.short_kernels / x.kernels:.0f}% of kernels shorter than their launch")
+    return html.Div(" · ".join(parts), className="muted small",
+                    title="delay: the work's start − its launch call's end (median); queue: the stream's other work "
+                          "queued and not finished when the call returned; empty: the stream waited for the host")
 
 
 #: More host threads than this get one line instead of a card each.
