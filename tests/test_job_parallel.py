@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
@@ -207,6 +208,50 @@ def test_the_single_file_path_does_not_import_dask() -> None:
     proc = subprocess.run([sys.executable, "-c", code, str(HTA_RANKS[0])], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+_FAULTS = """
+import resource, sys
+if sys.argv[1] == "keep":
+    from tracer.parallel import keep_freed_memory
+    keep_freed_memory()
+out = []
+for _ in range(3):  # a rank's worth of bytes, written (so faulted in), freed, and again
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    b = b"x" * (100 << 20)
+    out.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)
+    del b
+print(out)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+                    reason="glibc's malloc only")
+def test_a_worker_keeps_freed_memory_for_the_next_rank() -> None:
+    # (a child process each: the setting stays for a process's life)
+    def faults(mode: str) -> list[int]:
+        proc = subprocess.run([sys.executable, "-c", _FAULTS, mode], capture_output=True, text=True, check=True)
+        return json.loads(proc.stdout)
+
+    pages = (100 << 20) // os.sysconf("SC_PAGE_SIZE")
+    plain, kept = faults("plain"), faults("keep")
+    assert all(n >= pages * 0.9 for n in plain)  # each allocation a fresh mapping, faulted in page by page
+    assert kept[0] >= pages * 0.9 and max(kept[1:]) < pages * 0.05  # the heap's pages reused
+
+
+def test_the_local_pool_starts_its_workers_with_keep_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import concurrent.futures
+
+    seen: list[object] = []
+
+    class Recording(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            seen.append(kwargs.get("initializer"))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
+    done = parallel.parse_groups([[p] for p in HTA_RANKS], scheduler=parallel.Scheduler("processes"))
+    assert [d.error for d in done] == [None, None] and seen == [parallel.keep_freed_memory]
 
 
 def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
