@@ -30,7 +30,8 @@ def _stack(parts: list[list[LaunchStat]], _job: Timeline) -> list[LaunchStat]:
 
 
 def _us(ns: int) -> str:
-    return f"{ns / 1e3:,.1f}"
+    """µs, a decimal only below a millisecond (the table stays narrow enough for 80 columns)."""
+    return f"{ns / 1e3:,.1f}" if abs(ns) < 1_000_000 else f"{ns / 1e3:,.0f}"
 
 
 def _blocks(r: list[LaunchStat], s: Summary, _o: TextOptions) -> list[Block]:
