@@ -210,7 +210,7 @@ def test_summary_json_and_text_carry_the_comm_figures_and_the_table(tmp_path: Pa
                                   "exposed_comm_ns": 35_000, "kernels": 2, "comm_kernels": 2}
     assert [c["seq"] for c in doc["collectives"]] == [6, 7, 8]
     assert doc["collective_ranks"]["ranks"][1]["straggler"] == 1
-    assert list(doc)[-3:] == ["comm", "collectives", "collective_ranks"]  # after every key there was before
+    assert list(doc)[-4:] == ["comm", "collectives", "collective_ranks", "launches"]  # after every key there was before
     assert main(["summary", "--no-cache", "--job", *map(str, paths)]) == 0
     text = capsys.readouterr().out
     assert "Per GPU communication" in text and "Collectives by start skew (top 2 of 2)" in text
