@@ -104,7 +104,7 @@ def _collectives_blocks(r: Collectives, s: Summary, o: TextOptions) -> list[Bloc
     rank_rows = tuple(
         (str(k.rank), f"{k.collectives:,}", f"{k.straggler:,}", _us(k.mean_late_ns), _us(k.max_late_ns),
          "–" if k.offset_lo_ns is None or k.offset_hi_ns is None
-         else f"{k.offset_lo_ns / 1e3:,.1f}…{k.offset_hi_ns / 1e3:,.1f}",
+         else f"[{k.offset_lo_ns / 1e3:,.1f}, {k.offset_hi_ns / 1e3:,.1f}]",
          "contradict" if k.clock_fix_ns is None and k.offset_lo_ns is not None else _us(k.clock_fix_ns))
         for k in r.ranks
     )

@@ -58,7 +58,11 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
             continue
         t = Table(box=box.SIMPLE_HEAD, title=block.title, caption=block.caption)
         for col in block.columns:
-            t.add_column(col.header, justify=col.justify, no_wrap=col.no_wrap)
+            # a figure is never cut short ("336.9…" reads as a number, not the one computed): on a terminal too
+            # narrow for the table, a right-aligned (numeric) cell folds onto a second line whole
+            numeric = col.justify == "right" and not col.fit
+            t.add_column(col.header, justify=col.justify, no_wrap=col.no_wrap and not numeric,
+                         overflow="fold" if numeric else "ellipsis")
         fit = next((i for i, c in enumerate(block.columns) if c.fit), None)
         room = 0
         if fit is not None:
