@@ -149,6 +149,19 @@ def test_cli_table_on_bundled_runs(capsys):
     assert "more items in --json / --csv" in out
 
 
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_cli_table_never_cuts_a_figure_short_on_a_narrow_terminal(capsys, monkeypatch, columns):
+    # At 80 columns the items table printed "2,119.…" and "×1.…": figures that are not the ones computed.
+    import re
+
+    monkeypatch.setenv("COLUMNS", columns)
+    blocking = EXAMPLES / "compute-copy-blocking-streams-20261202-161350"
+    assert tracer.cli.main(["diff", str(blocking), str(SIDE)]) == 0
+    out = capsys.readouterr().out
+    assert not re.search(r"\d…", out), [ln for ln in out.splitlines() if re.search(r"\d…", ln)]
+    assert max(len(ln) for ln in out.splitlines()) <= int(columns)
+
+
 def test_cli_json_and_csv_carry_every_item(capsys):
     assert tracer.cli.main(["diff", str(SIDE), str(NON_BLOCKING), "--json", "--top", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)

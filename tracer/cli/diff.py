@@ -48,7 +48,9 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
         out.append(Text(f"note: {note}", style="yellow"))
     head = Table(box=box.SIMPLE_HEAD, title="Headline figures (ms): B − A")
     for col in ("figure", "A", "B", "B − A"):
-        head.add_column(col, justify="left" if col == "figure" else "right", no_wrap=True)
+        # (a figure is never cut short: on a terminal too narrow, a number folds onto a second line whole)
+        head.add_column(col, justify="left", no_wrap=True) if col == "figure" else \
+            head.add_column(col, justify="right", overflow="fold")
     head.add_row("span", _ms(d.span_a_ns), _ms(d.span_b_ns), _signed_ms(d.span_b_ns - d.span_a_ns))
     head.add_row("GPU work span", _ms(d.gpu_span_a_ns), _ms(d.gpu_span_b_ns),
                  _signed_ms(d.gpu_span_b_ns - d.gpu_span_a_ns))
@@ -75,17 +77,26 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
         out.append(Text("No lane, overlap or idle time changed beyond the threshold.", style="dim"))
 
     counts = d.counts()
-    items = Table(box=box.SIMPLE_HEAD, title=f"Work by kind and name, largest |time difference| first (top {top})")
+    items = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  title=f"Work by kind and name, largest |time difference| first (top {top})")
     cols = ("change", "kind", "name", "n A", "n B", "ms A", "ms B", "B − A ms", "B / A")
     rows = [
         [item.change, item.kind, item.name, f"{item.count_a:,}", f"{item.count_b:,}", _ms(item.time_a_ns),
          _ms(item.time_b_ns), _signed_ms(item.diff_ns), _ratio(item.ratio)]
         for item in d.items[:top]
     ]
-    # The name column alone gives way on a narrow terminal: the others keep their width, names are cut with "…".
-    for col in cols:
-        items.add_column(col, justify="left" if col in ("change", "kind", "name") else "right", no_wrap=True)
-    room = max(12, min(80, width - _table_width(items, [[*r[:2], "", *r[3:]] for r in rows])))
+    # The name column gives way on a narrow terminal (names are cut with "…"); the other columns keep the width of
+    # their cells where the table then fits, and a figure is never cut short: where it does not fit even so, the
+    # numbers fold onto a second line whole rather than overflow the terminal.
+    least = [max([len(w) for w in col.split()] + [len(r[i]) for r in rows]) for i, col in enumerate(cols)]
+    fixed = sum(n for i, n in enumerate(least) if i != 2) + 8 + 2 * (len(cols) - 1)  # (name ≥ 8, padding)
+    for i, col in enumerate(cols):
+        keep = least[i] if fixed <= width and col != "name" else None
+        if col in ("change", "kind", "name"):
+            items.add_column(col, justify="left", no_wrap=True, min_width=keep)
+        else:
+            items.add_column(col, justify="right", overflow="fold", min_width=keep)
+    room = max(8, min(80, width - _table_width(items, [[*r[:2], "", *r[3:]] for r in rows])))
     for row in rows:
         name = row[2] if len(row[2]) <= room else row[2][: room - 1] + "…"
         items.add_row(Text(row[0], style=_CHANGE_STYLE[row[0]]), row[1], name, *row[3:])
