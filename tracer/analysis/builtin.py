@@ -405,12 +405,7 @@ def _range_rows(t: Timeline) -> pd.DataFrame:
     ev = t.events
     # Both rules from one matching: the strict figure (own thread only) rides along, so a user can see what the
     # autograd rule added.
-    pairs = launch_pairs(ev)
-    rs = range_summary(ev, pairs=pairs)
-    strict = range_summary(ev, pairs=pairs[pairs["own_thread"]]).set_index("name")
-    rs["own_thread_gpu_busy_ns"] = rs["name"].map(strict["gpu_busy_ns"]).fillna(0).astype("int64")
-    rs["own_thread_kernels"] = rs["name"].map(strict["kernels"]).fillna(0).astype("int64")
-    return rs
+    return range_summary(ev, pairs=launch_pairs(ev), own_thread=True)
 
 
 def _ranges_of(parts: list[pd.DataFrame], _job: Timeline | None = None) -> Ranges:
