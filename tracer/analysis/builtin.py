@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
@@ -18,9 +19,9 @@ from tracer.analysis.overlap import (
     DeviceOverlap,
     busy_sets,
     concurrency_of,
-    device_keys,
     device_overlap,
     gpu_work,
+    kind_mask,
 )
 from tracer.analysis.ranges import RULE_TEXT, launch_pairs, longest_first, range_summary
 from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
@@ -36,8 +37,9 @@ from tracer.analysis.results import (
     Span,
     TraceInfo,
 )
-from tracer.analysis.work import add_kernel_totals, copy_summary, idle_gaps, kernel_totals, kernels_by_total
-from tracer.timeline import DeviceKey, device_label
+from tracer.analysis.work import add_kernel_totals, copy_summary, kernel_totals, kernels_by_total
+from tracer.timeline import DEVICE_COLUMNS, GPU_WORK_KINDS, DeviceKey, device_label
+from tracer.timeline.keys import key_codes
 
 if TYPE_CHECKING:
     from tracer.analysis.summary import Summary
@@ -306,13 +308,23 @@ RUN = Analysis(
 
 
 def _idle(t: Timeline) -> list[DeviceIdle]:
+    """Per GPU, (rank, device) ascending: its idle gaps (:func:`~tracer.analysis.work.idle_gaps`) counted,
+    summed and the longest; the GPU work picked out once (numpy on the columns used), not once per GPU."""
+    ev = t.events
+    work = np.flatnonzero(kind_mask(ev["kind"], GPU_WORK_KINDS) & (ev["device"].to_numpy() >= 0))
+    if not work.size:
+        return []
+    keys = [ev[c].to_numpy() for c in DEVICE_COLUMNS]
+    code, _ = key_codes(*keys, rows=work)
+    starts, ends = ev["start_ns"].to_numpy()[work], ev["end_ns"].to_numpy()[work]
     out = []
-    for key in device_keys(t.events):
-        gaps = idle_gaps(t.events, key)
-        out.append(DeviceIdle(
-            key.rank, key.device, int(len(gaps)), int(gaps["gap_ns"].sum()) if len(gaps) else 0,
-            int(gaps["gap_ns"].iloc[0]) if len(gaps) else 0,
-        ))
+    for c in np.unique(code):
+        on_gpu = code == c
+        s, e = iv.union(starts[on_gpu], ends[on_gpu])
+        gaps = s[1:] - e[:-1]  # (a union's stretches do not touch: every gap is at least 1 ns)
+        row = work[np.argmax(on_gpu)]
+        out.append(DeviceIdle(int(keys[0][row]), int(keys[1][row]), int(gaps.size), int(gaps.sum()),
+                              int(gaps.max()) if gaps.size else 0))
     return out
 
 
@@ -405,12 +417,7 @@ def _range_rows(t: Timeline) -> pd.DataFrame:
     ev = t.events
     # Both rules from one matching: the strict figure (own thread only) rides along, so a user can see what the
     # autograd rule added.
-    pairs = launch_pairs(ev)
-    rs = range_summary(ev, pairs=pairs)
-    strict = range_summary(ev, pairs=pairs[pairs["own_thread"]]).set_index("name")
-    rs["own_thread_gpu_busy_ns"] = rs["name"].map(strict["gpu_busy_ns"]).fillna(0).astype("int64")
-    rs["own_thread_kernels"] = rs["name"].map(strict["kernels"]).fillna(0).astype("int64")
-    return rs
+    return range_summary(ev, pairs=launch_pairs(ev), own_thread=True)
 
 
 def _ranges_of(parts: list[pd.DataFrame], _job: Timeline | None = None) -> Ranges:

@@ -83,16 +83,65 @@ def grouped_union_total(groups: np.ndarray, starts: np.ndarray, ends: np.ndarray
         return pd.Series(dtype=np.int64)
     codes, keys = pd.factorize(g, sort=True)
     order = np.lexsort((s, codes))
-    codes, s, e = codes[order], s[order], e[order]
-    # the furthest end reached so far within each group (int64 throughout)
-    reach = pd.Series(e).groupby(codes, sort=False).cummax().to_numpy()
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = (codes[1:] != codes[:-1]) | (s[1:] > reach[:-1])
-    first = np.flatnonzero(new)
-    lengths = np.maximum.reduceat(e, first) - s[first]
-    totals = np.zeros(len(keys), dtype=np.int64)
-    np.add.at(totals, codes[first], lengths)
+    # (every code 0..len(keys)-1 holds a row: the totals come one per key, in order)
+    _, totals = sorted_union_totals(codes[order], s[order], e[order])
     return pd.Series(totals, index=pd.Index(keys, name="g"), dtype=np.int64)
+
+
+def coded_union_totals(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray, size: int) -> np.ndarray:
+    """:func:`grouped_union_total` for groups already numbered 0..size-1 (``codes``, any order): one int64 total
+    per code, 0 for a code without intervals; no factorizing, no Series."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    c = np.asarray(codes)
+    keep = e > s
+    if not keep.all():  # (most rows have a length: no copies then)
+        c, s, e = c[keep], s[keep], e[keep]
+    order = np.lexsort((s, c))
+    present, lengths = sorted_union_totals(c[order], s[order], e[order])
+    totals = np.zeros(size, dtype=np.int64)
+    totals[present] = lengths
+    return totals
+
+
+def sorted_union_totals(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grouped_union_total` of rows already sorted by (code, start), each end after its start: the codes
+    that hold rows (ascending) and each one's union length, int64. A caller that sorted once can pass any
+    subset of the rows (a boolean mask keeps the order) without sorting again."""
+    if codes.size == 0:
+        return codes[:0], np.zeros(0, dtype=np.int64)
+    # the furthest end reached so far within each group (int64 throughout)
+    reach = grouped_cummax(codes, starts, ends)
+    new = np.ones(codes.size, dtype=bool)
+    new[1:] = (codes[1:] != codes[:-1]) | (starts[1:] > reach[:-1])
+    first = np.flatnonzero(new)
+    lengths = np.maximum.reduceat(ends, first) - starts[first]
+    # every group opens with a new stretch and codes[first] is sorted: one reduceat per group, no np.add.at
+    first_codes = codes[first]
+    opens = np.flatnonzero(np.r_[True, first_codes[1:] != first_codes[:-1]])
+    return first_codes[opens], np.add.reduceat(lengths, opens).astype(np.int64, copy=False)
+
+
+def grouped_cummax(codes: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The running maximum of ``ends`` within each group, for rows sorted by (code, start) with every end after its
+    start (what :func:`sorted_union_totals` holds).
+
+    One ``np.maximum.accumulate`` instead of a pandas groupby: each end is shifted to its group's first start and
+    group k's values are lifted by k × (the widest group's span + 1), so no group's values reach the next's and
+    the running maximum cannot cross a group boundary. Exact in int64; where the lifted values would not fit
+    (2**62: spans and group counts no trace has), pandas' groupby does it.
+    """
+    opens = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    first = starts[opens]  # each group's smallest start
+    width = int((np.maximum.reduceat(ends, opens) - first).max()) + 1
+    if width * opens.size >= 2**62:
+        return np.asarray(pd.Series(ends).groupby(codes, sort=False).cummax().to_numpy(), dtype=np.int64)
+    # (one shift per row: few temporaries the size of the rows, which is what this costs)
+    shift = np.repeat(np.arange(opens.size, dtype=np.int64) * width - first, np.diff(np.r_[opens, codes.size]))
+    reach = ends + shift
+    np.maximum.accumulate(reach, out=reach)
+    reach -= shift
+    return np.asarray(reach)
 
 
 #: A total beyond this (2**62: 146 years of ns, 4.6 EB) is no figure a trace can mean. Sums are taken in int64,

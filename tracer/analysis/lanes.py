@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.analysis.overlap import gpu_work
+from tracer.analysis.overlap import gpu_work, kind_mask
 from tracer.analysis.work import kind_counts
 from tracer.timeline import LANE_COLUMNS, THREAD_COLUMNS
-from tracer.timeline.keys import pack
+from tracer.timeline.keys import key_codes, pack
 
 LANE_STAT_COLUMNS = [*LANE_COLUMNS, "kernels", "memcpys", "memsets", "busy_ns"]
 THREAD_STAT_COLUMNS = [*THREAD_COLUMNS, "ops", "busy_ns", "launches"]
@@ -48,19 +48,25 @@ def busiest_first(rows: pd.DataFrame) -> pd.DataFrame:
 def thread_rows(events: pd.DataFrame) -> pd.DataFrame:
     """:func:`host_thread_stats`' rows in (rank, pid, tid) order: what a job's ranks compute apart and stack."""
     cols = THREAD_STAT_COLUMNS
-    host = events[(events["device"] < 0) & events["kind"].isin(("cpu_op", "runtime", "driver"))]
-    ops = host[host["kind"] == "cpu_op"]
-    if ops.empty:
+    # numpy on the few columns used, not boolean filters of the whole frame (each copies every column)
+    host = events["device"].to_numpy() < 0
+    op_rows = np.flatnonzero(host & kind_mask(events["kind"], ("cpu_op",)))
+    if not op_rows.size:
         return pd.DataFrame({c: pd.Series([], dtype="int64") for c in cols})
-    keys = list(THREAD_COLUMNS)
-    # (pid and tid are int64: a pid does not fit pack's narrow fields, so the thread is numbered by pandas)
-    code = ops.groupby(keys, sort=True).ngroup().to_numpy(dtype=np.int64)
-    busy = iv.grouped_union_total(code, ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy())
-    out = ops.groupby(keys, sort=True).size().rename("ops").reset_index()
-    out["busy_ns"] = busy.reindex(np.arange(len(out)), fill_value=0).to_numpy()
-    calls = host[host["kind"] != "cpu_op"].groupby(keys).size()
-    out["launches"] = (
-        calls.reindex(pd.MultiIndex.from_frame(out[keys]), fill_value=0).to_numpy() if len(calls) else 0
-    )
-    out = out.astype({c: "int64" for c in cols})
-    return out[cols].reset_index(drop=True)
+    call_rows = np.flatnonzero(host & kind_mask(events["kind"], ("runtime", "driver")))
+    # one numbering of ops' and calls' threads: the ops' codes first, the calls' after (slices, not copies)
+    rows = np.concatenate([op_rows, call_rows])
+    keys = [events[c].to_numpy() for c in THREAD_COLUMNS]
+    code, bound = key_codes(*keys, rows=rows)
+    op_code, call_code = code[:op_rows.size], code[op_rows.size:]
+    ops = np.bincount(op_code, minlength=bound)
+    launches = np.bincount(call_code, minlength=bound)  # (a thread's CUDA runtime/driver calls)
+    threads = np.flatnonzero(ops)  # codes ascending: the threads that ran ops, in (rank, pid, tid) order
+    busy = iv.coded_union_totals(op_code, events["start_ns"].to_numpy()[op_rows], events["end_ns"].to_numpy()[op_rows],
+                                 bound)
+    row_of = np.empty(bound, dtype=np.intp)
+    row_of[op_code] = np.arange(op_code.size)  # a row of each code (which one does not matter: they share the key)
+    at = rows[row_of[threads]]
+    out = {c: k[at] for c, k in zip(THREAD_COLUMNS, keys)}
+    out.update(ops=ops[threads], busy_ns=busy[threads], launches=launches[threads])
+    return pd.DataFrame({c: np.asarray(out[c], dtype=np.int64) for c in cols})

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.analysis.work import kind_counts
+from tracer.analysis.overlap import kind_mask
 from tracer.timeline import GPU_WORK_KINDS, THREAD_COLUMNS, launch_links
+from tracer.timeline.keys import key_codes
 
 RANGE_COLUMNS = ["name", "count", "host_ns", "gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
 
@@ -30,17 +31,20 @@ RULE_TEXT = {
 }
 
 
-def _calls_inside(ranges: pd.DataFrame, call_starts: np.ndarray, call_rows: np.ndarray) -> pd.DataFrame:
-    """(range_row, call_row) for every call (sorted by start) that starts inside a range of ``ranges``."""
-    lo = np.searchsorted(call_starts, ranges["start_ns"].to_numpy(), side="left")
-    hi = np.searchsorted(call_starts, ranges["end_ns"].to_numpy(), side="right")
+def _calls_inside(r_starts: np.ndarray, r_ends: np.ndarray, r_rows: np.ndarray, call_starts: np.ndarray,
+                  calls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(range row, call) for every call (``calls``: their numbers, sorted by start) that starts inside a range
+    (its start, end and row label), ranges in the order given, each one's calls in start order."""
+    lo = np.searchsorted(call_starts, r_starts, side="left")
+    hi = np.searchsorted(call_starts, r_ends, side="right")
     n = hi - lo
-    if n.sum() == 0:
-        return pd.DataFrame({"range_row": np.zeros(0, np.int64), "call_row": np.zeros(0, np.int64)})
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     # positions lo..hi-1 for every range, without a Python loop
-    offsets = np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
+    offsets = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
     call_pos = np.repeat(lo, n) + offsets
-    return pd.DataFrame({"range_row": np.repeat(ranges.index.to_numpy(), n), "call_row": call_rows[call_pos]})
+    return np.repeat(r_rows, n).astype(np.int64), calls[call_pos].astype(np.int64)
 
 
 def _covered(starts: np.ndarray, r_starts: np.ndarray, r_ends: np.ndarray) -> np.ndarray:
@@ -48,6 +52,19 @@ def _covered(starts: np.ndarray, r_starts: np.ndarray, r_ends: np.ndarray) -> np
     u_s, u_e = iv.union(r_starts, np.maximum(r_ends, r_starts + 1))  # a zero-length range still covers its point
     i = np.searchsorted(u_s, starts, side="right") - 1
     return (i >= 0) & (starts < u_e[np.maximum(i, 0)]) & (len(u_s) > 0)
+
+
+def _positions(index: pd.Index, labels: np.ndarray) -> np.ndarray:
+    """Where rows of these labels are in a frame with this index (what ``.loc`` finds, as positions for numpy)."""
+    labels = np.asarray(labels)
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        if labels.size and (labels.min() < 0 or labels.max() >= len(index)):
+            raise KeyError("row labels not in the frame")
+        return labels.astype(np.intp, copy=False)
+    pos = index.get_indexer(labels)
+    if pos.size and pos.min() < 0:
+        raise KeyError("row labels not in the frame")
+    return np.asarray(pos, dtype=np.intp)
 
 
 def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
@@ -71,38 +88,80 @@ def launch_pairs(events: pd.DataFrame) -> pd.DataFrame:
     (rank, pid)."""
     empty = pd.DataFrame({"range_row": pd.Series([], dtype="int64"), "work_row": pd.Series([], dtype="int64"),
                           "own_thread": pd.Series([], dtype=bool)})
-    ranges = events[events["kind"] == "range"]
-    if ranges.empty:
+    # (numpy on the columns used, threads as integer codes: no copies of the whole frame, no groupby)
+    kind = events["kind"]
+    range_pos = np.flatnonzero(kind_mask(kind, ("range",)))
+    if not range_pos.size:
         return empty
     links = launch_links(events)
     if links.empty:
         return empty
     # only GPU work counts (gpu_range rows are the profiler's drawing of a range, not work), and only calls that
     # launched some
-    links = links[events.loc[links["work_row"], "kind"].isin(GPU_WORK_KINDS).to_numpy()]
-    calls = events.loc[np.unique(links["call_row"].to_numpy())]
-    if calls.empty:
+    work_rows = links["work_row"].to_numpy(np.int64)
+    link_calls = links["call_row"].to_numpy(np.int64)
+    gpu = kind_mask(kind, GPU_WORK_KINDS)[_positions(events.index, work_rows)]
+    work_rows, link_calls = work_rows[gpu], link_calls[gpu]
+    if not link_calls.size:
         return empty
-    pairs = []
-    ranges_by_thread = dict(tuple(ranges.groupby(list(THREAD_COLUMNS), sort=False)))
-    for (rank, pid, tid), c in calls.groupby(list(THREAD_COLUMNS), sort=False):
-        c = c.sort_values("start_ns", kind="stable")
-        cs, rows = c["start_ns"].to_numpy(), c.index.to_numpy(np.int64)
-        own = ranges_by_thread.get((rank, pid, tid))
-        if own is not None:
-            pairs.append(_calls_inside(own, cs, rows).assign(own_thread=True))
-            orphan = ~_covered(cs, own["start_ns"].to_numpy(), own["end_ns"].to_numpy())
-            cs, rows = cs[orphan], rows[orphan]
+    # the calls, each once, by label (as events.loc took them): marked on the rows, not sorted
+    link_call_pos = _positions(events.index, link_calls)
+    marked = np.zeros(len(events), dtype=bool)
+    marked[link_call_pos] = True
+    call_pos = np.flatnonzero(marked)
+    call_rows = events.index.to_numpy()[call_pos]
+    if not events.index.is_monotonic_increasing:
+        by_label = np.argsort(call_rows, kind="stable")
+        call_pos, call_rows = call_pos[by_label], call_rows[by_label]
+    # each link's call as a number 0..calls-1, for the join below
+    call_number = np.empty(len(events), dtype=np.intp)
+    call_number[call_pos] = np.arange(call_pos.size)
+    link_call = call_number[link_call_pos]
+    starts, ends = events["start_ns"].to_numpy(), events["end_ns"].to_numpy()
+    r_starts, r_ends, r_rows = starts[range_pos], ends[range_pos], events.index.to_numpy()[range_pos]
+    c_starts = starts[call_pos]
+    # one numbering of the ranges' and calls' threads, and of their processes
+    rows = np.concatenate([range_pos, call_pos])
+    keys = [events[c].to_numpy() for c in THREAD_COLUMNS]
+    thread, _ = key_codes(*keys, rows=rows)
+    process, _ = key_codes(*keys[:2], rows=rows)
+    r_thread, c_thread = thread[:range_pos.size], thread[range_pos.size:]
+    r_process, c_process = process[:range_pos.size], process[range_pos.size:]
+    _, first = np.unique(c_thread, return_index=True)
+    parts: list[tuple[np.ndarray, np.ndarray, bool]] = []
+    for at in np.sort(first):  # the calls' threads in the order first met (as groupby(sort=False) took them)
+        t, p = c_thread[at], c_process[at]
+        mine = np.flatnonzero(c_thread == t)
+        mine = mine[np.argsort(c_starts[mine], kind="stable")]
+        cs, calls = c_starts[mine], mine  # (the calls by number, 0..calls-1)
+        own = np.flatnonzero(r_thread == t)
+        if own.size:
+            parts.append((*_calls_inside(r_starts[own], r_ends[own], r_rows[own], cs, calls), True))
+            orphan = ~_covered(cs, r_starts[own], r_ends[own])
+            cs, calls = cs[orphan], calls[orphan]
         if len(cs):
-            others = ranges[(ranges["rank"] == rank) & (ranges["pid"] == pid) & (ranges["tid"] != tid)]
-            if not others.empty:
-                pairs.append(_calls_inside(others, cs, rows).assign(own_thread=False))
-    pairs = [p for p in pairs if len(p)]
-    if not pairs:
+            others = np.flatnonzero((r_process == p) & (r_thread != t))
+            if others.size:
+                parts.append((*_calls_inside(r_starts[others], r_ends[others], r_rows[others], cs, calls), False))
+    parts = [part for part in parts if part[0].size]
+    if not parts:
         return empty
     # (a range row belongs to one thread, so a (range, call) pair is either its own thread's or another's)
-    rc = pd.concat(pairs, ignore_index=True).astype({"range_row": "int64", "call_row": "int64"})
-    return rc.merge(links, on="call_row")[["range_row", "work_row", "own_thread"]]
+    pair_range = np.concatenate([part[0] for part in parts])
+    pair_call = np.concatenate([part[1] for part in parts])
+    pair_own = np.concatenate([np.full(part[0].size, part[2]) for part in parts])
+    # each pair once per GPU work its call launched, in the links' order (what an inner merge on call_row gives):
+    # the links grouped by call number (stable), each call's block at its offset
+    by_call = np.argsort(link_call, kind="stable")
+    n_links = np.bincount(link_call, minlength=call_pos.size)
+    lo = (np.cumsum(n_links) - n_links)[pair_call]
+    n = n_links[pair_call]
+    offsets = np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n)
+    return pd.DataFrame({
+        "range_row": np.repeat(pair_range, n),
+        "work_row": work_rows[by_call[np.repeat(lo, n) + offsets]],
+        "own_thread": np.repeat(pair_own, n),
+    })
 
 
 INSTANCE_COLUMNS = ["gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
@@ -111,41 +170,92 @@ INSTANCE_COLUMNS = ["gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memse
 def range_instances(events: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """Per range instance (index: its events row) that ``pairs`` credits with GPU work: the union of that work
     (``gpu_busy_ns``), first start → last end (``gpu_window_ns``) and its counts by kind."""
-    w = events.loc[pairs["work_row"], ["start_ns", "end_ns", "kind"]].reset_index(drop=True)
-    w["range_row"] = pairs["range_row"].to_numpy()
-    busy = iv.grouped_union_total(w["range_row"].to_numpy(), w["start_ns"].to_numpy(), w["end_ns"].to_numpy())
-    inst = w.groupby("range_row").agg(s=("start_ns", "min"), e=("end_ns", "max"))
-    inst["gpu_busy_ns"] = busy.reindex(inst.index).fillna(0).astype("int64")
-    inst["gpu_window_ns"] = inst["e"] - inst["s"]
-    iv.checked_sum(inst["gpu_busy_ns"], "range GPU time (ns)")
-    iv.checked_sum(inst["gpu_window_ns"], "range GPU window (ns)")
-    counts = kind_counts(w["kind"], [w["range_row"]])
-    inst[["kernels", "memcpys", "memsets"]] = counts.reindex(inst.index).to_numpy()
-    return inst[INSTANCE_COLUMNS]
+    rows, figures = _instances(events, pairs["range_row"].to_numpy(), pairs["work_row"].to_numpy())
+    return pd.DataFrame(figures, index=pd.Index(rows, name="range_row"))[INSTANCE_COLUMNS]
 
 
-def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.DataFrame | None = None) -> pd.DataFrame:
+def _instances(events: pd.DataFrame, range_rows: np.ndarray, work_rows: np.ndarray
+               ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`range_instances` as arrays: the instances' row labels (ascending) and each figure, int64, in that
+    order; the pairs sorted once by (range, work start) and every figure a ``reduceat`` over each range's
+    block (no groupby, no join)."""
+    pos = _positions(events.index, work_rows)
+    starts, ends = events["start_ns"].to_numpy()[pos], events["end_ns"].to_numpy()[pos]
+    order = np.lexsort((starts, range_rows))
+    ranges, starts, ends, pos = np.asarray(range_rows)[order], starts[order], ends[order], pos[order]
+    if not ranges.size:
+        return ranges, {c: np.zeros(0, dtype=np.int64) for c in INSTANCE_COLUMNS}
+    opens = np.flatnonzero(np.r_[True, ranges[1:] != ranges[:-1]])
+    instance = np.repeat(np.arange(opens.size), np.diff(np.r_[opens, ranges.size]))
+    has_length = ends > starts  # (the union leaves zero-length work out; the window does not)
+    present, lengths = iv.sorted_union_totals(instance[has_length], starts[has_length], ends[has_length])
+    busy = np.zeros(opens.size, dtype=np.int64)
+    busy[present] = lengths
+    window = np.maximum.reduceat(ends, opens) - starts[opens]  # (each block's first start is its earliest)
+    iv.checked_sum(busy, "range GPU time (ns)")
+    iv.checked_sum(window, "range GPU window (ns)")
+    figures = {"gpu_busy_ns": busy, "gpu_window_ns": window.astype(np.int64)}
+    for kind in ("kernel", "memcpy", "memset"):
+        figures[f"{kind}s"] = np.add.reduceat(kind_mask(events["kind"], (kind,))[pos].astype(np.int64), opens)
+    return ranges[opens], figures
+
+
+def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.DataFrame | None = None,
+                  own_thread: bool = False) -> pd.DataFrame:
     """Per range name: instances, host time (sum of durations), GPU busy time of the work they launched
     (union per instance, summed), GPU window (first launched start → last end, summed) and work counts; the
-    work credited by ``rule`` (see :data:`RULES`), or by ``pairs`` already matched (:func:`range_launches`)."""
-    ranges = events[events["kind"] == "range"]
-    if ranges.empty:
-        return pd.DataFrame({c: pd.Series([], dtype="int64" if c != "name" else object) for c in RANGE_COLUMNS})
-    dur = ranges["end_ns"] - ranges["start_ns"]
+    work credited by ``rule`` (see :data:`RULES`), or by ``pairs`` already matched (:func:`range_launches`).
+
+    ``own_thread`` (``pairs`` from :func:`launch_pairs`): also ``own_thread_gpu_busy_ns`` and
+    ``own_thread_kernels``, the busy time and kernels of the pairs the "thread" rule credits too (what the
+    summary shows beside the default rule's), from the same ranges."""
+    extra = ["own_thread_gpu_busy_ns", "own_thread_kernels"] if own_thread else []
+    range_pos = np.flatnonzero(kind_mask(events["kind"], ("range",)))
+    if not range_pos.size:
+        return pd.DataFrame({c: pd.Series([], dtype="int64" if c != "name" else object)
+                             for c in [*RANGE_COLUMNS, *extra]})
+    dur = events["end_ns"].to_numpy()[range_pos] - events["start_ns"].to_numpy()[range_pos]
     iv.checked_sum(dur, "range time (ns)")  # bounds every per-name total below
-    host = ranges.assign(dur=dur).groupby("name", observed=True).agg(
-        count=("dur", "size"), host_ns=("dur", "sum")
-    )
+    name = events["name"]
+    if not isinstance(name.dtype, pd.CategoricalDtype):
+        name = name.astype("category")
+    # per name category (integer codes: np.bincount / np.add.at, no groupby); a missing name is no row
+    codes = name.cat.codes.to_numpy()
+    size = len(name.cat.categories)
+    r_code = codes[range_pos]
+    named = r_code >= 0
+    count = np.bincount(r_code[named], minlength=size)
+    host_ns = np.zeros(size, dtype=np.int64)
+    np.add.at(host_ns, r_code[named], dur[named])
+    # the instances' figures are summed per name as text (the names a job's ranks share), and each name
+    # category reads its text's sums
+    text = name.cat.categories.astype(str)
+    text_code = pd.factorize(text)[0] if not text.is_unique else np.arange(size)
     if pairs is None:
         pairs = range_launches(events, rule)
-    out = host
-    if not pairs.empty:
-        inst = range_instances(events, pairs)
-        by_name = inst.groupby(events.loc[inst.index, "name"].astype(str).to_numpy()).sum()
-        out = host.join(by_name, how="left")
-    out = out.reindex(columns=RANGE_COLUMNS[1:]).fillna(0).astype("int64")
-    out.index = out.index.astype(str)
-    return longest_first(out.rename_axis("name").reset_index())
+
+    def by_name(subset: pd.DataFrame) -> dict[str, np.ndarray]:
+        rows, figures = _instances(events, subset["range_row"].to_numpy(), subset["work_row"].to_numpy())
+        i_code = codes[_positions(events.index, rows)]
+        named = i_code >= 0
+        group = text_code[i_code[named]]
+        out = {}
+        for c, v in figures.items():
+            summed = np.zeros(size, dtype=np.int64)
+            np.add.at(summed, group, v[named])
+            out[c] = summed[text_code]
+        return out
+
+    figures = by_name(pairs)
+    out = pd.DataFrame({"count": count, "host_ns": host_ns, **figures})
+    if own_thread:
+        strict = by_name(pairs[pairs["own_thread"].to_numpy(dtype=bool)])
+        out["own_thread_gpu_busy_ns"] = strict["gpu_busy_ns"]
+        out["own_thread_kernels"] = strict["kernels"]
+    seen = np.flatnonzero(count > 0)  # (the names that ranges have, in category order)
+    out = out.iloc[seen].astype("int64")
+    out.insert(0, "name", text[seen])
+    return longest_first(out.reset_index(drop=True))[[*RANGE_COLUMNS, *extra]]
 
 
 def longest_first(table: pd.DataFrame) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
-from tracer.analysis.overlap import gpu_work, on_device
+from tracer.analysis.overlap import gpu_work, kind_mask, on_device
 from tracer.timeline import DEVICE_COLUMNS, DeviceKey
 
 
@@ -29,12 +29,38 @@ def kernel_summary(events: pd.DataFrame, top: int | None = None) -> pd.DataFrame
 def kernel_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per kernel name (the index, as text, ascending): count, total_ns, min_ns, max_ns; the sums a job's ranks
     compute apart and :func:`add_kernel_totals` adds up."""
-    k = events[(events["kind"] == "kernel") & (events["device"] >= 0)]
-    if k.empty:
+    rows = np.flatnonzero(kind_mask(events["kind"], ("kernel",)) & (events["device"].to_numpy() >= 0))
+    if not rows.size:
         return _no_totals()
-    dur = (k["end_ns"] - k["start_ns"]).rename("dur")
+    dur = events["end_ns"].to_numpy()[rows] - events["start_ns"].to_numpy()[rows]
     iv.checked_sum(dur, "kernel time (ns)")  # bounds every per-name total below
-    g = dur.groupby(k["name"].astype(str)).agg(["size", "sum", "min", "max"])
+    name = events["name"].iloc[rows]
+    if not isinstance(name.dtype, pd.CategoricalDtype):
+        return _totals_by_text(dur, name)
+    # grouped on the name's integer codes (sorted, reduceat), not on the names made text row by row
+    code = name.cat.codes.to_numpy()
+    named = code >= 0  # (a missing name is no group, as pandas drops it)
+    code, dur = code[named], dur[named]
+    if not code.size:
+        return _no_totals()
+    order = np.argsort(code, kind="stable")
+    code, dur = code[order], dur[order]
+    opens = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+    names = name.cat.categories[code[opens]].astype(str).rename("name")
+    if not names.is_unique:  # (categories that read alike as text are one name: grouped on the text)
+        return _totals_by_text(events["end_ns"].to_numpy()[rows] - events["start_ns"].to_numpy()[rows], name)
+    g = pd.DataFrame({
+        "count": np.diff(np.r_[opens, code.size]),
+        "total_ns": np.add.reduceat(dur, opens),
+        "min_ns": np.minimum.reduceat(dur, opens),
+        "max_ns": np.maximum.reduceat(dur, opens),
+    }, index=names).astype("int64")
+    return g.iloc[names.argsort(kind="stable")]
+
+
+def _totals_by_text(dur: np.ndarray, name: pd.Series) -> pd.DataFrame:
+    """:func:`kernel_totals` grouped on the names as text (pandas' groupby)."""
+    g = pd.Series(dur, index=name.index, name="dur").groupby(name.astype(str)).agg(["size", "sum", "min", "max"])
     g.columns = list(_TOTALS)
     return g.astype("int64").rename_axis("name")
 

@@ -87,3 +87,30 @@ def pack(*columns: np.ndarray | pd.Series) -> np.ndarray:
         # offset to unsigned, so that the order of codes is the order of keys
         code = (code << width) | (arr - lo)
     return code
+
+
+def key_codes(*columns: np.ndarray | pd.Series, rows: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """Per row (of ``rows``, positions into the columns, where given), an int64 code of its key (the columns'
+    values together, of any integer width: a pid too) whose order is the order of the keys, and a bound above
+    every code that is at most the number of rows (or 1), so that ``np.bincount(codes, minlength=bound)`` counts
+    per key, keys ascending. Codes need not be dense.
+
+    What ``groupby(columns, sort=True).ngroup()`` numbers, without its pandas overhead: each column is
+    factorized (sorted) apart, a constant one (one rank, one process) not at all, and the codes are combined
+    positionally, renumbered whenever their range would pass the number of rows (so products stay far from
+    int64's limit).
+    """
+    n = len(columns[0]) if rows is None else len(rows)
+    code = np.zeros(n, dtype=np.int64)
+    bound = 1
+    for col in columns:
+        arr = np.asarray(col)
+        if n == 0 or arr.min() == arr.max():  # (constant over all rows, so over ``rows`` too: nothing to copy)
+            continue
+        c, uniques = pd.factorize(arr if rows is None else arr[rows], sort=True)
+        code = code * len(uniques) + c
+        bound *= len(uniques)
+        if bound > n:
+            code, seen = pd.factorize(code, sort=True)
+            code, bound = code.astype(np.int64, copy=False), len(seen)
+    return code, bound
