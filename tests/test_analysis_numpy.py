@@ -26,14 +26,14 @@ H200 = DATA / "h200-sizes"
 
 def _union_length(pairs: list[tuple[int, int]]) -> int:
     """Length of the union of [start, end) intervals, by a plain sweep (zero-length ones add nothing)."""
-    total, reach_s, reach_e = 0, None, None
+    total, reach = 0, None  # reach: the (start, end) of the run of intervals being merged
     for s, e in sorted(p for p in pairs if p[1] > p[0]):
-        if reach_e is None or s > reach_e:
-            total += 0 if reach_e is None else reach_e - reach_s
-            reach_s, reach_e = s, e
+        if reach is None or s > reach[1]:
+            total += 0 if reach is None else reach[1] - reach[0]
+            reach = (s, e)
         else:
-            reach_e = max(reach_e, e)
-    return total + (0 if reach_e is None else reach_e - reach_s)
+            reach = (reach[0], max(reach[1], e))
+    return total + (0 if reach is None else reach[1] - reach[0])
 
 
 @pytest.fixture(scope="module", params=["one rank", "two ranks"])
