@@ -74,8 +74,9 @@ def launch_table(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series([], dtype="float64" if c == "queue_mean" else "int64")
                              for c in LAUNCH_COLUMNS})
     rank = events["rank"].to_numpy(np.int64)
-    gpus, gpu_of_row = np.unique(np.stack([rank[on_gpu], device[on_gpu]], axis=1), axis=0, return_inverse=True)
-    totals = np.bincount(gpu_of_row.ravel(), minlength=len(gpus))
+    # a GPU as one int64 key, rank then device (a device index is below 2**15): a 1-D unique, not a 2-D one
+    gpu_keys, totals = np.unique((rank[on_gpu] << 16) + device[on_gpu], return_counts=True)
+    gpus = np.stack([gpu_keys >> 16, gpu_keys & 0xFFFF], axis=1)
     links = launch_links(events)
     work = events.index.get_indexer(links["work_row"])  # (labels → positions)
     call = events.index.get_indexer(links["call_row"])
