@@ -239,7 +239,7 @@ def test_a_worker_keeps_freed_memory_for_the_next_rank() -> None:
     assert kept[0] >= pages * 0.9 and max(kept[1:]) < pages * 0.05  # the heap's pages reused
 
 
-def test_the_local_pool_starts_its_workers_with_keep_freed_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_local_pool_keeps_freed_memory_where_a_worker_parses_several_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     import concurrent.futures
 
     seen: list[object] = []
@@ -250,8 +250,11 @@ def test_the_local_pool_starts_its_workers_with_keep_freed_memory(monkeypatch: p
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
-    done = parallel.parse_groups([[p] for p in HTA_RANKS], scheduler=parallel.Scheduler("processes"))
-    assert [d.error for d in done] == [None, None] and seen == [parallel.keep_freed_memory]
+    monkeypatch.setattr(parallel, "_cores", lambda: 2)
+    # four ranks on two workers: each parses two, so keeps its freed memory; two ranks on two: nothing to reuse
+    done = parallel.parse_groups([[p] for p in HTA_RANKS * 2], scheduler=parallel.Scheduler("processes"))
+    done += parallel.parse_groups([[p] for p in HTA_RANKS], scheduler=parallel.Scheduler("processes"))
+    assert [d.error for d in done] == [None] * 6 and seen == [parallel.keep_freed_memory, None]
 
 
 def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
