@@ -52,10 +52,11 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any]:
     by_call: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for w in linked:
         by_call[w["corr"]].append(w)
-    delays, took, kernels, short = [], [], 0, 0
+    delays, took, kernels, short, early = [], [], 0, 0, 0
     for corr, rows in by_call.items():
         c, first = calls[corr], min(rows, key=lambda w: w["start"])
-        delays.append(first["start"] - c["end"])
+        delays.append(max(0, first["start"] - c["end"]))
+        early += first["start"] < c["end"]
         took.append(c["end"] - c["start"])
         if len(rows) == 1 and first["cat"] == "kernel":
             kernels += 1
@@ -71,7 +72,7 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any]:
             ahead.append(int(((q <= t) & (t < e) & (corrs != cid)).sum()))
     return {"launches": len(by_call), "unlinked": len(work) - len(linked), "call_p50_ns": _lower_pct(took, 50),
             "delay_p50_ns": _lower_pct(delays, 50), "delay_p95_ns": _lower_pct(delays, 95),
-            "delay_max_ns": max(delays), "kernels": kernels, "short_kernels": short,
+            "delay_max_ns": max(delays), "started_early": early, "kernels": kernels, "short_kernels": short,
             "queue_mean": round(sum(ahead) / len(ahead), 2), "queue_max": max(ahead),
             "empty_at_launch": sum(a == 0 for a in ahead)}
 
@@ -113,8 +114,8 @@ def test_a_graph_launch_counts_once_its_own_rows_are_not_ahead_of_it_and_a_skewe
     p.write_text(json.dumps({"traceEvents": events}))
     row = launch_table(load_trace(p, cache=False).events).iloc[0].to_dict()
     assert row["launches"] == 3 and row["unlinked"] == 1
-    # delays (ns): 12-10 = 2 µs; 112-25 = 87 µs; 205-210 = -5 µs (the GPU began before the call returned)
-    assert (row["delay_p50_ns"], row["delay_max_ns"]) == (2_000, 87_000)
+    # delays (ns): 12-10 = 2 µs; 112-25 = 87 µs; 205-210 < 0: 0 (the GPU began before the call returned)
+    assert (row["delay_p50_ns"], row["delay_max_ns"], row["started_early"]) == (2_000, 87_000, 1)
     # ahead at each call's return: none; "long" (its own three kernels left out); none ("skewed" already over)
     assert (row["queue_max"], row["empty_at_launch"], row["queue_mean"]) == (1, 2, 0.33)
     assert (row["kernels"], row["short_kernels"]) == (2, 1)  # "long" and "skewed" ran one per call

@@ -3,10 +3,10 @@
 Every kernel, copy and memset a GPU ran was put in its stream's queue by a runtime or driver call on the host
 (``cudaLaunchKernel``, ``cudaMemcpyAsync`` ...; paired by :func:`tracer.timeline.launch_links`). Per GPU:
 
-- **launch delay**: the work's start on the GPU − its call's end on the host (HTA's definition). Small or
-  negative (the GPU began before the call returned) where the stream was waiting for the work; large where the
-  work queued behind earlier work. A call that queued several rows (a CUDA graph's launch) counts once, with its
-  first row.
+- **launch delay**: the work's start on the GPU − its call's end on the host (HTA's definition), 0 where the
+  GPU began before the call returned (a delay is never negative; ``started_early`` counts those launches).
+  Small where the stream was waiting for the work; large where the work queued behind earlier work. A call that
+  queued several rows (a CUDA graph's launch) counts once, with its first row.
 - **short kernels**: kernels that ran for less time than the call that launched them took (HTA's "short GPU
   kernels"): the host cannot keep such a stream fed, whatever the GPU does.
 - **queue at launch**: how many other rows of the same stream were queued and not finished when the call
@@ -30,7 +30,8 @@ from tracer.timeline import launch_links
 
 #: What a launch table holds per GPU, in order.
 LAUNCH_COLUMNS = ("rank", "device", "launches", "unlinked", "call_p50_ns", "delay_p50_ns", "delay_p95_ns",
-                  "delay_max_ns", "kernels", "short_kernels", "queue_mean", "queue_max", "empty_at_launch")
+                  "delay_max_ns", "started_early", "kernels", "short_kernels", "queue_mean", "queue_max",
+                  "empty_at_launch")
 
 _WORK = ("kernel", "memcpy", "memset")
 
@@ -47,6 +48,7 @@ class LaunchStat:
     delay_p50_ns: int
     delay_p95_ns: int
     delay_max_ns: int
+    started_early: int  # launches whose work began on the GPU before the call returned (delay 0)
     kernels: int  # kernels launched one per call (the short-kernel figure's population)
     short_kernels: int
     queue_mean: float
@@ -115,14 +117,16 @@ def _gpu_row(rank: int, device: int, total: int, x: _Linked) -> dict[str, Any]:
     order = np.lexsort((x.start, x.call))
     calls, first, per_call = np.unique(x.call[order], return_index=True, return_counts=True)
     f = order[first]
-    delay = x.start[f] - x.call_end[f]
+    early = x.start[f] < x.call_end[f]
+    delay = np.where(early, 0, x.start[f] - x.call_end[f])
     took = x.call_end[f] - x.call_start[f]
     one = f[(per_call == 1) & x.kernel[f]]  # kernels launched one per call
     short = int(((x.end[one] - x.start[one]) < (x.call_end[one] - x.call_start[one])).sum())
     ahead = _queued_ahead(x)
     return {**row, "launches": int(len(calls)), "unlinked": total - len(x.call),
             "call_p50_ns": _pct(took, 50), "delay_p50_ns": _pct(delay, 50), "delay_p95_ns": _pct(delay, 95),
-            "delay_max_ns": int(delay.max()), "kernels": int(len(one)), "short_kernels": short,
+            "delay_max_ns": int(delay.max()), "started_early": int(early.sum()), "kernels": int(len(one)),
+            "short_kernels": short,
             "queue_mean": round(float(ahead.mean()), 2), "queue_max": int(ahead.max()),
             "empty_at_launch": int((ahead == 0).sum())}
 
