@@ -179,6 +179,25 @@ def test_cli_json_and_csv_carry_every_item(capsys):
     assert added["ratio"] == "" and int(added["count_a"]) == 0
 
 
+def test_diff_carries_each_gpu_s_launch_figures_as_the_summaries_give_them(capsys):
+    # "did my change make the GPU wait less for the host?": blocking copies against copies on a side stream
+    from tracer.analysis.summary import summarize
+
+    blocking = EXAMPLES / "compute-copy-blocking-streams-20261202-161350"
+    assert tracer.cli.main(["diff", str(blocking), str(SIDE), "--json"]) == 0
+    (gpu,) = json.loads(capsys.readouterr().out)["devices"]
+    for side, run in (("a", blocking), ("b", SIDE)):
+        (want,) = summarize(load_trace(run, cache=False))["launches"].values()
+        got = gpu[side]
+        assert (got["launches"], got["launch_delay_p50_ns"], got["empty_at_launch"]) == (
+            want["launches"], want["delay_p50_ns"], want["empty_at_launch"])
+        assert got["empty_queue_frac"] == want["empty_at_launch"] / want["launches"]
+    assert gpu["a"]["empty_queue_frac"] > 0.4 > 0.1 > gpu["b"]["empty_queue_frac"]  # the host ran ahead in B
+    assert tracer.cli.main(["diff", str(blocking), str(SIDE)]) == 0
+    out = capsys.readouterr().out
+    assert "GPU 0 launch delay (µs)" in out and "GPU 0 queue empty at launch" in out
+
+
 # --- (3) HTA's trace-diff pair and what HTA's tests/test_trace_diff.py expects -------------------------------
 
 

@@ -141,6 +141,16 @@ class DeviceFigures:
     idle_ns: int = 0
     kernels: int = 0
     memcpys: int = 0
+    #: the ``launches`` analysis' figures of the GPU (did it wait for the host?): calls that queued work on it,
+    #: the median launch delay, and the launches that found their stream's queue empty
+    launches: int = 0
+    launch_delay_p50_ns: int = 0
+    empty_at_launch: int = 0
+
+    @property
+    def empty_queue_frac(self) -> float | None:
+        """Share of launches that found their stream's queue empty (None without launches)."""
+        return self.empty_at_launch / self.launches if self.launches else None
 
     @property
     def copy_hidden_frac(self) -> float | None:
@@ -153,7 +163,7 @@ class DeviceFigures:
         return self.copy_ns - self.overlap_ns
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "copy_hidden_frac": self.copy_hidden_frac}
+        return {**asdict(self), "copy_hidden_frac": self.copy_hidden_frac, "empty_queue_frac": self.empty_queue_frac}
 
 
 @dataclass(frozen=True)
@@ -317,12 +327,18 @@ def diff_items(a: pd.DataFrame, b: pd.DataFrame, *, threshold: Threshold, exact_
 
 
 def device_figures(events: pd.DataFrame) -> dict[DeviceKey, DeviceFigures]:
+    from tracer.analysis.launches import launch_table
+
+    launches = {DeviceKey(int(r["rank"]), int(r["device"])): r for r in launch_table(events).to_dict("records")}
     out = {}
     for d in device_overlap(events):
         gaps = idle_gaps(events, d.key)
+        lx = launches.get(d.key, {})
         out[d.key] = DeviceFigures(
             compute_ns=d.compute_ns, copy_ns=d.copy_ns, overlap_ns=d.overlap_ns, busy_ns=d.busy_ns,
             idle_ns=int(gaps["gap_ns"].sum()) if len(gaps) else 0, kernels=d.kernels, memcpys=d.memcpys,
+            launches=int(lx.get("launches", 0)), launch_delay_p50_ns=int(lx.get("delay_p50_ns", 0)),
+            empty_at_launch=int(lx.get("empty_at_launch", 0)),
         )
     return out
 

@@ -20,6 +20,10 @@ CSV_COLUMNS = ("change", "kind", "name", "count_a", "count_b", "count_diff", "ti
                "ratio")
 
 
+def _us(ns: int) -> str:
+    return f"{ns / 1e3:,.1f}"
+
+
 def _pct(frac: float | None) -> str:
     return "–" if frac is None else f"{100 * frac:.1f}%"
 
@@ -64,6 +68,14 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
         ha, hb = a.copy_hidden_frac, b.copy_hidden_frac
         delta = "–" if ha is None or hb is None else f"{100 * (hb - ha):+.1f} pt"
         head.add_row(f"{gpu} copy hidden", _pct(ha), _pct(hb), delta)
+        if a.launches or b.launches:  # (did it wait for the host? the launches analysis)
+            la, lb = a.launch_delay_p50_ns, b.launch_delay_p50_ns
+            head.add_row(f"{gpu} launch delay (µs)", _us(la) if a.launches else "–",
+                         _us(lb) if b.launches else "–",
+                         f"{(lb - la) / 1e3:+,.1f}" if a.launches and b.launches else "–")
+            ea, eb = a.empty_queue_frac, b.empty_queue_frac
+            delta = "–" if ea is None or eb is None else f"{100 * (eb - ea):+.1f} pt"
+            head.add_row(f"{gpu} queue empty at launch", _pct(ea), _pct(eb), delta)
     out.append(head)
 
     span_delta = d.span_b_ns - d.span_a_ns
