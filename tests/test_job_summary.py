@@ -230,3 +230,30 @@ def test_a_rank_with_no_events(tmp_path: Path) -> None:
     got, meta = summarize_job(files, scheduler="sync", cache=False)
     _assert_same(got, want)
     assert set(meta.extra["ranks"]) == {"0", "1", "2"}
+
+
+def test_a_clock_fix_is_applied_where_each_rank_is_analysed(job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--clock-fix``: each rank moved on its worker before it is analysed equals the job read whole and moved
+    (``shift_ranks``), on the first open, on a reload and in this process, and the store keeps the ranks as their
+    traces have them."""
+    from tracer.analysis.comm import shift_ranks
+
+    shifts = {1: 123_456_789, 0: -5_000}
+    whole = load_job(job, load=lambda p: load_trace(p, cache=False))
+    want = analyze(Timeline(shift_ranks(whole.events, shifts), whole.meta))
+    first, meta = summarize_job(job, scheduler="processes", shifts=shifts)
+    _assert_same(first, want)
+    assert meta.extra["clock_fix_ns"] == {"0": -5_000, "1": 123_456_789}
+
+    def read_whole(*_a: object, **_k: object) -> None:
+        raise AssertionError("the job was read whole")
+
+    monkeypatch.setattr(tracer.job, "load_job", read_whole)
+    again, meta = summarize_job(job, scheduler="processes", shifts=shifts)  # (from the stored partitions)
+    assert "stored_as" in meta.extra
+    _assert_same(again, want)
+    here, _ = summarize_job(job, shifts=shifts)
+    _assert_same(here, want)
+    plain, meta = summarize_job(job, scheduler="sync")  # (the store is unmoved: no shift, the job as it is)
+    _assert_same(plain, analyze(whole))
+    assert "clock_fix_ns" not in meta.extra

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,12 +156,15 @@ def summarize_job(
     on_rank: Callable[[RankDone], None] | None = None,
     on_cache_write: Callable[[Path], None] | None = None,
     on_skip: Callable[[TracerError], None] | None = None,
+    shifts: Mapping[int, int] | None = None,
 ) -> tuple[Summary, TraceMeta]:
     """The summary of the job ``paths`` (what ``analyze(load_job(paths, ...))`` gives, figure for figure) and
     the job's meta, without the job in one frame: each rank is analysed where it is read (a worker, with the
     parse or the stored partition) and only its results come back (:mod:`tracer.analysis.ranked`). The
-    arguments are :func:`load_job`'s. Where an analysis cannot be combined from ranks, or a rank left out
-    (``skip_bad_ranks``) renumbers those numbered by their order, the job is read whole and analysed."""
+    arguments are :func:`load_job`'s; ``shifts``: rank → ns its times are moved by before it is analysed (the
+    collectives' clock fix, ``--clock-fix``: the figures of ``shift_ranks`` of the job, named in the meta's
+    ``clock_fix_ns``). Where an analysis cannot be combined from ranks, or a rank left out (``skip_bad_ranks``)
+    renumbers those numbered by their order, the job is read whole and analysed."""
     from tracer.analysis import ranked
     from tracer.analysis.summary import analyze
 
@@ -170,18 +173,26 @@ def summarize_job(
         raise UsageError("", "a job needs at least one trace")
     args: dict[str, Any] = dict(scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
                                 on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip)
+    moved = {int(r): int(ns) for r, ns in (shifts or {}).items() if ns}
     if ranked.combinable():
-        opened = _open(given, analyze=True, **args)
+        opened = _open(given, analyze=True, shifts=moved, **args)
         if all(r.rank == f.rank for r, f in zip(opened.items, opened.found)):
             order = sorted(range(len(opened.found)), key=lambda i: opened.found[i].rank)
             metas = [opened.items[i].meta for i in order]
             keep = [i for i, j in enumerate(order) if opened.items[j].rows] or [0]
             meta = _job_meta(given, concat_meta(metas, keep), [opened.found[i] for i in order])
             _note(meta, opened)
+            if moved:
+                meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
             return ranked.combine(opened.items, meta), meta
         # (a rank numbered by its place moved up past one left out: read again, saying nothing twice)
         args.update(on_rank=None, on_skip=None)
     job = load_job(given, **args)
+    if moved:
+        from tracer.analysis.comm import shift_ranks
+
+        job.meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
+        job = Timeline(shift_ranks(job.events, moved), job.meta)
     return analyze(job), job.meta
 
 
@@ -214,6 +225,7 @@ def _open(
     on_cache_write: Callable[[Path], None] | None,
     on_skip: Callable[[TracerError], None] | None,
     analyze: bool,
+    shifts: Mapping[int, int] | None = None,
 ) -> _Opened:
     """:func:`load_job`'s reading: from the stored dataset where it is valid, else parsed (and stored)."""
     from tracer import jobstore, parallel
@@ -230,7 +242,7 @@ def _open(
         if entries is not None:
             stored: list[Any]
             if analyze:
-                stored = _analyze_stored(dataset, entries, chosen, _total_bytes(groups))
+                stored = _analyze_stored(dataset, entries, chosen, _total_bytes(groups), shifts or {})
             else:
                 stored = jobstore.read_ranks(dataset, entries)
             as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
@@ -241,7 +253,7 @@ def _open(
     building = jobstore.begin(dataset) if dataset is not None else None
     try:
         parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, align=len(groups) > 1,
-                        store=building, on_rank=on_rank, analyze=analyze)
+                        store=building, on_rank=on_rank, analyze=analyze, shifts=shifts)
     except BaseException:
         if building is not None:
             jobstore.abandon(building)
@@ -287,17 +299,18 @@ def _open(
     return _Opened([files[i] for i in keep], [found[i] for i in keep], [items[i] for i in keep], skipped)
 
 
-def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total_bytes: int) -> list[Any]:
-    """The stored ranks ``entries`` analysed where they are read: on the scheduler's workers, or here for one
-    rank or a small job (as :func:`_parse` decides)."""
+def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total_bytes: int,
+                    shifts: Mapping[int, int]) -> list[Any]:
+    """The stored ranks ``entries`` analysed where they are read (each moved by ``shifts[rank]`` ns first): on the
+    scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides)."""
     from tracer import jobstore, parallel
 
     parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
     chosen: parallel.Scheduler = scheduler
     if len(parts) == 1 or (chosen.origin == "default" and total_bytes < PARALLEL_MIN_BYTES):
-        done = [parallel.analyze_stored(i, str(p), r) for i, (p, r) in enumerate(parts)]
+        done = [parallel.analyze_stored(i, str(p), r, shifts.get(r, 0)) for i, (p, r) in enumerate(parts)]
     else:
-        done = parallel.analyze_partitions(parts, scheduler=chosen)
+        done = parallel.analyze_partitions(parts, scheduler=chosen, shifts=dict(shifts))
     for d in done:
         d.raise_error()
     return [d.results for d in done]
@@ -309,7 +322,8 @@ def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Time
 
 
 def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool, align: bool, store: Path | None,
-           on_rank: Callable[[RankDone], None] | None, analyze: bool = False) -> list[Any]:
+           on_rank: Callable[[RankDone], None] | None, analyze: bool = False,
+           shifts: Mapping[int, int] | None = None) -> list[Any]:
     """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
     one group or a small job, else on Dask."""
     from tracer import parallel
@@ -325,7 +339,7 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
 
     chosen: parallel.Scheduler = scheduler
     task = parallel.Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None,
-                         analyze=analyze)
+                         analyze=analyze, shifts=tuple(sorted((shifts or {}).items())))
     if len(groups) == 1 or (chosen.origin == "default" and _total_bytes(groups) < PARALLEL_MIN_BYTES):
         results = []
         for i, g in enumerate(groups):

@@ -74,6 +74,9 @@ class Task:
     #: hash the files and write the partition on a side thread of the worker, beside the parse and the
     #: analysis: where cores are left over (more than two per worker), not where every core runs a worker
     side_thread: bool = False
+    #: (rank, ns) pairs: a rank's times moved by ns before it is analysed (``--clock-fix``); what is stored is
+    #: the rank as its trace has it
+    shifts: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -139,7 +142,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
         if rank is not None:
             from tracer.analysis.ranked import rank_results
 
-            results = rank_results(timeline, rank)
+            results = rank_results(shifted(timeline, dict(task.shifts).get(rank, 0)), rank)
             clock.lap("analyze")
         keys = hashing.result() if hashing is not None else None
         stored = storing.result() if storing is not None else False
@@ -194,22 +197,34 @@ class _Phases:
         self._last = now
 
 
-def analyze_stored(index: int, path: str, rank: int) -> Parsed:
-    """Read one rank's stored partition (tracer.jobstore) and analyse it (tracer.analysis.ranked); runs on a
-    worker. Only the results come back."""
+def analyze_stored(index: int, path: str, rank: int, shift_ns: int = 0) -> Parsed:
+    """Read one rank's stored partition (tracer.jobstore) and analyse it (tracer.analysis.ranked), its times
+    moved by ``shift_ns`` first; runs on a worker. Only the results come back."""
     from tracer.analysis.ranked import rank_results
     from tracer.jobstore import read_partition
 
     t0 = time.perf_counter()
     clock = _Phases()
     try:
-        timeline = with_rank(read_partition(Path(path)), rank)
+        timeline = shifted(with_rank(read_partition(Path(path)), rank), shift_ns)
         clock.lap("read")
         results = rank_results(timeline, rank)
         clock.lap("analyze")
     except TracerError as exc:
         return Parsed(index, error=(type(exc).__name__, exc.subject, exc.problem), seconds=time.perf_counter() - t0)
     return Parsed(index, results=results, seconds=time.perf_counter() - t0, phases=clock.laps)
+
+
+def shifted(timeline: Any, ns: int) -> Any:
+    """``timeline`` with every time moved by ``ns`` (one rank's clock fix); itself where ``ns`` is 0."""
+    if not ns:
+        return timeline
+    from tracer.timeline import Timeline
+
+    events = timeline.events.copy(deep=False)
+    events["start_ns"] = events["start_ns"].to_numpy() + ns
+    events["end_ns"] = events["end_ns"].to_numpy() + ns
+    return Timeline(events, timeline.meta)
 
 
 def with_rank(timeline: Any, rank: int) -> Any:
@@ -240,10 +255,12 @@ def parse_groups(
 
 
 def analyze_partitions(parts: Sequence[tuple[Path, int]], *, scheduler: Scheduler,
-                       on_done: Callable[[Parsed], None] | None = None) -> list[Parsed]:
-    """Each stored partition (its file, its rank) read and analysed on ``scheduler`` (:func:`analyze_stored`);
-    the results in the order given."""
-    args = [(i, os.path.abspath(p), rank) for i, (p, rank) in enumerate(parts)]
+                       on_done: Callable[[Parsed], None] | None = None,
+                       shifts: dict[int, int] | None = None) -> list[Parsed]:
+    """Each stored partition (its file, its rank) read and analysed on ``scheduler`` (:func:`analyze_stored`),
+    a rank's times moved by ``shifts[rank]`` ns first; the results in the order given."""
+    moves = shifts or {}
+    args = [(i, os.path.abspath(p), rank, moves.get(rank, 0)) for i, (p, rank) in enumerate(parts)]
     return run(analyze_stored, args, scheduler=scheduler, on_done=on_done)
 
 

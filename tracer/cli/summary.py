@@ -183,8 +183,8 @@ def summary(
         raise UsageError(given, "applies to a job's traces: add --job")
     found = expand(paths, on_skip=say_skipped_file)
     if job:
-        from tracer.cli._job import fix_clocks, job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
-        from tracer.job import load_job, summarize_job
+        from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
+        from tracer.job import summarize_job
 
         traces = list(found)
         found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
@@ -198,11 +198,11 @@ def summary(
             result, meta = summarize_job(traces, **how)
             if clock_fix:
                 fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
-                if any(fixes.values()):  # (a rank moves: its rows are moved in the job read as one frame)
+                say_fixes(fixes)
+                moved = {r: f for r, f in fixes.items() if f}
+                if moved:  # (a rank moves: each rank analysed again where it is read, moved first; a reload)
                     how.update(on_rank=None, on_cache_write=None, on_skip=None)  # (said once already)
-                    timeline = fix_clocks(load_job(traces, **how))
-                    return timeline.meta, lambda: analyze(timeline)
-                say_fixes(fixes)  # (no rank moves: the figures are those of the job as it is)
+                    result, meta = summarize_job(traces, **how, shifts=moved)
             return meta, lambda: result
     else:
         def read(_path: Path) -> tuple[Any, Callable[[], Any]]:
