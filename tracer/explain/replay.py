@@ -254,10 +254,11 @@ class _Setup:
         kind = nodes["kind"].astype(str).to_numpy()
         self.is_gpu = np.isin(kind, _GPU)
         self.is_kernel = kind == "kernel"
-        # resources: (device, "sm") for kernels, (device, copy kind) for copies; memsets take no shared resource
+        # resources: (GPU, "sm") for kernels, (GPU, copy kind) for copies; memsets take no shared resource. A GPU is
+        # (rank, device): the ranks of a job on several hosts each have a GPU 0, and they share nothing
         res_key = np.where(self.is_kernel, "sm", np.where(kind == "memcpy", nodes["copy_kind"].astype(str), ""))
-        dev = nodes["device"].to_numpy()
-        keys = [f"{d}/{k}" if g and k else "" for d, k, g in zip(dev, res_key, self.is_gpu)]
+        dev, rank = nodes["device"].to_numpy(), nodes["rank"].to_numpy()
+        keys = [f"{r}/{d}/{k}" if g and k else "" for r, d, k, g in zip(rank, dev, res_key, self.is_gpu)]
         codes, uniq = pd.factorize(pd.Series(keys))
         empty = np.flatnonzero(np.asarray(uniq) == "")
         res = codes.astype(np.int64)
