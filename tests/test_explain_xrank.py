@@ -355,12 +355,12 @@ def test_exposed_comm_findings_add_up_to_the_comm_analysis_exposed_comm_per_gpu(
 def test_the_replay_gives_each_rank_s_gpu_its_own_resources_even_where_device_indexes_repeat() -> None:
     # Ranks on different hosts each have a GPU 0: their kernels share no SMs. HTA's pair has rank r on GPU r;
     # with rank 1's rows put on GPU 0 too, the replay must set up the same solo durations and no shared resource.
-    from tracer.explain.replay import _Setup
+    from tracer.explain.replay import Plan, _Setup, replay
 
     job = load_job(HTA_RANKS, cache=False)
     ev = job.events.copy()
     ev.loc[(ev["rank"] == 1).to_numpy() & (ev["device"] == 1).to_numpy(), "device"] = 0
-    setups = []
+    setups, predicted = [], []
     for t in (job, Timeline(ev, job.meta)):
         g = build_graph(t)
         s = _Setup(g, g.nodes.index.to_numpy(), {})
@@ -368,4 +368,7 @@ def test_the_replay_gives_each_rank_s_gpu_its_own_resources_even_where_device_in
         used = [set(s.resource[(rank == r) & (s.resource >= 0)].tolist()) for r in (0, 1)]
         assert used[0] and used[1] and not used[0] & used[1]  # no resource shared across ranks
         setups.append(s)
+        # a plan that re-chains streams keeps each rank's streams its own
+        predicted.append([replay(g, plan).predicted_ns for plan in (Plan(side_stream=True), Plan(streams=2))])
     assert np.array_equal(setups[0].dur, setups[1].dur)
+    assert predicted[0] == predicted[1]

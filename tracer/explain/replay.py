@@ -276,6 +276,8 @@ class _Setup:
         self.demand[~self.is_gpu] = 0.0
         self.dur = solo_durations(nodes, self.demand, self.resource)
         self.stream = nodes["stream"].to_numpy(np.int64).copy()
+        #: each node's GPU as one integer, (rank, device): what a stream belongs to (ranks repeat device indexes)
+        self.gpu = (nodes["rank"].to_numpy(np.int64) << 16) + nodes["device"].to_numpy(np.int64)
         # each start edge's overhead: its lag when it bound the node (the dependency met last), else no more
         # than the typical binding lag of its type (so that it cannot bind later than the trace shows)
         start_e = e[(e["to"] == "start").to_numpy()].copy()
@@ -332,14 +334,14 @@ class _Setup:
         self.edges = pd.concat([self.edges, add], ignore_index=True)
 
     def restream(self, new_stream: np.ndarray) -> None:
-        """Give GPU nodes new streams: drop every stream edge and chain each (device, stream) again in its
+        """Give GPU nodes new streams: drop every stream edge and chain each (GPU, stream) again in its
         original order; a host wait that waited for a moved op also waits for the last op of every other stream
         launched before the call."""
         e = self.edges
         self.edges = e[(e["type"] != "stream").to_numpy()]
         self.stream = new_stream
         g = np.flatnonzero(self.is_gpu)
-        frame = pd.DataFrame({"i": g, "dev": self.nodes["device"].to_numpy()[g], "s": new_stream[g],
+        frame = pd.DataFrame({"i": g, "dev": self.gpu[g], "s": new_stream[g],
                               "t": self.start[g]}).sort_values(["dev", "s", "t", "i"], kind="stable")
         ids = frame["i"].to_numpy()
         same = (frame["dev"].to_numpy()[1:] == frame["dev"].to_numpy()[:-1]) & \
@@ -361,7 +363,7 @@ def _apply_side_stream(s: _Setup) -> None:
         return
     # the op a copy's data comes from is not in a trace (no tensor ids): a run of k copies queued behind
     # kernels on one stream pairs copy i with the i-th of the last k kernels before the run
-    order = np.lexsort((s.start, s.stream, nodes["device"].to_numpy()))
+    order = np.lexsort((s.start, s.stream, s.gpu))
     producer: dict[int, int] = {}
     consumer: dict[int, int] = {}
     run: list[int] = []
@@ -381,7 +383,7 @@ def _apply_side_stream(s: _Setup) -> None:
         run.clear()
 
     for i in order.tolist():
-        key = (int(nodes.at[i, "device"]), int(s.stream[i]))
+        key = (int(s.gpu[i]), int(s.stream[i]))
         if key != prev_key:
             if run:
                 close_run(None)
