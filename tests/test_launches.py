@@ -61,7 +61,7 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any]:
         if len(rows) == 1 and first["cat"] == "kernel":
             kernels += 1
             short += (first["end"] - first["start"]) < (c["end"] - c["start"])
-    ahead = []
+    per_call: dict[int, int] = defaultdict(int)  # rows ahead of a call, summed over the streams it queued on
     for stream in {w["stream"] for w in linked}:
         rows = [w for w in linked if w["stream"] == stream]
         q = np.array([calls[w["corr"]]["end"] for w in rows])
@@ -69,7 +69,8 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any]:
         corrs = np.array([w["corr"] for w in rows])
         for cid in sorted(set(corrs.tolist())):
             t = calls[cid]["end"]
-            ahead.append(int(((q <= t) & (t < e) & (corrs != cid)).sum()))
+            per_call[cid] += int(((q <= t) & (t < e) & (corrs != cid)).sum())
+    ahead = list(per_call.values())
     return {"launches": len(by_call), "unlinked": len(work) - len(linked), "call_p50_ns": _lower_pct(took, 50),
             "delay_p50_ns": _lower_pct(delays, 50), "delay_p95_ns": _lower_pct(delays, 95),
             "delay_max_ns": max(delays), "started_early": early, "kernels": kernels, "short_kernels": short,
@@ -127,3 +128,16 @@ def test_summary_shows_and_writes_the_launch_figures() -> None:
     assert "Launches: how far the host ran ahead of each GPU" in proc.stdout
     doc = json.loads(run_cli("summary", "--json", str(DATA / "mlp_train_200.json.gz")).stdout)
     assert doc["launches"]["0"]["launches"] == 3600 and doc["launches"]["0"]["unlinked"] == 0
+
+
+def test_a_graph_launch_over_several_streams_is_one_launch_in_the_queue_figures(tmp_path: Path) -> None:
+    # (the review's case: empty_at_launch counted (call, stream) pairs, so "empty queue" could read 200%)
+    events = [_call("cudaLaunchKernel", 0, 5, 1), _kernel("long", 6, 94, 8, 1),  # stream 8 busy until 100 µs
+              _call("cudaGraphLaunch", 10, 5, 2),  # returns at 15 µs; queues on streams 7, 8 and 9
+              _kernel("a", 20, 1, 7, 2), _kernel("b", 100, 1, 8, 2), _kernel("c", 20, 1, 9, 2),
+              _call("cudaLaunchKernel", 30, 5, 3), _kernel("d", 40, 1, 7, 3)]
+    p = tmp_path / "g.json"
+    p.write_text(json.dumps({"traceEvents": events}))
+    row = launch_table(load_trace(p, cache=False).events).iloc[0].to_dict()
+    # ahead of each launch: none; "long" on stream 8 (its other streams empty), summed: 1; none ("a" is over)
+    assert (row["launches"], row["empty_at_launch"], row["queue_max"], row["queue_mean"]) == (3, 2, 1, 0.33)

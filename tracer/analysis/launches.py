@@ -9,10 +9,10 @@ Every kernel, copy and memset a GPU ran was put in its stream's queue by a runti
   queued several rows (a CUDA graph's launch) counts once, with its first row.
 - **short kernels**: kernels that ran for less time than the call that launched them took (HTA's "short GPU
   kernels"): the host cannot keep such a stream fed, whatever the GPU does.
-- **queue at launch**: how many other rows of the same stream were queued and not finished when the call
-  returned (HTA's "queue length", at launch moments; once per call and stream it queued on): 0 means the
-  stream had nothing else to do, so the GPU's pace on it was the host's. ``empty_at_launch`` counts the
-  launches that found their stream's queue so.
+- **queue at launch**: how many other rows of the streams a call queued on were queued and not finished when
+  it returned (HTA's "queue length", at launch moments; a graph's launch sums its streams): 0 means the
+  streams had nothing else to do, so the GPU's pace on them was the host's. ``empty_at_launch`` counts the
+  launches that found them so (at most ``launches``).
 
 Rows whose call is not in the timeline (a trace without runtime events, a capture that began mid-run) are
 counted as ``unlinked`` and are in no figure.
@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tracer.analysis.overlap import kind_mask
 from tracer.timeline import launch_links
 
 #: What a launch table holds per GPU, in order.
@@ -67,11 +68,9 @@ class LaunchStat:
 
 def launch_table(events: pd.DataFrame) -> pd.DataFrame:
     """One row per GPU (rank, device) that ran work: :data:`LAUNCH_COLUMNS`, in (rank, device) order."""
-    kind = events["kind"]
-    cats = list(kind.cat.categories)
-    codes = kind.cat.codes.to_numpy()
     device = events["device"].to_numpy(np.int64)
-    on_gpu = np.isin(codes, [cats.index(k) for k in _WORK if k in cats]) & (device >= 0)
+    on_gpu = kind_mask(events["kind"], _WORK) & (device >= 0)
+    is_kernel = kind_mask(events["kind"], ("kernel",))
     if not on_gpu.any():
         return pd.DataFrame({c: pd.Series([], dtype="float64" if c == "queue_mean" else "int64")
                              for c in LAUNCH_COLUMNS})
@@ -86,7 +85,6 @@ def launch_table(events: pd.DataFrame) -> pd.DataFrame:
     work, call = work[keep], call[keep]
     start, end = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
     stream = events["stream"].to_numpy(np.int64)
-    is_kernel = codes == (cats.index("kernel") if "kernel" in cats else -2)
     rows = []
     for g, (r, d) in enumerate(gpus.tolist()):
         mine = (rank[work] == r) & (device[work] == d)
@@ -122,7 +120,7 @@ def _gpu_row(rank: int, device: int, total: int, x: _Linked) -> dict[str, Any]:
     took = x.call_end[f] - x.call_start[f]
     one = f[(per_call == 1) & x.kernel[f]]  # kernels launched one per call
     short = int(((x.end[one] - x.start[one]) < (x.call_end[one] - x.call_start[one])).sum())
-    ahead = _queued_ahead(x)
+    ahead = _queued_ahead(x, calls)
     return {**row, "launches": int(len(calls)), "unlinked": total - len(x.call),
             "call_p50_ns": _pct(took, 50), "delay_p50_ns": _pct(delay, 50), "delay_p95_ns": _pct(delay, 95),
             "delay_max_ns": int(delay.max()), "started_early": int(early.sum()), "kernels": int(len(one)),
@@ -136,20 +134,21 @@ def _pct(values: np.ndarray, q: int) -> int:
     return int(np.percentile(values, q, method="lower"))
 
 
-def _queued_ahead(x: _Linked) -> np.ndarray:
-    """For each call and stream it queued rows on: the rows of that stream queued by the moment its call
-    returned (their call's end ≤ t) and not finished then (end > t), its own rows left out.
+def _queued_ahead(x: _Linked, calls: np.ndarray) -> np.ndarray:
+    """For each of ``calls`` (sorted, unique): the rows queued ahead of it, on the streams it queued rows on, when
+    it returned: rows of those streams queued by then (their call's end ≤ t) and not finished (end > t), its own
+    rows left out; summed over its streams (a graph's launch may queue on several).
 
     #{j: q_j ≤ t < e_j} = #{q_j ≤ t} − #{max(q_j, e_j) ≤ t}: two sorted searches per stream, exact, and never
     negative where a clock puts a row's end before its call's end."""
-    out = []
+    ahead = np.zeros(len(calls), dtype=np.int64)
     for s in np.unique(x.stream).tolist():
         on = x.stream == s
-        queued, ends, calls = x.call_end[on], x.end[on], x.call[on]
+        queued, ends, here = x.call_end[on], x.end[on], x.call[on]
         done = np.sort(np.maximum(queued, ends))
-        _, first, inverse = np.unique(calls, return_index=True, return_inverse=True)
+        mine, first, inverse = np.unique(here, return_index=True, return_inverse=True)
         t = queued[first]  # (every row of a call was queued when it returned)
         own = np.bincount(inverse.ravel(), weights=ends > queued, minlength=len(first)).astype(np.int64)
         outstanding = np.searchsorted(np.sort(queued), t, side="right") - np.searchsorted(done, t, side="right")
-        out.append(outstanding - own)
-    return np.concatenate(out)
+        ahead[np.searchsorted(calls, mine)] += outstanding - own
+    return ahead
