@@ -14,6 +14,7 @@ import hashlib
 import math
 import re
 import shutil
+import sys
 import tempfile
 import threading
 from collections import OrderedDict
@@ -28,7 +29,7 @@ from tracer import rundir
 from tracer.dashboard.model import TimelineView, prepare
 from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
-from tracer.formats import GZIP_MAGIC, stem
+from tracer.formats import GZIP_MAGIC, not_a_regular_file, stem
 from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
 from tracer.rundir import RunMeta, as_run_meta
 from tracer.timeline import Timeline
@@ -117,6 +118,8 @@ class UploadResult(NamedTuple):
 
 
 def _read_json(p: Path) -> dict[str, Any]:
+    if not_a_regular_file(p) is not None:  # (a pipe's read would block the server until a writer comes)
+        return {}
     try:
         data = orjson.loads(p.read_bytes())
     except (OSError, orjson.JSONDecodeError):
@@ -159,15 +162,22 @@ class RunStore:
         self._views: OrderedDict[str, TimelineView] = OrderedDict()
         self._lock = threading.RLock()
         self._key_locks: dict[str, threading.Lock] = {}
+        self._skipped: set[Path] = set()
         self.refresh()
 
     # ----- discovery
     def refresh(self) -> list[RunInfo]:
         """Look for runs again (new ones appear in ``./runs`` while the app runs); keep known ones."""
         for origin, root in self._roots():
-            for p in discover(root):
+            for p in discover(root, on_skip=self._say_skipped):
                 self._register(p, origin)
         return self.runs()
+
+    def _say_skipped(self, path: Path, why: str) -> None:
+        """A folder entry named like a trace that cannot be one: said on the server's stderr, once."""
+        if path not in self._skipped:
+            self._skipped.add(path)
+            print(f"tracer: note: {path}: skipped: {why}", file=sys.stderr)
 
     def _roots(self) -> list[tuple[str, Path]]:
         roots = [("path", p) for p in self.paths]

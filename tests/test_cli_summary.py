@@ -274,6 +274,27 @@ def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped
     notes = sorted(proc.stderr.strip().splitlines())
     assert notes == [f"tracer: note: {pipe}: skipped: not a regular file but a named pipe (FIFO)",
                      f"tracer: note: {tmp_path / 'rank9.json'}: skipped: not a regular file but a broken symbolic link"]
+    # the other readers too (the review found them hanging): sql on a pipe, a folder scan in sql, and a run
+    # directory whose meta.json is a pipe, for summary and for the dashboard's run store
+    proc = run_cli("sql", str(pipe), "SELECT 1", timeout=60)
+    assert proc.returncode == 2 and "not a regular file but a named pipe" in proc.stderr
+    proc = run_cli("sql", str(tmp_path), "SELECT count(*) FROM events", timeout=60)
+    assert proc.returncode == 0 and f"{pipe}: skipped: not a regular file" in proc.stderr
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent.parent / "tracer" / "examples" / "compute-copy-side-stream-streams-20261202-161322",
+                    run)
+    (run / "meta.json").unlink()
+    os.mkfifo(run / "meta.json")
+    proc = run_cli("summary", str(run), timeout=60)
+    assert proc.returncode == 2 and "meta.json: not a regular file but a named pipe" in proc.stderr
+    code = ("import sys; from pathlib import Path; from tracer.dashboard.data import RunStore; "
+            "print(len(RunStore([Path(sys.argv[1])], examples=False).runs()))")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(f"{pipe}: skipped") == 1
 
 
 @pytest.mark.parametrize("command", [[], ["summary"], ["record"], ["export"], ["dashboard"], ["scenarios"]])

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 
 import orjson
 
-from tracer.errors import TraceFormatError, UsageError
-from tracer.formats import FORMATS
+from tracer.errors import InputNotFoundError, TraceFormatError, UsageError
+from tracer.formats import FORMATS, not_a_regular_file
 
 if TYPE_CHECKING:
     from tracer.timeline import Timeline
@@ -279,6 +279,9 @@ def load_meta_json(run_dir: str | os.PathLike[str]) -> Any:
     p = Path(run_dir) / META
     if not p.exists():
         return {}
+    special = not_a_regular_file(p)
+    if special is not None:  # (a pipe's read would block until a writer comes)
+        raise InputNotFoundError(p, f"not a regular file but {special}")
     try:
         return orjson.loads(p.read_bytes())
     except orjson.JSONDecodeError as exc:

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
+from tracer.formats import not_a_regular_file
 from tracer.timeline import MAX_EVENT_BYTES, TIME_LIMIT_NS
 
 if TYPE_CHECKING:
@@ -140,6 +141,8 @@ def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
     from tracer.timeline import COLUMNS, SCHEMA_VERSION
 
     f = p / RUN_TIMELINE if p.is_dir() else p
+    if not_a_regular_file(f) is not None:
+        return None  # (load_trace refuses it in one line; opening a pipe here would block)
     try:
         with open(f, "rb") as fh:
             if fh.read(4) != PARQUET_MAGIC:
@@ -162,14 +165,15 @@ def _gpu_names_of(meta: dict[str, Any]) -> dict[int, str]:
     return {int(k): str(v) for k, v in names.items()}
 
 
-def _expand(target: str | os.PathLike[str]) -> list[Path]:
-    """A target as the paths it stands for: a folder that is not a run directory is the runs and traces under it."""
+def _expand(target: str | os.PathLike[str], on_skip: Callable[[Path, str], None] | None = None) -> list[Path]:
+    """A target as the paths it stands for: a folder that is not a run directory is the runs and traces under it
+    (``on_skip`` as for :func:`tracer.discover.expand`)."""
     from tracer.discover import expand
 
     p = Path(target)
     if not p.exists():
         raise InputNotFoundError(p, "no such file or directory")
-    return expand([p])
+    return expand([p], on_skip=on_skip)
 
 
 class Session:
@@ -177,7 +181,8 @@ class Session:
 
     ``targets``: a path (run directory, Kineto JSON[.gz], nsys .sqlite[.gz] / .nsys-rep, Parquet timeline, a folder
     of them), a :class:`~tracer.timeline.Timeline`, or a list of these. ``cache`` / ``on_cache_write``: as for
-    :func:`tracer.parsers.load_trace`.
+    :func:`tracer.parsers.load_trace`; ``on_skip(path, why)``: told of what a folder holds named like a trace
+    that cannot be one (:func:`tracer.discover.discover`).
     """
 
     def __init__(
@@ -186,6 +191,7 @@ class Session:
         *,
         cache: bool = True,
         on_cache_write: Callable[[Path], None] | None = None,
+        on_skip: Callable[[Path, str], None] | None = None,
     ) -> None:
         from tracer.timeline import Timeline
 
@@ -200,7 +206,7 @@ class Session:
                 label = t.meta.source or "timeline"
                 self._sources.append(_Source(label, timeline=t, gpu_names=dict(t.meta.gpu_names)))
                 continue
-            for p in _expand(t):
+            for p in _expand(t, on_skip):
                 found = _parquet_in_place(p)
                 if found is not None:
                     parquet, meta = found

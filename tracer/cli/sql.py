@@ -294,10 +294,10 @@ def sql(
     if max_rows < 1:
         raise UsageError("--max-rows", f"must be at least 1, not {max_rows}")
 
-    from tracer.cli._report import say_cached
+    from tracer.cli._report import say_cached, say_skipped_file
 
     console = Console()
-    with Session(targets, cache=not no_cache, on_cache_write=say_cached) as session:
+    with Session(targets, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file) as session:
         if query is not None:
             _run(session, query, fmt, max_rows, console)
             return

@@ -317,7 +317,7 @@ def _stored_key(p: Path) -> dict[str, Any] | None:
     from tracer.storage import read_parquet_meta
 
     cp = cache_path(p)
-    if not cp.exists():
+    if not cp.exists() or formats.not_a_regular_file(cp) is not None:
         return None
     try:
         key = read_parquet_meta(cp).get("cache_key")  # (one read of the footer)
