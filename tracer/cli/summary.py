@@ -42,6 +42,28 @@ def _table_width(table: Any, rows: list[list[str]]) -> int:
     return console.measure(probe).maximum
 
 
+def _numbers_first(t: Any, rows: list[list[str]], numeric: list[bool], width: int) -> None:
+    """Where ``t`` is wider than ``width``: its text columns are capped to share what the numeric ones leave (at
+    least 8 characters each: a name is cut with "…"), and where even that is too wide the table is made wider than
+    the terminal rather than a number cut or split (print it with ``crop=False``)."""
+    if _table_width(t, rows) <= width:
+        return
+    # (a numeric cell may hold two figures, "[lo, hi]": it may wrap at its space, never inside a figure)
+    words = [[len(w) for r in rows for w in str(r[i]).split()] for i in range(len(numeric))]
+    least = [max([len(w) for w in str(col.header).split()] + words[i]) for i, col in enumerate(t.columns)]
+    text = [i for i, num in enumerate(numeric) if not num]
+    overhead = 3 * len(numeric) + 1  # (each column's padding and the gap between columns, the table's edge)
+    share = max(8, (width - overhead - sum(least[i] for i in range(len(numeric)) if numeric[i])) // max(1, len(text)))
+    for i in text:
+        t.columns[i].max_width = max(min(least[i], share), min(least[i], 8))
+    for i, num in enumerate(numeric):
+        if num:
+            t.columns[i].min_width = least[i]
+    needed = overhead + sum(least[i] if numeric[i] else t.columns[i].max_width for i in range(len(numeric)))
+    if needed > width:
+        t.width = needed
+
+
 def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     """Rich renderables for text blocks (:class:`tracer.analysis.registry.Table` / ``Line``), for a terminal
     ``width`` characters wide."""
@@ -57,18 +79,19 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
             out.append(Text.assemble(*block.parts) if len(block.parts) > 1 else Text(*block.parts[0]))
             continue
         t = Table(box=box.SIMPLE_HEAD, title=block.title, caption=block.caption)
-        for col in block.columns:
-            # a figure is never cut short ("336.9…" reads as a number, not the one computed): on a terminal too
-            # narrow for the table, a right-aligned (numeric) cell folds onto a second line whole
-            numeric = col.justify == "right" and not col.fit
-            t.add_column(col.header, justify=col.justify, no_wrap=col.no_wrap and not numeric,
-                         overflow="fold" if numeric else "ellipsis")
+        numeric = [col.justify == "right" and not col.fit for col in block.columns]
+        for col, num in zip(block.columns, numeric):
+            # a figure is never cut short or split ("336.9…" reads as a number, not the one computed): a numeric
+            # column keeps the width of its widest figure; the text columns give way (below)
+            t.add_column(col.header, justify=col.justify, no_wrap=col.no_wrap and not num)
         fit = next((i for i, c in enumerate(block.columns) if c.fit), None)
         room = 0
         if fit is not None:
             room = max(12, width - _table_width(t, [[*row[:fit], "", *row[fit + 1:]] for row in block.rows]))
-        for row in block.rows:
-            t.add_row(*(wrap_name(cell, room) if i == fit else cell for i, cell in enumerate(row)))
+        rows = [[wrap_name(cell, room) if i == fit else cell for i, cell in enumerate(row)] for row in block.rows]
+        _numbers_first(t, rows, numeric, width)
+        for row in rows:
+            t.add_row(*row)
         out.append(t)
     return out
 
@@ -254,7 +277,7 @@ def summary(
         else:
             shown = -1 if all_collectives else max(collectives, 0)
             for renderable in render_summary(result, width=console.width, max_collectives=shown):
-                console.print(renderable)
+                console.print(renderable, crop=False)  # (a table wider than the terminal: nothing cut)
             console.print()
     if failed:
         raise typer.Exit(2)
