@@ -151,15 +151,20 @@ def test_cli_table_on_bundled_runs(capsys):
 
 @pytest.mark.parametrize("columns", ["80", "60"])
 def test_cli_table_never_cuts_a_figure_short_on_a_narrow_terminal(capsys, monkeypatch, columns):
-    # At 80 columns the items table printed "2,119.…" and "×1.…": figures that are not the ones computed.
-    import re
+    # At 80 columns the items table printed "2,119.…" and "×1.…", and folded cells split figures over two lines:
+    # numbers that are not the ones computed. Every figure of the top items must appear whole.
+    from tracer.analysis.diff import ms_text, ratio_text, signed_ms_text
 
     monkeypatch.setenv("COLUMNS", columns)
     blocking = EXAMPLES / "compute-copy-blocking-streams-20261202-161350"
+    assert tracer.cli.main(["diff", str(blocking), str(SIDE), "--json"]) == 0
+    items = json.loads(capsys.readouterr().out)["items"][:20]
     assert tracer.cli.main(["diff", str(blocking), str(SIDE)]) == 0
-    out = capsys.readouterr().out
-    assert not re.search(r"\d…", out), [ln for ln in out.splitlines() if re.search(r"\d…", ln)]
-    assert max(len(ln) for ln in out.splitlines()) <= int(columns)
+    words = set(capsys.readouterr().out.split())
+    figures = {f for i in items for f in (f"{i['count_a']:,}", f"{i['count_b']:,}", ms_text(i["time_a_ns"]),
+                                          ms_text(i["time_b_ns"]), signed_ms_text(i["diff_ns"]),
+                                          ratio_text(i["ratio"]))}
+    assert len(figures) > 20 and not figures - words, sorted(figures - words)[:10]
 
 
 def test_cli_json_and_csv_carry_every_item(capsys):

@@ -52,9 +52,7 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
         out.append(Text(f"note: {note}", style="yellow"))
     head = Table(box=box.SIMPLE_HEAD, title="Headline figures (ms): B − A")
     for col in ("figure", "A", "B", "B − A"):
-        # (a figure is never cut short: on a terminal too narrow, a number folds onto a second line whole)
-        head.add_column(col, justify="left", no_wrap=True) if col == "figure" else \
-            head.add_column(col, justify="right", overflow="fold")
+        head.add_column(col, justify="left" if col == "figure" else "right", no_wrap=True)
     head.add_row("span", _ms(d.span_a_ns), _ms(d.span_b_ns), _signed_ms(d.span_b_ns - d.span_a_ns))
     head.add_row("GPU work span", _ms(d.gpu_span_a_ns), _ms(d.gpu_span_b_ns),
                  _signed_ms(d.gpu_span_b_ns - d.gpu_span_a_ns))
@@ -98,16 +96,17 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
         for item in d.items[:top]
     ]
     # The name column gives way on a narrow terminal (names are cut with "…"); the other columns keep the width of
-    # their cells where the table then fits, and a figure is never cut short: where it does not fit even so, the
-    # numbers fold onto a second line whole rather than overflow the terminal.
+    # their cells, so a figure is never cut short or split: where even a short name leaves no room, the table is
+    # printed wider than the terminal (crop=False below), whole.
     least = [max([len(w) for w in col.split()] + [len(r[i]) for r in rows]) for i, col in enumerate(cols)]
-    fixed = sum(n for i, n in enumerate(least) if i != 2) + 8 + 2 * (len(cols) - 1)  # (name ≥ 8, padding)
     for i, col in enumerate(cols):
-        keep = least[i] if fixed <= width and col != "name" else None
         if col in ("change", "kind", "name"):
-            items.add_column(col, justify="left", no_wrap=True, min_width=keep)
+            items.add_column(col, justify="left", no_wrap=True, min_width=least[i] if col != "name" else None)
         else:
-            items.add_column(col, justify="right", overflow="fold", min_width=keep)
+            items.add_column(col, justify="right", no_wrap=True, min_width=least[i])
+    fixed = _table_width(items, [[*r[:2], r[2][:8], *r[3:]] for r in rows])  # (names cut to 8 characters)
+    if fixed > width:
+        items.width = fixed
     room = max(8, min(80, width - _table_width(items, [[*r[:2], "", *r[3:]] for r in rows])))
     for row in rows:
         name = row[2] if len(row[2]) <= room else row[2][: room - 1] + "…"
@@ -198,4 +197,4 @@ def diff(
         return
     console = Console()
     for renderable in render_diff(result, top=top, width=console.width):
-        console.print(renderable)
+        console.print(renderable, crop=False)  # (a table wider than the terminal: nothing cut)
