@@ -372,3 +372,33 @@ def test_the_replay_gives_each_rank_s_gpu_its_own_resources_even_where_device_in
         predicted.append([replay(g, plan).predicted_ns for plan in (Plan(side_stream=True), Plan(streams=2))])
     assert np.array_equal(setups[0].dur, setups[1].dur)
     assert predicted[0] == predicted[1]
+
+
+def test_a_job_s_kernel_demand_is_read_per_rank(tmp_path: Path) -> None:
+    # Each rank counts its own correlation ids, so two ranks' ids collide: demand is keyed by (rank, correlation)
+    # and each kernel of the job gets the demand its own trace gives it.
+    import gzip
+
+    from tracer.explain.occupancy import demand_of_nodes, read_demand, read_job_demand
+
+    examples = Path(__file__).resolve().parent.parent / "tracer" / "examples"
+    runs = ["multi-device-streams-20261202-161153", "compute-copy-side-stream-streams-20261202-161322"]
+    files = []
+    for rank, run in enumerate(runs):
+        doc = json.loads(gzip.decompress((examples / run / "trace.json.gz").read_bytes()))
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2, "backend": "nccl"}
+        files.append(tmp_path / f"rank{rank}.json")
+        files[-1].write_text(json.dumps(doc))
+    job = load_job(files, cache=False)
+    demand = read_job_demand(job.meta.extra["ranks"])
+    per_rank = [read_demand(f)[0] for f in files]
+    assert set(per_rank[0]) & set(per_rank[1])  # (the ids do collide)
+    assert len(demand) == len(per_rank[0]) + len(per_rank[1])
+    nodes = build_graph(job).nodes
+    got = demand_of_nodes(nodes, demand)
+    for rank, f in enumerate(files):
+        alone = build_graph(load_trace(f, cache=False)).nodes
+        want = demand_of_nodes(alone, per_rank[rank])
+        mine = (nodes["rank"] == rank).to_numpy()
+        assert np.array_equal(np.sort(got[mine][~np.isnan(got[mine])]), np.sort(want[~np.isnan(want)]))
+        assert (~np.isnan(want)).sum() > 0

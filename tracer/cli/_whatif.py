@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ class Replays:
     replay."""
 
     def __init__(self, path: Path, timeline: Timeline, graph: Graph, window: Window,
-                 demand: dict[int, float] | None = None) -> None:
+                 demand: Mapping[Any, float] | None = None) -> None:
         from tracer.explain.occupancy import read_demand
 
         self.timeline, self.graph, self.window = timeline, graph, window

@@ -285,11 +285,13 @@ def explain(
         result = critical_path(graph, chosen)
     except TracerError as exc:
         raise TracerError(path, exc.problem) from None
-    from tracer.explain.occupancy import read_demand
+    from tracer.explain.occupancy import read_demand, read_job_demand
 
     # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
-    # findings tell a full GPU from serialised kernels with it, and the replays share it
-    demand, _ = read_demand(path)
+    # findings tell a full GPU from serialised kernels with it, and the replays share it; a job's from each
+    # rank's file, keyed by (rank, correlation id)
+    ranks = timeline.meta.extra.get("ranks")
+    demand: Any = read_job_demand(ranks) if isinstance(ranks, dict) and len(ranks) > 1 else read_demand(path)[0]
     found = findings(graph, result, min_gap_ns=min_gap_ns, demand=demand)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)

@@ -28,6 +28,7 @@ Pure functions of a :class:`Graph` and a :class:`CriticalPath`: no printing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,7 +135,7 @@ def _us(ns: float) -> str:
 
 
 def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int = MIN_GAP_NS,
-             demand: dict[int, float] | None = None) -> pd.DataFrame:
+             demand: Mapping[Any, float] | None = None) -> pd.DataFrame:
     """The findings of ``graph``, costliest first (by time on ``path``, then in all), one row each
     (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
     range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
@@ -523,17 +524,13 @@ def _held(starts: np.ndarray, ends: np.ndarray, demand: np.ndarray, lo: int, hi:
     return float((np.diff(t) * load).sum() / max(1, hi - lo))
 
 
-def kernel_demand_of(nodes: pd.DataFrame, demand: dict[int, float] | None) -> np.ndarray:
+def kernel_demand_of(nodes: pd.DataFrame, demand: Mapping[Any, float] | None) -> np.ndarray:
     """Each node's kernel demand (:mod:`tracer.explain.occupancy`: its share of the GPU's block slots alone) from
-    ``demand`` (by correlation id); NaN where unknown (no launch figures, or not a kernel)."""
-    out = np.full(len(nodes), np.nan)
-    if not demand:
-        return out
-    corr = nodes["correlation"].to_numpy(float)
-    is_kernel = (nodes["kind"].astype(str) == "kernel").to_numpy() & ~np.isnan(corr)
-    idx = np.flatnonzero(is_kernel)
-    out[idx] = [demand.get(int(c), np.nan) for c in corr[idx]]
-    return out
+    ``demand`` (by correlation id, or by (rank, correlation id) for a job); NaN where unknown (no launch figures,
+    or not a kernel)."""
+    from tracer.explain.occupancy import demand_of_nodes
+
+    return demand_of_nodes(nodes, demand)
 
 
 def _straggler_findings(graph: Graph, nd: _Nodes, min_gap_ns: int) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ waves in 4: demand 0.97, so two of them beside each other finish in 0.97 of thei
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,37 @@ def read_nsys_demand(path: str | Path) -> tuple[dict[int, float], int | None]:
             out[int(corr)] = d
     first = next(iter(props.values()), None)
     return out, (first["numSms"] if first else None)
+
+
+def read_job_demand(ranks: dict[str, Any]) -> dict[tuple[int, int], float]:
+    """Kernel demand by (rank, correlation id) for a job: each rank's trace file (``meta.extra["ranks"]`` of
+    :func:`tracer.job.load_job`: rank → its ``source``) read as :func:`read_demand` reads one. Correlation ids
+    repeat across ranks (each process counts its own), hence the rank in the key."""
+    out: dict[tuple[int, int], float] = {}
+    for rank, info in ranks.items():
+        source = info.get("source") if isinstance(info, dict) else None
+        if not source or not str(rank).lstrip("-").isdigit():
+            continue
+        for corr, d in read_demand(source)[0].items():
+            out[(int(rank), corr)] = d
+    return out
+
+
+def demand_of_nodes(nodes: pd.DataFrame, demand: Mapping[Any, float] | None) -> np.ndarray:
+    """Each node's kernel demand from ``demand`` keyed by correlation id (one trace) or by (rank, correlation
+    id) (a job: :func:`read_job_demand`); NaN where unknown (no launch figures, or not a kernel)."""
+    out = np.full(len(nodes), np.nan)
+    if not demand:
+        return out
+    corr = nodes["correlation"].to_numpy(float)
+    is_kernel = (nodes["kind"].astype(str) == "kernel").to_numpy() & ~np.isnan(corr)
+    idx = np.flatnonzero(is_kernel)
+    if isinstance(next(iter(demand)), tuple):
+        rank = nodes["rank"].to_numpy(np.int64)
+        out[idx] = [demand.get((int(rank[i]), int(corr[i])), np.nan) for i in idx.tolist()]
+    else:
+        out[idx] = [demand.get(int(c), np.nan) for c in corr[idx]]
+    return out
 
 
 def read_demand(path: str | Path) -> tuple[dict[int, float], int | None]:

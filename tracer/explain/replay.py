@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -236,7 +237,7 @@ def solo_durations(nodes: pd.DataFrame, demand: np.ndarray, resource: np.ndarray
 class _Setup:
     """The window's nodes and edges, in local ids, ready for a plan to rewrite and the pass to run."""
 
-    def __init__(self, graph: Graph, ids: np.ndarray, demand_of: dict[int, float]) -> None:
+    def __init__(self, graph: Graph, ids: np.ndarray, demand_of: Mapping[Any, float]) -> None:
         nodes = graph.nodes.loc[ids].reset_index().rename(columns={"index": "node"})
         self.nodes = nodes
         self.start = nodes["start_ns"].to_numpy(np.int64)
@@ -265,14 +266,11 @@ class _Setup:
         if len(empty):
             res[res == empty[0]] = -1
         self.resource = res
-        corr = nodes["correlation"].to_numpy()
-        self.demand = np.ones(len(nodes))
-        self.demand_known = np.zeros(len(nodes), dtype=bool)
-        for i in np.flatnonzero(self.is_kernel):
-            c = corr[i]
-            if c == c and int(c) in demand_of:
-                self.demand[i] = demand_of[int(c)]
-                self.demand_known[i] = True
+        from tracer.explain.occupancy import demand_of_nodes
+
+        given = demand_of_nodes(nodes, demand_of)  # (by correlation id, or by (rank, correlation id) for a job)
+        self.demand_known = self.is_kernel & ~np.isnan(given)
+        self.demand = np.where(self.demand_known, given, 1.0)
         self.demand[~self.is_gpu] = 0.0
         self.dur = solo_durations(nodes, self.demand, self.resource)
         self.stream = nodes["stream"].to_numpy(np.int64).copy()
@@ -744,7 +742,7 @@ def pinned_bandwidth(graph: Graph) -> dict[str, float]:
 
 
 def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = None, end_ns: int | None = None,
-           demand: dict[int, float] | None = None, children: pd.DataFrame | None = None) -> Replay:
+           demand: Mapping[Any, float] | None = None, children: pd.DataFrame | None = None) -> Replay:
     """Replay the work issued in [start_ns, end_ns] (:func:`issued_nodes`) under ``plan`` (None: unchanged).
 
     ``demand``: each kernel's share of its GPU by correlation id (:func:`tracer.explain.occupancy.
