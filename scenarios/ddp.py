@@ -126,6 +126,10 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
 
         with ctx.phase("check"):
             check(ctx, p, init, X, Y, model, torch.stack(losses), world)
+        # every rank done with its collectives before any tears its connections down: gloo may abort a rank
+        # whose peer closed a pair it still used ("terminate called without an active exception", exit 134:
+        # seen once in CI-like runs of the test suite)
+        dist.barrier()
     finally:
         dist.destroy_process_group()
     ctx.note(f"{backend}: {world} ranks, one process each; rank {rank} on {device}")
