@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tracer.analysis.builtin import parse_device_label, pct
+from tracer.analysis.builtin import _stack, parse_device_label, pct
 from tracer.analysis.launches import LaunchStat, launch_table
 from tracer.analysis.registry import Analysis, Block, Column, Table, TextOptions, register
 from tracer.timeline import DeviceKey, Timeline, device_label
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
 
 def _launches(t: Timeline) -> list[LaunchStat]:
     return [LaunchStat.from_dict(row) for row in launch_table(t.events).to_dict("records")]
-
-
-def _stack(parts: list[list[LaunchStat]], _job: Timeline) -> list[LaunchStat]:
-    return [row for part in parts for row in part]
 
 
 def _us(ns: int) -> str:

@@ -28,6 +28,7 @@ import pandas as pd
 
 from tracer.analysis.overlap import kind_mask
 from tracer.timeline import launch_links
+from tracer.timeline.keys import key_codes, row_positions
 
 #: What a launch table holds per GPU, in order.
 LAUNCH_COLUMNS = ("rank", "device", "launches", "unlinked", "call_p50_ns", "delay_p50_ns", "delay_p95_ns",
@@ -75,21 +76,23 @@ def launch_table(events: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({c: pd.Series([], dtype="float64" if c == "queue_mean" else "int64")
                              for c in LAUNCH_COLUMNS})
     rank = events["rank"].to_numpy(np.int64)
-    # a GPU as one int64 key, rank then device (a device index is below 2**15): a 1-D unique, not a 2-D one
-    gpu_keys, totals = np.unique((rank[on_gpu] << 16) + device[on_gpu], return_counts=True)
-    gpus = np.stack([gpu_keys >> 16, gpu_keys & 0xFFFF], axis=1)
+    work_rows = np.flatnonzero(on_gpu)
+    code, _ = key_codes(rank, device, rows=work_rows)  # each GPU's rows by one code, (rank, device) ascending
+    gpu_of = np.full(len(events), -1, dtype=np.int64)
+    gpu_of[work_rows] = code
     links = launch_links(events)
-    work = events.index.get_indexer(links["work_row"])  # (labels → positions)
-    call = events.index.get_indexer(links["call_row"])
+    work = row_positions(events.index, links["work_row"].to_numpy())
+    call = row_positions(events.index, links["call_row"].to_numpy())
     keep = on_gpu[work]
     work, call = work[keep], call[keep]
     start, end = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
     stream = events["stream"].to_numpy(np.int64)
     rows = []
-    for g, (r, d) in enumerate(gpus.tolist()):
-        mine = (rank[work] == r) & (device[work] == d)
+    for g in np.unique(code).tolist():
+        first = work_rows[np.argmax(code == g)]
+        mine = gpu_of[work] == g
         w, c = work[mine], call[mine]
-        rows.append(_gpu_row(int(r), int(d), int(totals[g]), _Linked(
+        rows.append(_gpu_row(int(rank[first]), int(device[first]), int((code == g).sum()), _Linked(
             c, stream[w], start[w], end[w], start[c], end[c], is_kernel[w])))
     return pd.DataFrame(rows, columns=list(LAUNCH_COLUMNS))
 

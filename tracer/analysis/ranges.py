@@ -13,7 +13,7 @@ import pandas as pd
 from tracer.analysis import intervals as iv
 from tracer.analysis.overlap import kind_mask
 from tracer.timeline import GPU_WORK_KINDS, THREAD_COLUMNS, launch_links
-from tracer.timeline.keys import key_codes
+from tracer.timeline.keys import key_codes, row_positions
 
 RANGE_COLUMNS = ["name", "count", "host_ns", "gpu_busy_ns", "gpu_window_ns", "kernels", "memcpys", "memsets"]
 
@@ -54,19 +54,6 @@ def _covered(starts: np.ndarray, r_starts: np.ndarray, r_ends: np.ndarray) -> np
     return (i >= 0) & (starts < u_e[np.maximum(i, 0)]) & (len(u_s) > 0)
 
 
-def _positions(index: pd.Index, labels: np.ndarray) -> np.ndarray:
-    """Where rows of these labels are in a frame with this index (what ``.loc`` finds, as positions for numpy)."""
-    labels = np.asarray(labels)
-    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
-        if labels.size and (labels.min() < 0 or labels.max() >= len(index)):
-            raise KeyError("row labels not in the frame")
-        return labels.astype(np.intp, copy=False)
-    pos = index.get_indexer(labels)
-    if pos.size and pos.min() < 0:
-        raise KeyError("row labels not in the frame")
-    return np.asarray(pos, dtype=np.intp)
-
-
 def range_launches(events: pd.DataFrame, rule: str = "process") -> pd.DataFrame:
     """Pairs (range row index, GPU work row index): which GPU work each host range instance launched, by
     ``rule`` (see :data:`RULES`)."""
@@ -100,12 +87,12 @@ def launch_pairs(events: pd.DataFrame) -> pd.DataFrame:
     # launched some
     work_rows = links["work_row"].to_numpy(np.int64)
     link_calls = links["call_row"].to_numpy(np.int64)
-    gpu = kind_mask(kind, GPU_WORK_KINDS)[_positions(events.index, work_rows)]
+    gpu = kind_mask(kind, GPU_WORK_KINDS)[row_positions(events.index, work_rows)]
     work_rows, link_calls = work_rows[gpu], link_calls[gpu]
     if not link_calls.size:
         return empty
     # the calls, each once, by label (as events.loc took them): marked on the rows, not sorted
-    link_call_pos = _positions(events.index, link_calls)
+    link_call_pos = row_positions(events.index, link_calls)
     marked = np.zeros(len(events), dtype=bool)
     marked[link_call_pos] = True
     call_pos = np.flatnonzero(marked)
@@ -179,7 +166,7 @@ def _instances(events: pd.DataFrame, range_rows: np.ndarray, work_rows: np.ndarr
     """:func:`range_instances` as arrays: the instances' row labels (ascending) and each figure, int64, in that
     order; the pairs sorted once by (range, work start) and every figure a ``reduceat`` over each range's
     block (no groupby, no join)."""
-    pos = _positions(events.index, work_rows)
+    pos = row_positions(events.index, work_rows)
     starts, ends = events["start_ns"].to_numpy()[pos], events["end_ns"].to_numpy()[pos]
     order = np.lexsort((starts, range_rows))
     ranges, starts, ends, pos = np.asarray(range_rows)[order], starts[order], ends[order], pos[order]
@@ -236,7 +223,7 @@ def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.Data
 
     def by_name(subset: pd.DataFrame) -> dict[str, np.ndarray]:
         rows, figures = _instances(events, subset["range_row"].to_numpy(), subset["work_row"].to_numpy())
-        i_code = codes[_positions(events.index, rows)]
+        i_code = codes[row_positions(events.index, rows)]
         named = i_code >= 0
         group = text_code[i_code[named]]
         out = {}

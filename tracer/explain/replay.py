@@ -32,6 +32,7 @@ import pandas as pd
 
 from tracer.errors import TracerError
 from tracer.explain.graph import Graph
+from tracer.timeline.keys import key_codes
 
 #: What-if plans and what they do (``--what-if NAME[=VALUE]``).
 PLANS: dict[str, str] = {
@@ -275,7 +276,7 @@ class _Setup:
         self.dur = solo_durations(nodes, self.demand, self.resource)
         self.stream = nodes["stream"].to_numpy(np.int64).copy()
         #: each node's GPU as one integer, (rank, device): what a stream belongs to (ranks repeat device indexes)
-        self.gpu = (nodes["rank"].to_numpy(np.int64) << 16) + nodes["device"].to_numpy(np.int64)
+        self.gpu = key_codes(nodes["rank"].to_numpy(np.int64), nodes["device"].to_numpy(np.int64))[0]
         # each start edge's overhead: its lag when it bound the node (the dependency met last), else no more
         # than the typical binding lag of its type (so that it cannot bind later than the trace shows)
         start_e = e[(e["to"] == "start").to_numpy()].copy()

@@ -114,3 +114,16 @@ def key_codes(*columns: np.ndarray | pd.Series, rows: np.ndarray | None = None) 
             code, seen = pd.factorize(code, sort=True)
             code, bound = code.astype(np.int64, copy=False), len(seen)
     return code, bound
+
+
+def row_positions(index: pd.Index, labels: np.ndarray) -> np.ndarray:
+    """Where rows of these labels are in a frame with this index (what ``.loc`` finds, as positions for numpy)."""
+    labels = np.asarray(labels)
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        if labels.size and (labels.min() < 0 or labels.max() >= len(index)):
+            raise KeyError("row labels not in the frame")
+        return labels.astype(np.intp, copy=False)
+    pos = index.get_indexer(labels)
+    if pos.size and pos.min() < 0:
+        raise KeyError("row labels not in the frame")
+    return np.asarray(pos, dtype=np.intp)
