@@ -32,15 +32,15 @@ def kernel_totals(events: pd.DataFrame) -> pd.DataFrame:
     rows = np.flatnonzero(kind_mask(events["kind"], ("kernel",)) & (events["device"].to_numpy() >= 0))
     if not rows.size:
         return _no_totals()
-    dur = events["end_ns"].to_numpy()[rows] - events["start_ns"].to_numpy()[rows]
-    iv.checked_sum(dur, "kernel time (ns)")  # bounds every per-name total below
+    every = events["end_ns"].to_numpy()[rows] - events["start_ns"].to_numpy()[rows]
+    iv.checked_sum(every, "kernel time (ns)")  # bounds every per-name total below
     name = events["name"].iloc[rows]
     if not isinstance(name.dtype, pd.CategoricalDtype):
-        return _totals_by_text(dur, name)
+        return _totals_by_text(every, name)
     # grouped on the name's integer codes (sorted, reduceat), not on the names made text row by row
     code = name.cat.codes.to_numpy()
     named = code >= 0  # (a missing name is no group, as pandas drops it)
-    code, dur = code[named], dur[named]
+    code, dur = code[named], every[named]
     if not code.size:
         return _no_totals()
     order = np.argsort(code, kind="stable")
@@ -48,7 +48,7 @@ def kernel_totals(events: pd.DataFrame) -> pd.DataFrame:
     opens = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
     names = name.cat.categories[code[opens]].astype(str).rename("name")
     if not names.is_unique:  # (categories that read alike as text are one name: grouped on the text)
-        return _totals_by_text(events["end_ns"].to_numpy()[rows] - events["start_ns"].to_numpy()[rows], name)
+        return _totals_by_text(every, name)
     g = pd.DataFrame({
         "count": np.diff(np.r_[opens, code.size]),
         "total_ns": np.add.reduceat(dur, opens),
