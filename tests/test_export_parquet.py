@@ -63,3 +63,20 @@ def test_duckdb_queries_it(exported) -> None:
         "WHERE kind IN ('kernel', 'memcpy') GROUP BY kind ORDER BY kind"
     ).fetchall()
     assert rows == [("kernel", 50, 130_922_833), ("memcpy", 50, 57_973_731)]
+
+
+def test_time_and_lane_columns_carry_statistics_and_only_categories_a_dictionary(exported) -> None:
+    # what a query filters by can skip row groups (DuckDB reads the min/max); a dictionary over start times or
+    # correlation ids would be as long as the column and cost its encoding for nothing
+    from tracer.storage import STATISTICS_COLUMNS
+
+    _, out = exported
+    group = pq.ParquetFile(out).metadata.row_group(0)
+    columns = {group.column(i).path_in_schema: group.column(i) for i in range(group.num_columns)}
+    for name, col in columns.items():
+        categorical = str(COLUMNS[name]) == "category" or name == "name"
+        assert ("RLE_DICTIONARY" in col.encodings) == categorical, name
+        assert col.is_stats_set == (name in STATISTICS_COLUMNS), name
+    stats = columns["start_ns"].statistics
+    timeline = load_trace(out)
+    assert (stats.min, stats.max) == (int(timeline.events["start_ns"].min()), int(timeline.events["start_ns"].max()))

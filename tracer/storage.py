@@ -23,6 +23,10 @@ from tracer.timeline.comm import mark_by_name
 
 META_KEY = b"tracer"
 
+#: The columns whose Parquet statistics are written: what a query over stored timelines filters by (DuckDB skips
+#: row groups outside a time range or on another rank, device or stream).
+STATISTICS_COLUMNS = ("start_ns", "end_ns", "rank", "device", "stream", "pid", "tid")
+
 #: Columns a later timeline schema added, and the version that did: a file written before has none, and they are
 #: derived on reading (:func:`_added_columns`).
 ADDED_COLUMNS: dict[str, int] = {"src_mem": 2, "dst_mem": 2, "collective": 3, "pg": 3, "seq": 3, "group_size": 3}
@@ -39,8 +43,14 @@ def write_timeline_parquet(
     md = dict(table.schema.metadata or {})
     md[META_KEY] = orjson.dumps(meta, default=str)
     table = table.replace_schema_metadata(md)
+    categorical = [f.name for f in table.schema if pa.types.is_dictionary(f.type)]
     with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+        # Dictionary pages only for the categorical columns (a dictionary over start times or correlation ids is
+        # as long as the column and costs its encoding for nothing), and statistics only on the columns a query
+        # filters by (string min/max of names cost more than the rest of the write): on a 102 MB rank's 234k
+        # rows, 0.071 → 0.045 s and 1.9 → 1.5 MB (docs/performance.md).
+        pq.write_table(table, tmp, compression="zstd", use_dictionary=categorical,
+                       write_statistics=[c for c in STATISTICS_COLUMNS if c in table.column_names])
 
 
 def read_parquet_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
