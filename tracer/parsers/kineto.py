@@ -570,6 +570,8 @@ def _int_column(values: list[Any]) -> np.ndarray:
 
 def _optional_int_column(values: list[Any]) -> np.ndarray:
     """Ints or None as float64 with nan for None (and for ints beyond int64), converted in C where it can."""
+    if values.count(None) == len(values):  # (a chunk of CPU ops has no correlation id, no bytes: ~1 ns a row)
+        return np.full(len(values), np.nan)
     try:
         out = np.array(values, dtype=np.float64)
     except OverflowError:  # an int beyond float64
@@ -602,6 +604,8 @@ def _bytes_column(values: list[Any]) -> tuple[np.ndarray, np.ndarray, dict[str, 
     pointer): the event is skipped and counted rather than summed into totals that would then overflow or turn
     negative. Every size kept is below 2**53, so its float64 is exact.
     """
+    if values.count(None) == len(values):
+        return np.zeros(len(values), dtype=np.int64), np.ones(len(values), dtype=bool), {}
     try:
         as_float = np.array(values, dtype=np.float64)
     except (OverflowError, TypeError, ValueError):  # an int beyond float64: certainly too big
@@ -757,7 +761,8 @@ class _Columns:
         ``times``: (start_ns, end_ns) already known (B/E pairs); else they come from each event's ts and dur.
         What cannot be used is counted in ``skipped``.
         """
-        cat = np.array([self.cats[e.cat] for e in xs], dtype=np.int32)
+        # (the codes looked up by map in C: ~40 ns a row against ~55 for a comprehension that indexes)
+        cat = np.fromiter(map(self.cats.__getitem__, [e.cat for e in xs]), dtype=np.int32, count=len(xs))
         if len(self.kind_of_cat) != len(self.cats):
             self.kind_of_cat = np.array([_kind_of_cat(c) for c in self.cats], dtype=np.int8)
         kind = self.kind_of_cat[cat]
@@ -843,7 +848,8 @@ class _Columns:
         p["start"].append(start)
         p["end"].append(end)
         p["kind"].append(kind)
-        p["name"].append(np.array([self.names[e.name] for e in xs], dtype=np.int32))
+        p["name"].append(np.fromiter(map(self.names.__getitem__, [e.name for e in xs]), dtype=np.int32,
+                                     count=len(xs)))
         p["pid"].append(pid)
         p["pid_given"].append(pid_given)
         p["rank"].append(row_rank)
@@ -868,7 +874,8 @@ class _Columns:
             "seq_na": np.ones(n, dtype=bool),
             "group_size": np.zeros(n, dtype=np.int32),
         }
-        rows = [i for i, a in enumerate(args) if a.collective is not None]
+        named = [a.collective for a in args]
+        rows = [] if named.count(None) == n else [i for i, c in enumerate(named) if c is not None]
         for i in rows:  # (a few per step: the collectives, not the kernels)
             a = args[i]
             out["collective"][i] = COLLECTIVES.index(normalise_collective(a.collective or "") or "other")
