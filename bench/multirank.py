@@ -101,6 +101,9 @@ def _peaks() -> dict[str, int]:
 
 
 def child_tracer(job: Path, scheduler: str | None) -> dict[str, Any]:
+    from tracer._blas import quiet_blas
+
+    quiet_blas()  # (as the CLI's main does first)
     from tracer.discover import expand
     from tracer.job import summarize_job
 

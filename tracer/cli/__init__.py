@@ -12,6 +12,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from tracer._blas import quiet_blas
 from tracer.errors import TracerError
 
 
@@ -103,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 1 failure — the output could not be written, say — 2 bad
     input or usage, 130 interrupted)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    quiet_blas()
     obj: dict[str, Any] = {}
     if args[:1] == ["record"] and "--" in args:
         # `tracer record [OPTIONS] -- COMMAND ...`: everything after the first "--" is the user's command,
