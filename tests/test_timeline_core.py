@@ -156,3 +156,20 @@ def test_one_process_under_nsys_and_kineto_lines_up_after_align() -> None:
     assert ((nsys <= kineto) & (kineto - nsys < 1_000_000)).all()
     for s in starts:
         assert ((s >= CLOCK_MARKS) & (s - CLOCK_MARKS < 1_000_000)).all()
+
+
+def test_a_frame_whose_row_labels_repeat_is_numbered_afresh_and_analyses_as_the_same_rows() -> None:
+    # launch links, ranges and the explain graph find rows by label: repeated labels made launch_pairs raise
+    # ("Reindexing only valid with uniquely valued Index objects")
+    from tracer.analysis.summary import summarize
+
+    t = load_trace(DATA / "copy_side_stream.json.gz", cache=False)
+    repeated = t.events.copy()
+    repeated.index = [7] * len(repeated)
+    made = Timeline(repeated, t.meta)
+    assert made.events.index.is_unique and made.events.index.equals(pd.RangeIndex(len(repeated)))
+    assert summarize(made) == summarize(t)
+    made.events = repeated  # (and on a later assignment)
+    assert made.events.index.is_unique
+    kept = t.events.set_axis(range(100, 100 + len(t.events)))  # unique labels are kept as they are
+    assert Timeline(kept, t.meta).events.index[0] == 100

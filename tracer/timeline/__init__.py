@@ -169,6 +169,14 @@ class Timeline:
     events: pd.DataFrame
     meta: TraceMeta
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Analyses and the dependency graph find rows by their label (launch links, ranges, graph nodes): a frame
+        # whose labels repeat (one put together by hand, or concatenated without ignore_index) gets 0..n-1, set
+        # here and on every later assignment. Its labels meant nothing as row keys anyway.
+        if name == "events" and isinstance(value, pd.DataFrame) and not value.index.is_unique:
+            value = value.reset_index(drop=True)
+        super().__setattr__(name, value)
+
     @property
     def gpu_devices(self) -> list[int]:
         """GPU indices that hold GPU work or are named by the trace, ascending."""
