@@ -10,7 +10,11 @@ gap, a host gap), and its resource lets it run:
   faster beside another). Kernels without launch figures count as filling the GPU (demand 1);
 - **copy engines**, one per direction (HtoD, DtoH, DtoD ...) per device, shared the same way (demand 1 each);
 - **each host thread** runs its slices one after another (its ``thread`` edges); a blocking call ends when
-  both its own time and the GPU op it waited for (``host_wait``) are done.
+  both its own time and the GPU op it waited for (``host_wait``) are done;
+- **collectives** (a job): a rank's part of a collective ends no earlier than its own start + its *transfer* (its
+  measured time from the last arrival among the ranks to its end), nor than every other rank's replayed arrival
+  (that part's start, a ``collective`` edge) + that transfer: the wait before the last arrival is recomputed, the
+  transfer taken as measured. A comm kernel keeps its share of its GPU while it waits.
 
 Durations are *solo* durations: a kernel's measured time with the slowdown the sharing model gives for the
 kernels it overlapped in the trace taken out, so that an unchanged plan replays to the measured times.
