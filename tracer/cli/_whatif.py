@@ -74,9 +74,9 @@ NOT_PRICED: dict[str, str] = {
     "exposed_comm": "whether compute could run beside the collective depends on what the program lets run before "
                     "it completes (data dependencies the trace does not show); the finding's time is what full "
                     "overlap would save at most",
-    "straggler": "the replay keeps each rank's part of a collective at its measured time (it does not carry a "
-                 "straggler's earlier arrival over to the other ranks), so evening out the ranks is not priced; the "
-                 "finding's time, the early ranks' wait, is what an even job would save at most",
+    "straggler": "no plan evens out the ranks' work (the replay carries each rank's replayed arrival at a "
+                 "collective over to the other ranks, but no rewrite moves work off the straggler), so it is not "
+                 "priced; the finding's time, the early ranks' wait, is what an even job would save at most",
 }
 #: Most streams a one_stream fix spreads over: CUDA's default number of hardware queues
 #: (CUDA_DEVICE_MAX_CONNECTIONS).

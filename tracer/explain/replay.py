@@ -10,7 +10,11 @@ gap, a host gap), and its resource lets it run:
   faster beside another). Kernels without launch figures count as filling the GPU (demand 1);
 - **copy engines**, one per direction (HtoD, DtoH, DtoD ...) per device, shared the same way (demand 1 each);
 - **each host thread** runs its slices one after another (its ``thread`` edges); a blocking call ends when
-  both its own time and the GPU op it waited for (``host_wait``) are done.
+  both its own time and the GPU op it waited for (``host_wait``) are done;
+- **collectives** (a job): a rank's part of a collective ends no earlier than its own start + its *transfer* (its
+  measured time from the last arrival among the ranks to its end), nor than every other rank's replayed arrival
+  (that part's start, a ``collective`` edge) + that transfer: the wait before the last arrival is recomputed, the
+  transfer taken as measured. A comm kernel keeps its share of its GPU while it waits.
 
 Durations are *solo* durations: a kernel's measured time with the slowdown the sharing model gives for the
 kernels it overlapped in the trace taken out, so that an unchanged plan replays to the measured times.
@@ -212,13 +216,19 @@ def issued_nodes(graph: Graph, start_ns: int | None = None, end_ns: int | None =
     return np.flatnonzero(host_in | gpu_in)
 
 
-def solo_durations(nodes: pd.DataFrame, demand: np.ndarray, resource: np.ndarray) -> np.ndarray:
+def solo_durations(nodes: pd.DataFrame, demand: np.ndarray, resource: np.ndarray,
+                   begin: np.ndarray | None = None) -> np.ndarray:
     """Each GPU node's duration as if alone on its resource: its measured time with the sharing model's slowdown
     (1 / max(1, summed demand) of solo speed) over the stretches it overlapped others taken out (one +/- sweep
-    per resource). Host nodes (resource -1) keep their measured time."""
+    per resource). Host nodes (resource -1) keep their measured time. ``begin`` (ns, one per node, at or after
+    its start): the solo time from there to the node's end instead (a collective's transfer after the last
+    arrival); the nodes' load over time is the same."""
     start = nodes["start_ns"].to_numpy(np.int64)
     end = nodes["end_ns"].to_numpy(np.int64)
     out: np.ndarray = (end - start).astype(float)
+    from_ns = start if begin is None else np.asarray(begin, dtype=np.int64)
+    late = from_ns > start
+    out[late] = (end[late] - from_ns[late]).astype(float)
     for r in np.unique(resource[resource >= 0]):
         idx = np.flatnonzero(resource == r)
         t = np.concatenate([start[idx], end[idx]])
@@ -232,6 +242,13 @@ def solo_durations(nodes: pd.DataFrame, demand: np.ndarray, resource: np.ndarray
         pos_s = np.searchsorted(t, start[idx], side="left")
         pos_e = np.searchsorted(t, end[idx], side="left")
         out[idx] = integral[pos_e] - integral[pos_s]
+        if late[idx].any():
+            # F(x) at a time x between boundaries: the integral up to the boundary before it, then that stretch's
+            # speed (x lies inside the node, so before the last boundary)
+            j = idx[late[idx]]
+            k = np.searchsorted(t, from_ns[j], side="right") - 1
+            at = integral[k] + (from_ns[j] - t[k]) * speed[np.minimum(k, len(speed) - 1)]
+            out[j] = integral[np.searchsorted(t, end[j], side="left")] - at
     return out
 
 
@@ -245,14 +262,14 @@ class _Setup:
         self.end = nodes["end_ns"].to_numpy(np.int64)
         local = pd.Series(np.arange(len(ids)), index=ids)
         e = graph.edges
-        # (cross-rank collective edges count from their source's start, which the pass does not model: each
-        # rank's part of a collective keeps its measured time instead)
-        e = e[e["src"].isin(ids).to_numpy() & e["dst"].isin(ids).to_numpy() & (e["type"] != "collective").to_numpy()]
-        e = e.copy()
+        e = e[e["src"].isin(ids).to_numpy() & e["dst"].isin(ids).to_numpy()].copy()
         e["src"] = local.loc[e["src"].to_numpy()].to_numpy()
         e["dst"] = local.loc[e["dst"].to_numpy()].to_numpy()
         e["type"] = e["type"].astype(str)
         e["to"] = e["to"].astype(str)
+        # cross-rank collective edges (a job) are met at their source's *start*: kept apart from the others
+        coll = (e["type"] == "collective").to_numpy()
+        coll_e, e = e[coll].copy(), e[~coll]
         kind = nodes["kind"].astype(str).to_numpy()
         self.is_gpu = np.isin(kind, _GPU)
         self.is_kernel = kind == "kernel"
@@ -273,7 +290,19 @@ class _Setup:
         self.demand_known = self.is_kernel & ~np.isnan(given)
         self.demand = np.where(self.demand_known, given, 1.0)
         self.demand[~self.is_gpu] = 0.0
-        self.dur = solo_durations(nodes, self.demand, self.resource)
+        # A rank's part of a collective (the dst of collective edges) is its wait, from its start to the last
+        # arrival among the sources here (clipped to the part), then its transfer, from there to its end. The pass
+        # recomputes the wait: the part ends no earlier than its own start + transfer, nor than each source's
+        # replayed start + transfer (the edge's overhead); the transfer is taken as the plan leaves it
+        arrival = self.start.copy()
+        np.maximum.at(arrival, coll_e["dst"].to_numpy(np.int64), self.start[coll_e["src"].to_numpy(np.int64)])
+        arrival = np.minimum(arrival, self.end)
+        #: each node's last arrival (its own start but for a collective's part that waited) and transfer, ns
+        self.arrival = arrival
+        self.transfer = self.end - arrival
+        coll_e["overhead"] = self.transfer[coll_e["dst"].to_numpy(np.int64)]
+        # (a GPU part's own time is the solo time of its transfer; it holds its share of the GPU while it waits)
+        self.dur = solo_durations(nodes, self.demand, self.resource, begin=arrival)
         self.stream = nodes["stream"].to_numpy(np.int64).copy()
         #: each node's GPU as one integer, (rank, device): what a stream belongs to (ranks repeat device indexes)
         self.gpu = key_codes(nodes["rank"].to_numpy(np.int64), nodes["device"].to_numpy(np.int64))[0]
@@ -305,7 +334,8 @@ class _Setup:
         end_lag = end_e["lag_ns"].to_numpy(np.int64)
         end_typ = int(np.median(end_lag[bound])) if bound.any() else DEFAULT_OVERHEAD_NS["host_wait"]
         end_e["overhead"] = np.where(bound, end_lag, np.minimum(end_lag, end_typ))
-        self.edges = pd.concat([start_e, end_e], ignore_index=True)[["src", "dst", "type", "to", "overhead"]]
+        parts = [start_e, end_e, coll_e] if len(coll_e) else [start_e, end_e]
+        self.edges = pd.concat(parts, ignore_index=True)[["src", "dst", "type", "to", "overhead"]]
         # a host node's own time: a call that waited for the GPU keeps only a typical call's time of its own
         waited = end_e["dst"].to_numpy()
         calls = ~self.is_gpu & nodes["kind"].isin(["runtime", "driver"]).to_numpy()
@@ -322,6 +352,12 @@ class _Setup:
         blocking &= ~self.is_gpu
         self.own[blocking] = np.minimum(self.dur[blocking], self.call_ns)
         self.notes: list[str] = []
+        if len(coll_e):
+            waited = int((self.arrival > self.start).sum())
+            self.notes.append(f"collectives: {int(np.unique(coll_e['dst']).size)} ranks' parts of collectives "
+                              f"({waited} of them waited) end no earlier than every other rank's replayed arrival "
+                              "plus their measured transfer (from the last arrival to their end), which no plan "
+                              "changes")
 
     def add_edges(self, src: Sequence[int] | np.ndarray, dst: Sequence[int] | np.ndarray, kind: str,
                   to: str = "start") -> None:
@@ -796,9 +832,15 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
     n_start = np.zeros(m, np.int64)
     n_end = np.zeros(m, np.int64)
     from_start = (e["type"] == "launch").to_numpy()
+    arrival = (e["type"] == "collective").to_numpy()
     out_begun: list[list[tuple[int, float]]] = [[] for _ in range(m)]  # launch edges: from src's start
-    for a, b, o, st, fs in zip(src.tolist(), dst.tolist(), ov.tolist(), is_start.tolist(), from_start.tolist()):
-        if fs:
+    out_arrived: list[list[tuple[int, float]]] = [[] for _ in range(m)]  # collective end edges: likewise
+    for a, b, o, st, fs, ar in zip(src.tolist(), dst.tolist(), ov.tolist(), is_start.tolist(), from_start.tolist(),
+                                   arrival.tolist()):
+        if ar and not st:
+            out_arrived[a].append((b, o))
+            n_end[b] += 1
+        elif fs:
             out_begun[a].append((b, o))
             n_start[b] += 1
         elif st:
@@ -812,6 +854,7 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
     start_t = np.full(m, np.nan)
     end_t = np.full(m, np.nan)
     own_done = np.zeros(m, dtype=bool)
+    held = np.zeros(m, dtype=bool)  # GPU ops on a resource whose own work is done, still waiting (a collective)
     starts: list[tuple[float, int]] = []  # (time, node)
     finishes: list[tuple[float, int]] = []  # host nodes: (time their own work is done, node)
     t0 = int(s.start.min())  # times relative to it: float ns keep sub-ns precision there, not at 1.8e18
@@ -830,16 +873,21 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
             if n_start[b] == 0:
                 heapq.heappush(starts, (max(earliest[b], at), b))
 
-    def finish(i: int, at: float) -> None:
-        nonlocal done
-        end_t[i] = at
-        done += 1
-        release(out_start[i], at)
-        for b, o in out_end[i]:
+    def release_end(edges: list[tuple[int, float]], at: float) -> None:
+        for b, o in edges:
             end_min[b] = max(end_min[b], at + o)
             n_end[b] -= 1
             if n_end[b] == 0 and own_done[b]:
                 heapq.heappush(finishes, (max(end_min[b], at), b))
+
+    def finish(i: int, at: float) -> None:
+        nonlocal done
+        end_t[i] = at
+        done += 1
+        if held[i]:  # a GPU op that waited for end edges after its own work: it leaves its resource now
+            load[int(res[i])] -= dem[i]
+        release(out_start[i], at)
+        release_end(out_end[i], at)
 
     def pending_host(now: float) -> None:
         """Finish what is due by ``now``; a code -1 - node is a host node whose own time is done but that may
@@ -879,6 +927,13 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
         t = nxt
         for r, i in ended:
             del remaining[r][i]
+            if n_end[i] or end_min[i] > t:
+                # a rank's part of a collective done with its own transfer before the others arrived: it keeps its
+                # share of the GPU (the comm kernel spins) until its end edges allow it to end
+                held[i] = own_done[i] = True
+                if n_end[i] == 0:
+                    heapq.heappush(finishes, (end_min[i], i))
+                continue
             load[r] -= dem[i]
             finish(i, t)
         pending_host(t)
@@ -886,12 +941,15 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
             _, i = heapq.heappop(starts)
             start_t[i] = t
             release(out_begun[i], t)
+            release_end(out_arrived[i], t)
             if is_gpu[i] and res[i] >= 0:
                 remaining.setdefault(int(res[i]), {})[i] = max(float(s.dur[i]), 1e-3)
                 load[int(res[i])] = load.get(int(res[i]), 0.0) + dem[i]
-            elif is_gpu[i]:
-                heapq.heappush(finishes, (t + float(s.dur[i]), i))
+            elif is_gpu[i] and n_end[i] == 0:
+                heapq.heappush(finishes, (max(t + float(s.dur[i]), end_min[i]), i))
                 own_done[i] = True
+            elif is_gpu[i]:
+                heapq.heappush(finishes, (t + float(s.dur[i]), -1 - i))
             else:
                 own_done[i] = True
                 if n_end[i] == 0:
