@@ -40,3 +40,32 @@ def test_a_thread_count_the_user_set_is_left_alone() -> None:
     threads, variable = _threads("os.environ['OPENBLAS_NUM_THREADS'] = '2'\n"
                                  "from tracer._blas import quiet_blas; quiet_blas()")
     assert variable == "2"
+
+
+def test_importing_the_cli_imports_no_numpy() -> None:
+    # quiet_blas() in the CLI's main does nothing once numpy is imported: a command module that imported numpy at
+    # its top would turn it off unseen
+    code = "import sys, tracer.cli; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_a_forkserver_imports_numpy_on_one_blas_thread_first() -> None:
+    # (the dashboard's workers come from a forkserver: a fresh interpreter that the CLI's import never reached)
+    from tracer.parallel import FORKSERVER_PRELOAD
+
+    assert FORKSERVER_PRELOAD[0] == "tracer._blas_preload"
+    threads, variable = _threads("import tracer._blas_preload")
+    assert (threads, variable) == (1, "None")
+
+
+def test_record_leaves_numpy_as_the_scenario_would_find_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a scenario recorded in tracer's own process keeps the BLAS threads it would have had
+    import tracer.cli as cli
+
+    called: list[bool] = []
+    monkeypatch.setattr(cli, "quiet_blas", lambda: called.append(True))
+    cli.main(["record", "--help"])
+    assert called == []
+    cli.main(["summary", "--help"])
+    assert called == [True]

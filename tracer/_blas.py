@@ -2,8 +2,9 @@
 
 OpenBLAS starts a thread per core when numpy is imported, and each busy-waits for work for a while before it
 sleeps: on a 16-core host that is ~2 CPU-s burnt by every ``tracer`` command (measured: the main process of a
-job's first open, 3.6 → 1.6 CPU-s; docs/performance.md), on a node that may be training. tracer does no linear
-algebra, so one thread loses nothing.
+job's first open, 3.6 → 1.6 CPU-s; docs/performance.md), on a node that may be training. tracer's own analyses
+do no linear algebra, so one thread loses nothing there. Not called where a scenario runs in tracer's process
+(``tracer record SCENARIO``): its CPU matmuls may use the same OpenBLAS where numpy and torch share one.
 """
 
 from __future__ import annotations

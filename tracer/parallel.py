@@ -349,6 +349,11 @@ def keep_freed_memory() -> None:
         return
 
 
+#: what a forkserver imports before it forks workers: numpy on one OpenBLAS thread first (tracer._blas), then
+#: what every worker needs
+FORKSERVER_PRELOAD = ("tracer._blas_preload", "tracer.parallel", "tracer.parsers", "tracer.parsers.kineto")
+
+
 def _start_method() -> Any:
     """How local worker processes start: fork where this process runs one thread (fastest, and the caller's
     ``__main__`` is not run again, so a script without an ``if __name__ == "__main__"`` guard works); forkserver
@@ -362,7 +367,7 @@ def _start_method() -> Any:
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
     if sys.platform != "win32":
-        ctx.set_forkserver_preload(["tracer.parallel", "tracer.parsers", "tracer.parsers.kineto"])
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
     return ctx
 
 

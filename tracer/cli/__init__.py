@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 1 failure — the output could not be written, say — 2 bad
     input or usage, 130 interrupted)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    quiet_blas()
+    if args[:1] != ["record"]:
+        # (not where a scenario runs in this process: where numpy and torch share one OpenBLAS library, as some
+        # conda builds do, the scenario's CPU matmuls would run on one thread)
+        quiet_blas()
     obj: dict[str, Any] = {}
     if args[:1] == ["record"] and "--" in args:
         # `tracer record [OPTIONS] -- COMMAND ...`: everything after the first "--" is the user's command,

@@ -890,8 +890,8 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
         release_end(out_end[i], at)
 
     def pending_host(now: float) -> None:
-        """Finish what is due by ``now``; a code -1 - node is a host node whose own time is done but that may
-        still wait for GPU work."""
+        """Finish what is due by ``now``; a code -1 - node is a node whose own time is done but that may still
+        wait: a host node for GPU work, a GPU node without a resource for its end edges (a collective)."""
         while finishes and finishes[0][0] <= now:
             _, code = heapq.heappop(finishes)
             if code >= 0:
