@@ -444,6 +444,9 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
     comm = s.nodes["collective"].astype(str).replace({"nan": "", "None": "", "<NA>": ""}).to_numpy() != ""
     comm[seg["first"].to_numpy(np.int64)] = True
     comm[seg["last"].to_numpy(np.int64)] = True
+    # and a host slice still running when its rank arrived (the collective's call, which may wait in it)
+    for r, at in zip(seg["rank"].to_numpy(np.int64), seg["arrival"].to_numpy(np.int64)):
+        comm |= (rank == r) & ~s.is_gpu & (s.start < at) & (s.end > at)
     factor = np.ones(len(s.nodes))
     for r, lo, hi, f in zip(seg["rank"].to_numpy(np.int64), seg["seg_start"].to_numpy(np.int64),
                             seg["arrival"].to_numpy(np.int64), seg["factor"].to_numpy(float)):
@@ -462,16 +465,17 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
                    "(from its previous part's end) takes the ranks' mean length; assumes its work divides evenly "
                    "(equal shards; its launches and host gaps scale like it, its untraced gaps do not), and keeps "
                    "the work after each rank's last collective and the collectives' transfers as measured"
-                   + (f"; host parts (gloo): {n_enq} start when the slice of their rank's thread that was running "
-                      f"as they began (the collective's call) has run as long as it had then, and {n_wait} waits in "
+                   + (f"; host parts (gloo): {n_enq} start as long after the last slice of their rank's other "
+                      f"threads to start before them (the collective's call) as they did, and {n_wait} waits in "
                       "an untraced gap over a part's end (work.wait()) follow the part's end, each at its measured "
                       "lag" if n_enq or n_wait else ""))
 
 
 def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     """For each host part in ``seg`` (a worker thread's range), on the other threads of its rank that hold no
-    part: a ``part_launch`` edge from the slice that was running when the part started (its enqueueing call; the
-    part starts that long after the slice's start, as :func:`_simulate` counts launch edges), and ``part_wait``
+    part: a ``part_launch`` edge from the last slice there to start before the part did (the collective's call,
+    which enqueued it; the part starts that long after the slice's start, as :func:`_simulate` counts launch
+    edges), and ``part_wait``
     edges from the part's end to the first slice after each untraced gap over that end (the wait for it), at
     the measured lags; the part's and each gap's thread edges keep no more than the typical thread lag. Returns
     how many of each were added."""
@@ -499,7 +503,7 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     l_lag: list[float] = []
     part_dst = e["dst"].to_numpy(np.int64)[into_part]
     for p in firsts.tolist():
-        running = np.flatnonzero(free & (rank == rank[p]) & (s.start <= s.start[p]) & (s.end >= s.start[p]))
+        running = np.flatnonzero(free & (rank == rank[p]) & (s.start <= s.start[p]))
         if not len(running):
             continue
         q = int(running[np.argmax(s.start[running])])
