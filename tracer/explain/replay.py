@@ -20,7 +20,7 @@ Durations are *solo* durations: a kernel's measured time with the slowdown the s
 kernels it overlapped in the trace taken out, so that an unchanged plan replays to the measured times.
 
 A :class:`Plan` rewrites nodes and edges before the pass (:data:`PLANS`): copies on a side stream, pinned
-memory, host syncs removed, independent chains spread over N streams.
+memory, host syncs removed, independent chains spread over N streams, a job's work evened out over its ranks.
 """
 
 from __future__ import annotations
@@ -463,7 +463,8 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
     s.notes.append(f"balance: {int((factor != 1).sum())} nodes in {int(seg['key'].nunique())} collectives' "
                    f"segments scaled ×{lo:.2f} to ×{hi:.2f} ({shown}): each rank's segment before a collective "
                    "(from its previous part's end) takes the ranks' mean length; assumes its work divides evenly "
-                   "(equal shards; its launches and host gaps scale like it, its untraced gaps do not), and keeps "
+                   "(equal shards; its launches and traced host slices scale with it, the untraced gaps between "
+                   "slices do not), and keeps "
                    "the work after each rank's last collective and the collectives' transfers as measured"
                    + (f"; host parts (gloo): {n_enq} start as long after the last slice of their rank's other "
                       f"threads to start before them (the collective's call) as they did, and {n_wait} waits in "
@@ -475,10 +476,9 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     """For each host part in ``seg`` (a worker thread's range), on the other threads of its rank that hold no
     part: a ``part_launch`` edge from the last slice there to start before the part did (the collective's call,
     which enqueued it; the part starts that long after the slice's start, as :func:`_simulate` counts launch
-    edges), and ``part_wait``
-    edges from the part's end to the first slice after each untraced gap over that end (the wait for it), at
-    the measured lags; the part's and each gap's thread edges keep no more than the typical thread lag. Returns
-    how many of each were added."""
+    edges), and ``part_wait`` edges from the part's end to the first slice after each untraced gap over that end
+    (the wait for it), at the measured lags; the part's and each gap's thread edges keep no more than the
+    typical thread lag. Returns how many of each were added."""
     firsts = np.unique(seg["first"].to_numpy(np.int64))
     firsts = firsts[~s.is_gpu[firsts]]
     parts = np.unique(seg["last"].to_numpy(np.int64))
