@@ -45,7 +45,7 @@ def _record(out: Path, skew: float, capsys: pytest.CaptureFixture[str]) -> Path:
 
 
 def _two_cores() -> float:
-    """How much longer two busy processes take side by side than one alone (1: two free cores; 2: one)."""
+    """How much longer two busy processes take side by side than one alone, at best (1: two free cores; 2: one)."""
     loop = [sys.executable, "-c", "import time\nt = time.perf_counter()\nwhile time.perf_counter() - t < 0.4: pass"]
 
     def wall(n: int) -> float:
@@ -57,8 +57,8 @@ def _two_cores() -> float:
 
     # (a busy loop of fixed wall time measures nothing: count the CPU each gets instead)
     loop[2] = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass"
-    one = min(wall(1) for _ in range(2))
-    return wall(2) / one
+    # (the best of three: one pair side by side varied 1.0–1.9× on this machine at a load of 1)
+    return min(wall(2) for _ in range(3)) / min(wall(1) for _ in range(3))
 
 
 def test_balance_predicts_the_balanced_re_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -468,17 +468,19 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
                    "the work after each rank's last collective and the collectives' transfers as measured"
                    + (f"; host parts (gloo): {n_enq} start as long after the last slice of their rank's other "
                       f"threads to start before them (the collective's call) as they did, and {n_wait} waits in "
-                      "an untraced gap over a part's end (work.wait()) follow the part's end, each at its measured "
-                      "lag" if n_enq or n_wait else ""))
+                      "an untraced gap over the last rank's arrival (work.wait()) end as long after that arrival, "
+                      "replayed, as they did" if n_enq or n_wait else ""))
 
 
 def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     """For each host part in ``seg`` (a worker thread's range), on the other threads of its rank that hold no
     part: a ``part_launch`` edge from the last slice there to start before the part did (the collective's call,
     which enqueued it; the part starts that long after the slice's start, as :func:`_simulate` counts launch
-    edges), and ``part_wait`` edges from the part's end to the first slice after each untraced gap over that end
-    (the wait for it), at the measured lags; the part's and each gap's thread edges keep no more than the
-    typical thread lag. Returns how many of each were added."""
+    edges); and for each untraced gap of those threads over the moment the instance's last rank arrived (the
+    wait for it: DDP's ``work.wait()`` has no slice), ``part_launch`` edges from every rank's part to the slice
+    after the gap, each at the measured time from the last arrival to that slice: the wait ends when the last
+    rank has arrived, replayed, + the transfer and lag it took. The part's and each gap's thread edges keep no
+    more than the typical thread lag. Returns how many parts and waits were tied."""
     firsts = np.unique(seg["first"].to_numpy(np.int64))
     firsts = firsts[~s.is_gpu[firsts]]
     parts = np.unique(seg["last"].to_numpy(np.int64))
@@ -511,21 +513,28 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
         l_dst.append(p)
         l_lag.append(float(s.start[p] - s.start[q]))
         ov[into_part[part_dst == p]] = np.minimum(ov[into_part[part_dst == p]], typical)
+    # the waits: a gap of a training thread over the moment the last rank arrived (measured) ends no sooner than
+    # that moment, replayed (every rank's part's start), + what it took then (the transfer and the lag after it)
     src: list[int] = []
     dst: list[int] = []
     lag: list[float] = []
-    for p in parts.tolist():
-        hit = np.flatnonzero((rank[b] == rank[p]) & (s.end[a] <= s.end[p]) & (s.start[b] >= s.end[p]))
+    host_seg = seg[~s.is_gpu[seg["first"].to_numpy(np.int64)]]
+    for _key, inst in host_seg.groupby("key", sort=False):
+        firsts_k = inst["first"].to_numpy(np.int64)
+        last_arrival = int(s.start[firsts_k].max())
+        ranks_k = inst["rank"].to_numpy(np.int64)
+        hit = np.flatnonzero(np.isin(rank[b], ranks_k) & (s.end[a] <= last_arrival) & (s.start[b] >= last_arrival))
         for k in hit.tolist():
-            src.append(p)
-            dst.append(int(b[k]))
-            lag.append(float(s.start[b[k]] - s.end[p]))
+            for f in firsts_k.tolist():
+                src.append(f)
+                dst.append(int(b[k]))
+                lag.append(float(s.start[b[k]] - last_arrival))
             ov[th[k]] = min(ov[th[k]], typical)
     add = pd.DataFrame({"src": np.asarray(l_src + src, np.int64), "dst": np.asarray(l_dst + dst, np.int64),
-                        "type": ["part_launch"] * len(l_src) + ["part_wait"] * len(src), "to": "start",
+                        "type": ["part_launch"] * (len(l_src) + len(src)), "to": "start",
                         "overhead": np.asarray(l_lag + lag, float)})
     s.edges = pd.concat([e.assign(overhead=ov), add], ignore_index=True)
-    return len(l_src), len(src)
+    return len(l_src), len(set(dst))
 
 
 def _apply_side_stream(s: _Setup) -> None:
