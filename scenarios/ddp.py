@@ -60,7 +60,8 @@ def check_params(p: dict[str, Any]) -> None:
         raise ParamError(f"--param skew={p['skew']}: must be 0 (equal shards) or more")
     if min(shard_rows(p["batch"], p["ranks"], p["skew"])) < 1:
         raise ParamError(f"--param skew={p['skew']}: leaves a rank without rows of the {p['batch']}-row minibatch "
-                         f"(rank 0 may take at most all of it: skew < {p['ranks'] - 1} for {p['ranks']} ranks)")
+                         f"(rank 0 takes (1 + skew) × its equal share: keep skew under {p['ranks'] - 1} for "
+                         f"{p['ranks']} ranks)")
     if fail is not None and fail[0] >= p["ranks"]:
         raise ParamError(f"--param fail={p['fail']}: there is no rank {fail[0]} among {p['ranks']} ranks")
 
