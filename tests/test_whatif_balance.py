@@ -3,7 +3,7 @@ evened out over the ranks. On hand-made jobs (tests/test_explain_xrank.py's pair
 durations and the replayed ends are worked out here from the traces' figures, not read back from the replay), on
 the bundled gloo job (its host parts tied to the training thread), and the refusal without collectives.
 
-tests/test_whatif_balance_rerun.py checks the plan against a real re-run of the ddp scenario."""
+bench/balance_rerun.py times the plan against real re-runs of the ddp scenario."""
 
 from __future__ import annotations
 
