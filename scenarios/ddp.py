@@ -6,6 +6,13 @@ with the rest of the backward), and every rank then takes the same SGD step. Wit
 ranks' mean losses is the full batch's mean loss, so the trained parameters must match one process trained on
 whole minibatches (checked on every rank, outside the profiled window).
 
+``skew`` makes the shards uneven, to record a job with a straggler: rank 0 takes ``(1 + skew) × batch / ranks``
+rows of each minibatch (rounded) and the other ranks share the rest evenly. DDP still averages the gradients over
+the ranks, so each rank's mean loss is weighted by ``ranks × its rows / batch`` before the backward: the average of
+the weighted gradients is the full batch's mean gradient again, and the trained parameters must still match one
+process on whole minibatches (the same check). ``skew=0`` (the default) is the equal split, the weight exactly 1
+and not applied.
+
 Backends: NCCL when each rank has a GPU of its own (``cuda:<LOCAL_RANK>``), else gloo on the CPU. This module is
 one rank's work; ``tracer record ddp -p ranks=N`` starts the N rank processes with torchrun's environment (RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: tracer/record_ranks.py) and each profiles itself. ``fail``
@@ -49,8 +56,24 @@ def check_params(p: dict[str, Any]) -> None:
     if p["batch"] % p["ranks"]:
         raise ParamError(f"--param batch={p['batch']}: must divide evenly over the {p['ranks']} ranks (equal shards)")
     fail = parse_fail(p["fail"])
+    if p["skew"] < 0:
+        raise ParamError(f"--param skew={p['skew']}: must be 0 (equal shards) or more")
+    if min(shard_rows(p["batch"], p["ranks"], p["skew"])) < 1:
+        raise ParamError(f"--param skew={p['skew']}: leaves a rank without rows of the {p['batch']}-row minibatch "
+                         f"(rank 0 takes (1 + skew) × its equal share: keep skew under {p['ranks'] - 1} for "
+                         f"{p['ranks']} ranks)")
     if fail is not None and fail[0] >= p["ranks"]:
         raise ParamError(f"--param fail={p['fail']}: there is no rank {fail[0]} among {p['ranks']} ranks")
+
+
+def shard_rows(batch: int, ranks: int, skew: float) -> list[int]:
+    """Each rank's rows of a minibatch: rank 0 ``round((1 + skew) × batch / ranks)`` (at most ``batch``), the other
+    ranks the rest, as evenly as it divides (the first ones one more)."""
+    if ranks == 1:
+        return [batch]
+    first = min(batch, round((1 + skew) * batch / ranks))
+    q, r = divmod(batch - first, ranks - 1)
+    return [first, *(q + (1 if k < r else 0) for k in range(ranks - 1))]
 
 
 def make_model(gen: torch.Generator, inputs: int, hidden: int, classes: int) -> torch.nn.Module:
@@ -81,7 +104,11 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     fail = parse_fail(p["fail"])
     device = torch.device(ctx.plan.devices[0])
     backend = "nccl" if device.type == "cuda" else "gloo"
-    rows = batch // world
+    shards = shard_rows(batch, world, p["skew"])
+    rows = shards[rank]
+    offset = sum(shards[:rank])
+    # the weight that makes DDP's average of the ranks' gradients the full batch's mean gradient (1 for equal shards)
+    weight = world * rows / batch
     gen = seeded(p["seed"])
     with ctx.phase("init"):
         if device.type == "cuda":
@@ -98,7 +125,7 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
             ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda"
                                                             else None)
             opt = torch.optim.SGD(ddp.parameters(), lr=p["lr"])
-            mine = slice(rank * rows, (rank + 1) * rows)
+            mine = slice(offset, offset + rows)
             Xs, Ys = X[:, mine].to(device), Y[:, mine].to(device)
 
         with ctx.phase("warmup"):  # the first backward builds DDP's buckets; no step, so nothing changes
@@ -117,7 +144,7 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
                 with ctx.phase("forward"):
                     loss = F.cross_entropy(ddp(Xs[s]), Ys[s])
                 with ctx.phase("backward"):  # DDP's all-reduce of each gradient bucket runs in here
-                    loss.backward()
+                    (loss * weight if p["skew"] else loss).backward()
                 with ctx.phase("optimizer"):
                     opt.step()
                     opt.zero_grad(set_to_none=True)
@@ -135,6 +162,9 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
     ctx.note(f"{backend}: {world} ranks, one process each; rank {rank} on {device}")
     ctx.derived["ranks"] = float(world)
     ctx.derived["batch rows per rank"] = float(rows)
+    if p["skew"]:
+        ctx.note(f"uneven shards (skew={p['skew']:g}): rows per rank {shards}; each rank's loss weighted by "
+                 "ranks × rows / batch")
 
 
 def check(ctx: Context, p: dict[str, Any], init: torch.nn.Module, X: torch.Tensor, Y: torch.Tensor,
@@ -167,13 +197,15 @@ SCENARIO = register(
             Param("ranks", 2, 2, "rank processes (NCCL when each has a GPU of its own, else gloo on the CPU)",
                   minimum=1),
             Param("steps", 8, 20, "SGD steps (one minibatch each)", minimum=1),
-            Param("batch", 256, 4096, "minibatch rows, split evenly over the ranks", minimum=1),
+            Param("batch", 256, 4096, "minibatch rows, split evenly over the ranks (unless skew)", minimum=1),
             Param("inputs", 64, 1024, "input features", minimum=1),
             Param("hidden", 128, 4096, "hidden units", minimum=1),
             Param("classes", 10, 10, "output classes", minimum=1),
             Param("lr", 0.1, 0.01, "learning rate"),
             Param("timeout", 120.0, 300.0, "seconds the job may run; a rank still running then is a hang",
                   minimum=1),
+            Param("skew", 0.0, 0.0, "uneven shards: rank 0 takes (1 + skew) × its equal share of each minibatch, "
+                  "the others the rest (0: equal shards)"),
             Param("fail", "none", "none", "make a rank fail on purpose: RANK (raises mid-training) or RANK:hang"),
         ),
         lanes=(1, 1),

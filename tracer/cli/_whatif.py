@@ -62,6 +62,7 @@ FIX_PLANS: dict[str, list[str]] = {
     "launch_bound": ["graphs"],
     "serialised": ["concurrent"],
     "gpu_full": ["concurrent"],
+    "straggler": ["balance"],
 }
 #: Kinds whose fix the replay cannot price, and why (said beside the finding, never guessed).
 NOT_PRICED: dict[str, str] = {
@@ -74,9 +75,6 @@ NOT_PRICED: dict[str, str] = {
     "exposed_comm": "whether compute could run beside the collective depends on what the program lets run before "
                     "it completes (data dependencies the trace does not show); the finding's time is what full "
                     "overlap would save at most",
-    "straggler": "no plan evens out the ranks' work (the replay carries each rank's replayed arrival at a "
-                 "collective over to the other ranks, but no rewrite moves work off the straggler), so it is not "
-                 "priced; the finding's time, the early ranks' wait, is what an even job would save at most",
 }
 #: Most streams a one_stream fix spreads over: CUDA's default number of hardware queues
 #: (CUDA_DEVICE_MAX_CONNECTIONS).

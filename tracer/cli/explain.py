@@ -226,7 +226,7 @@ def explain(
         list[str] | None,
         typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
                      "predicted time beside the measured one: side-stream, pinned[=GBPS], no-sync[=NAME], "
-                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait (several combine). "
+                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait, balance (several combine). "
                      "docs/explain.md."),
     ] = None,
     no_cache: Annotated[

@@ -20,7 +20,7 @@ Durations are *solo* durations: a kernel's measured time with the slowdown the s
 kernels it overlapped in the trace taken out, so that an unchanged plan replays to the measured times.
 
 A :class:`Plan` rewrites nodes and edges before the pass (:data:`PLANS`): copies on a side stream, pinned
-memory, host syncs removed, independent chains spread over N streams.
+memory, host syncs removed, independent chains spread over N streams, a job's work evened out over its ranks.
 """
 
 from __future__ import annotations
@@ -61,6 +61,10 @@ PLANS: dict[str, str] = {
                "independent); waits the ranges do not show independent are kept",
     "concurrent": "kernels that waited while ready (their stream and launch done) start when ready, sharing the "
                   "GPU's block slots as the occupancy model says: a false serialisation removed",
+    "balance": "each rank's work between two collectives evened out over the ranks (a job): the non-communication "
+               "nodes a rank started between the end of its part of one collective and its arrival at the next take "
+               "their time × the ranks' mean length of that segment / the rank's own (the same work, shared "
+               "evenly, as equal shards of a data-parallel step would); work after a rank's last collective is kept",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
                "before it), else N equal consecutive parts of each stream's work",
@@ -97,14 +101,17 @@ class Plan:
     graphs: bool = False
     graphs_us: float | None = None  # None: GRAPH_NODE_US
     no_wait: bool = False
+    balance: bool = False
 
     @property
     def unchanged(self) -> bool:
         return not (self.side_stream or self.pinned or self.no_sync or self.streams > 1 or self.warm or self.launch
-                    or self.concurrent or self.graphs or self.no_wait)
+                    or self.concurrent or self.graphs or self.no_wait or self.balance)
 
     def describe(self) -> str:
         parts = []
+        if self.balance:
+            parts.append("balance")
         if self.side_stream:
             parts.append("side-stream")
         if self.pinned:
@@ -154,6 +161,8 @@ def parse_plan(specs: Sequence[str]) -> Plan:
             kw["concurrent"] = True
         elif name == "no-wait" and not value:
             kw["no_wait"] = True
+        elif name == "balance" and not value:
+            kw["balance"] = True
         elif name in ("launch", "graphs"):
             kw[name] = True
             if value:
@@ -176,7 +185,7 @@ def parse_plan(specs: Sequence[str]) -> Plan:
         else:
             raise TracerError("--what-if", f"{spec!r} is not a plan: one of " + ", ".join(
                 ["side-stream", "pinned[=GBPS]", "no-sync[=NAME]", "streams=N", "warm", "launch[=US]",
-                 "graphs[=US]", "concurrent", "no-wait"]))
+                 "graphs[=US]", "concurrent", "no-wait", "balance"]))
     return Plan(**kw)  # type: ignore[arg-type]
 
 
@@ -388,6 +397,144 @@ def _launch_of(setup: _Setup) -> dict[int, int]:
     e = setup.edges
     lk = e[(e["type"] == "launch").to_numpy()]
     return dict(zip(lk["dst"].to_numpy().tolist(), lk["src"].to_numpy().tolist()))
+
+
+def balance_segments(s: _Setup, graph: Graph) -> pd.DataFrame:
+    """The segments ``balance`` evens out: one row per (collective instance ``key``, ``rank``) that two ranks or
+    more ran in the window, with the rank's segment ``seg_start`` (the end of its part of the instance before, in
+    the order the rank arrived at them, or the rank's first start in the window) to ``arrival`` (its part's start),
+    ``length`` (ns, 0 where the parts overlap), the ranks' ``mean`` length for the instance and the ``factor`` its
+    nodes take (mean / length; 1 where the length is 0). Measured times (ns); ``first`` / ``last``: the part's
+    local node ids."""
+    local = pd.Series(np.arange(len(s.nodes)), index=s.nodes["node"].to_numpy())
+    p = graph.collectives
+    p = p[p["first"].isin(local.index).to_numpy() & p["last"].isin(local.index).to_numpy()]
+    p = p[(p.groupby("key")["rank"].transform("nunique") > 1).to_numpy()]
+    cols = ["key", "rank", "first", "last", "seg_start", "arrival", "length", "mean", "factor"]
+    if p.empty:
+        return pd.DataFrame({c: pd.Series(dtype=np.float64 if c in ("mean", "factor") else np.int64) for c in cols})
+    p = p.assign(first=local.loc[p["first"].to_numpy()].to_numpy(np.int64),
+                 last=local.loc[p["last"].to_numpy()].to_numpy(np.int64))
+    p = p.assign(arrival=s.start[p["first"].to_numpy()], done=s.end[p["last"].to_numpy()])
+    p = p.sort_values(["rank", "arrival", "key"], kind="stable").reset_index(drop=True)
+    rank = s.nodes["rank"].to_numpy(np.int64)
+    seg = np.zeros(len(p), np.int64)
+    prev_rank, at = None, 0
+    for i, (r, done) in enumerate(zip(p["rank"].to_numpy(np.int64).tolist(), p["done"].to_numpy(np.int64).tolist())):
+        if r != prev_rank:
+            prev_rank, at = r, int(s.start[rank == r].min())
+        seg[i] = at
+        at = max(at, done)
+    p["seg_start"] = seg
+    p["length"] = np.maximum(p["arrival"].to_numpy(np.int64) - seg, 0)
+    p["mean"] = p.groupby("key")["length"].transform("mean").to_numpy(float)
+    length = p["length"].to_numpy(float)
+    p["factor"] = np.where(length > 0, p["mean"].to_numpy(float) / np.maximum(length, 1.0), 1.0)
+    return p[cols]
+
+
+def _apply_balance(s: _Setup, graph: Graph) -> None:
+    seg = balance_segments(s, graph)
+    if seg.empty:
+        raise TracerError("--what-if", "balance: the window has no collective that two ranks or more ran (one "
+                          "rank, or no job): there is no work to even out across ranks")
+    rank = s.nodes["rank"].to_numpy(np.int64)
+    # communication: the parts themselves and every node of a collective's row (record_param_comms, gloo's
+    # ranges); the rest of a rank's nodes is its work
+    comm = s.nodes["collective"].astype(str).replace({"nan": "", "None": "", "<NA>": ""}).to_numpy() != ""
+    comm[seg["first"].to_numpy(np.int64)] = True
+    comm[seg["last"].to_numpy(np.int64)] = True
+    # and a host slice still running when its rank arrived (the collective's call, which may wait in it)
+    for r, at in zip(seg["rank"].to_numpy(np.int64), seg["arrival"].to_numpy(np.int64)):
+        comm |= (rank == r) & ~s.is_gpu & (s.start < at) & (s.end > at)
+    factor = np.ones(len(s.nodes))
+    for r, lo, hi, f in zip(seg["rank"].to_numpy(np.int64), seg["seg_start"].to_numpy(np.int64),
+                            seg["arrival"].to_numpy(np.int64), seg["factor"].to_numpy(float)):
+        factor[(rank == r) & ~comm & (s.start >= lo) & (s.start < hi)] = f
+    s.dur *= factor
+    s.own *= factor
+    # a host part (gloo's range on its worker thread) is tied to its rank's other threads by no edge: the graph
+    # has the worker's gaps, kept as measured. Two edges make the part follow the work balance moves
+    n_enq, n_wait = _host_part_edges(s, seg)
+    lo, hi = float(factor[factor != 1].min(initial=1.0)), float(factor[factor != 1].max(initial=1.0))
+    by_rank = seg.groupby("rank")["factor"].agg(["min", "max"])
+    shown = "; ".join(f"rank {int(r)} ×{a:.2f}" + (f"–{b:.2f}" if round(b, 2) != round(a, 2) else "")
+                      for r, a, b in by_rank.itertuples())
+    s.notes.append(f"balance: {int((factor != 1).sum())} nodes in {int(seg['key'].nunique())} collectives' "
+                   f"segments scaled ×{lo:.2f} to ×{hi:.2f} ({shown}): each rank's segment before a collective "
+                   "(from its previous part's end) takes the ranks' mean length; assumes its work divides evenly "
+                   "(equal shards; its launches and traced host slices scale with it, the untraced gaps between "
+                   "slices do not), and keeps "
+                   "the work after each rank's last collective and the collectives' transfers as measured"
+                   + (f"; host parts (gloo): {n_enq} start as long after the last slice of their rank's other "
+                      f"threads to start before them (the collective's call) as they did, and {n_wait} waits in "
+                      "an untraced gap over the last rank's arrival (work.wait()) end as long after that arrival, "
+                      "replayed, as they did" if n_enq or n_wait else ""))
+
+
+def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
+    """For each host part in ``seg`` (a worker thread's range), on the other threads of its rank that hold no
+    part: a ``part_launch`` edge from the last slice there to start before the part did (the collective's call,
+    which enqueued it; the part starts that long after the slice's start, as :func:`_simulate` counts launch
+    edges); and for each untraced gap of those threads over the moment the instance's last rank arrived (the
+    wait for it: DDP's ``work.wait()`` has no slice), ``part_launch`` edges from every rank's part to the slice
+    after the gap, each at the measured time from the last arrival to that slice: the wait ends when the last
+    rank has arrived, replayed, + the transfer and lag it took. The part's and each gap's thread edges keep no
+    more than the typical thread lag. Returns how many parts and waits were tied."""
+    firsts = np.unique(seg["first"].to_numpy(np.int64))
+    firsts = firsts[~s.is_gpu[firsts]]
+    parts = np.unique(seg["last"].to_numpy(np.int64))
+    parts = parts[~s.is_gpu[parts]]
+    if not len(parts):
+        return 0, 0
+    n = s.nodes
+    thread = (n["rank"].astype(str) + "/" + n["pid"].astype(str) + "/" + n["tid"].astype(str)).to_numpy()
+    part_threads = set(thread[np.unique(np.concatenate([seg["first"].to_numpy(np.int64), parts]))].tolist())
+    e = s.edges.astype({"overhead": float})
+    th = np.flatnonzero((e["type"] == "thread").to_numpy())
+    a, b = e["src"].to_numpy(np.int64)[th], e["dst"].to_numpy(np.int64)[th]
+    keep = ~np.isin(thread[b], list(part_threads))
+    into_part = th[~keep]
+    th, a, b = th[keep], a[keep], b[keep]
+    rank = n["rank"].to_numpy(np.int64)
+    typical = float(s.typical.get("thread", 0))
+    ov = e["overhead"].to_numpy(float).copy()
+    free = ~s.is_gpu & ~np.isin(thread, list(part_threads))
+    l_src: list[int] = []
+    l_dst: list[int] = []
+    l_lag: list[float] = []
+    part_dst = e["dst"].to_numpy(np.int64)[into_part]
+    for p in firsts.tolist():
+        running = np.flatnonzero(free & (rank == rank[p]) & (s.start <= s.start[p]))
+        if not len(running):
+            continue
+        q = int(running[np.argmax(s.start[running])])
+        l_src.append(q)
+        l_dst.append(p)
+        l_lag.append(float(s.start[p] - s.start[q]))
+        ov[into_part[part_dst == p]] = np.minimum(ov[into_part[part_dst == p]], typical)
+    # the waits: a gap of a training thread over the moment the last rank arrived (measured) ends no sooner than
+    # that moment, replayed (every rank's part's start), + what it took then (the transfer and the lag after it)
+    src: list[int] = []
+    dst: list[int] = []
+    lag: list[float] = []
+    host_seg = seg[~s.is_gpu[seg["first"].to_numpy(np.int64)]]
+    for _key, inst in host_seg.groupby("key", sort=False):
+        firsts_k = inst["first"].to_numpy(np.int64)
+        last_arrival = int(s.start[firsts_k].max())
+        ranks_k = inst["rank"].to_numpy(np.int64)
+        hit = np.flatnonzero(np.isin(rank[b], ranks_k) & (s.end[a] <= last_arrival) & (s.start[b] >= last_arrival))
+        for k in hit.tolist():
+            for f in firsts_k.tolist():
+                src.append(f)
+                dst.append(int(b[k]))
+                lag.append(float(s.start[b[k]] - last_arrival))
+            ov[th[k]] = min(ov[th[k]], typical)
+    add = pd.DataFrame({"src": np.asarray(l_src + src, np.int64), "dst": np.asarray(l_dst + dst, np.int64),
+                        "type": ["part_launch"] * (len(l_src) + len(src)), "to": "start",
+                        "overhead": np.asarray(l_lag + lag, float)})
+    s.edges = pd.concat([e.assign(overhead=ov), add], ignore_index=True)
+    return len(l_src), len(set(dst))
 
 
 def _apply_side_stream(s: _Setup) -> None:
@@ -794,6 +941,8 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
     s = _Setup(graph, ids, demand or {})
     if s.is_kernel.any() and not s.demand_known[s.is_kernel].any():
         s.notes.append("no kernel launch figures (grid, block, registers): every kernel counts as filling its GPU")
+    if plan.balance:
+        _apply_balance(s, graph)
     if plan.warm:
         _apply_warm(s, graph)
     if plan.pinned:
@@ -831,7 +980,7 @@ def _simulate(s: _Setup) -> tuple[np.ndarray, np.ndarray]:
     out_end: list[list[tuple[int, float]]] = [[] for _ in range(m)]
     n_start = np.zeros(m, np.int64)
     n_end = np.zeros(m, np.int64)
-    from_start = (e["type"] == "launch").to_numpy()
+    from_start = e["type"].isin(["launch", "part_launch"]).to_numpy()  # (part_launch: balance's host parts)
     arrival = (e["type"] == "collective").to_numpy()
     out_begun: list[list[tuple[int, float]]] = [[] for _ in range(m)]  # launch edges: from src's start
     out_arrived: list[list[tuple[int, float]]] = [[] for _ in range(m)]  # collective end edges: likewise
