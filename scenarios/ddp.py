@@ -58,10 +58,11 @@ def check_params(p: dict[str, Any]) -> None:
     fail = parse_fail(p["fail"])
     if p["skew"] < 0:
         raise ParamError(f"--param skew={p['skew']}: must be 0 (equal shards) or more")
-    if min(shard_rows(p["batch"], p["ranks"], p["skew"])) < 1:
-        raise ParamError(f"--param skew={p['skew']}: leaves a rank without rows of the {p['batch']}-row minibatch "
-                         f"(rank 0 takes (1 + skew) × its equal share: keep skew under {p['ranks'] - 1} for "
-                         f"{p['ranks']} ranks)")
+    rows = shard_rows(p["batch"], p["ranks"], p["skew"])
+    if min(rows) < 1:
+        raise ParamError(f"--param skew={p['skew']}: rank 0 would take {rows[0]} of each minibatch's {p['batch']} "
+                         f"rows, leaving {p['batch'] - rows[0]} for the other {p['ranks'] - 1} rank(s): every rank "
+                         "needs at least one (lower skew, or raise batch)")
     if fail is not None and fail[0] >= p["ranks"]:
         raise ParamError(f"--param fail={p['fail']}: there is no rank {fail[0]} among {p['ranks']} ranks")
 

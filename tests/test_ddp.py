@@ -151,8 +151,8 @@ def test_a_rank_outside_a_job_is_refused_in_one_line() -> None:
 @pytest.mark.parametrize(("param", "says"), [
     ("batch=15", "--param batch=15: must divide evenly over the 2 ranks (equal shards)"),
     ("fail=2", "--param fail=2: there is no rank 2 among 2 ranks"),
-    ("skew=1", "--param skew=1.0: leaves a rank without rows of the 256-row minibatch (rank 0 takes (1 + skew) × "
-               "its equal share: keep skew under 1 for 2 ranks)"),
+    ("skew=1", "--param skew=1.0: rank 0 would take 256 of each minibatch's 256 rows, leaving 0 for the other 1 "
+               "rank(s): every rank needs at least one (lower skew, or raise batch)"),
     ("fail=1:later", "--param fail=1:later: write RANK or RANK:raise or RANK:hang (or none)"),
 ])
 def test_bad_parameters_are_refused_before_any_rank_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -8,12 +8,13 @@ bench/balance_rerun.py times the plan against real re-runs of the ddp scenario."
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tests.job_runs import GLOO_RANKS
-from tests.test_explain_xrank import BASE_NS, _allreduce, _hand_job, _job, _launch, _write
+from tests.test_explain_xrank import BASE_NS, _allreduce, _hand_job, _job, _launch, _write, _x
 from tests.test_replay_xrank import LAUNCH_READY, STREAM_GAP, T0, T1, _kernel, _local, _setup
 from tracer.cli._whatif import FIX_PLANS, NOT_PRICED
 from tracer.errors import TracerError
@@ -46,8 +47,9 @@ def test_the_pair_s_segments_and_scaled_durations(tmp_path: Path) -> None:
     assert seg.loc[0, "factor"] == pytest.approx(F0) and seg.loc[1, "factor"] == pytest.approx(F1)
     r = replay(g, Plan(balance=True))
     note = next(n for n in r.notes if n.startswith("balance:"))
-    # scaled: both GEMMs and both ranks' two launch calls; not the allreduce kernels nor record_param_comms
-    assert "6 nodes in 1 collectives' segments scaled ×0.63 to ×2.48 (rank 0 ×2.48; rank 1 ×0.63)" in note
+    # scaled: both GEMMs and their launch calls; not the allreduce kernels, their launch calls (communication)
+    # nor record_param_comms
+    assert "balance: 4 nodes in 1 collectives' segments rescaled (segment factors: rank 0 ×2.48; rank 1 ×0.63)" in note
     from tracer.explain.replay import _apply_balance
 
     before = s.dur.copy()
@@ -56,7 +58,7 @@ def test_the_pair_s_segments_and_scaled_durations(tmp_path: Path) -> None:
     assert s.dur[gemm0] == pytest.approx(50 * US * F0) and s.dur[gemm1] == pytest.approx(240 * US * F1)
     changed = np.flatnonzero(s.dur != before)
     names = s.nodes["name"].astype(str).to_numpy()
-    assert sorted(names[changed].tolist()) == ["cudaLaunchKernel"] * 4 + ["fast_gemm", "slow_gemm"]
+    assert sorted(names[changed].tolist()) == ["cudaLaunchKernel"] * 2 + ["fast_gemm", "slow_gemm"]
     calls = changed[names[changed] == "cudaLaunchKernel"]
     rank = s.nodes["rank"].to_numpy()
     assert np.allclose(s.own[calls], 2 * US * np.where(rank[calls] == 0, F0, F1))
@@ -70,7 +72,8 @@ def test_the_pair_s_predicted_ends(tmp_path: Path) -> None:
     a0, a1 = _kernel(g, 0, "nccl"), _kernel(g, 1, "nccl")
     # rank 1: its GEMM still starts at 10 (its launch call still starts at 2), takes 240 × 0.626 = 150.24 µs, and
     # the allreduce follows on its stream 2 µs later (its launch allows it from 61 + 8: the host thread's call at 2
-    # now takes 2 × 0.626, the 56 µs gap before record_param_comms and the 1 µs of it are kept: 60.252 + 4)
+    # now takes 2 × 0.626, the 56 µs gap before record_param_comms, the 1 µs of it and the allreduce's own launch
+    # call are kept: 60.252 + 4)
     arrive1 = 10 + 240 * F1 + STREAM_GAP
     host1 = 2 + 2 * F1 + 56 + 1
     assert arrive1 > host1 + 4 and LAUNCH_READY < arrive1
@@ -129,7 +132,7 @@ def test_gloo_host_parts_follow_their_training_thread_and_replay_unchanged_as_me
     seg = balance_segments(s, g)
     n_enq, n_wait = _host_part_edges(s, seg)
     assert n_enq == len(seg) and n_wait > 0
-    added = s.edges[s.edges["type"].isin(["part_launch", "part_wait"]).to_numpy()]
+    added = s.edges[(s.edges["type"] == "part_launch").to_numpy()]
     assert (added["overhead"].to_numpy() >= 0).all()
     start, end = _simulate(s)
     t0 = int(s.start.min())
@@ -138,3 +141,121 @@ def test_gloo_host_parts_follow_their_training_thread_and_replay_unchanged_as_me
     r = replay(g, Plan(balance=True))
     assert r.predicted_ns <= r.measured_ns
     assert any("host parts (gloo)" in n for n in r.notes)
+
+
+def _allreduce_on(seq: int, call_ts: int, ts: int, dur: int, corr: int, stream: int) -> list[dict[str, Any]]:
+    """_allreduce's collective on another stream."""
+    meta = {"Collective name": "allreduce", "Process Group Name": "0", "Seq": seq, "In msg nelems": 1024,
+            "Out msg nelems": 1024, "dtype": "Float", "Group size": 2}
+    return [_x("cpu_op", "record_param_comms", call_ts - 1, 5, 10, 1, **meta),
+            *_launch("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", call_ts, ts, dur, corr, stream=stream)]
+
+
+def _pair(tmp_path: Path, r0: list[dict[str, Any]], r1: list[dict[str, Any]]) -> Any:
+    return build_graph(_job([_write(tmp_path / "rank0.json", 0, r0), _write(tmp_path / "rank1.json", 1, r1)]))
+
+
+def test_a_node_that_runs_past_a_short_segment_grows_only_by_its_time_inside_it(tmp_path: Path) -> None:
+    # rank 0: allreduce 1 ends at 215, a 300 µs kernel on stream 9 is launched in the 2 µs before allreduce 2 (at
+    # 217); rank 1's segment before allreduce 2 is 210 µs. Scaling the whole kernel by rank 0's factor (×53) made
+    # it 15.9 ms and the job 13.5 ms instead of 0.5 ms: only its time inside the segment counts
+    g = _pair(tmp_path,
+              [*_launch("gemm", 2, 10, 100, 1), *_allreduce(1, 111, 115, 100, 2),
+               *_launch("side", 215, 216, 300, 3, stream=9), *_allreduce(2, 214, 217, 100, 4)],
+              [*_launch("gemm", 2, 10, 100, 1), *_allreduce(1, 111, 115, 100, 2),
+               *_launch("g2", 216, 220, 200, 3), *_allreduce(2, 420, 425, 20, 4)])
+    s = _setup(g)
+    seg = balance_segments(s, g)
+    k2 = seg[seg["seg_start"] > BASE_NS + 150 * US]
+    length = dict(zip(k2["rank"], k2["length"] / US))
+    assert length == {0: 2, 1: 210}  # rank 0's segment: 215–217, rank 1's: 215–425
+    factor0 = (2 + 210) / 2 / 2
+    from tracer.explain.replay import _apply_balance
+
+    side = _local(s, _kernel(g, 0, "side"))
+    solo = float(s.dur[side])  # (its solo time: it shared the GPU with allreduce 2)
+    _apply_balance(s, g)
+    # the kernel spends 1 µs (216–217) of its 300 inside rank 0's segment: that share of it × the factor
+    assert s.dur[side] == pytest.approx(solo * (1 + 1 * (factor0 - 1) / 300))
+    r = replay(g, Plan(balance=True))
+    assert r.predicted_ns < 2 * r.measured_ns
+
+
+def test_an_instance_where_a_rank_s_parts_overlap_is_left_as_it_is(tmp_path: Path) -> None:
+    # rank 1 runs allreduce 2 on stream 8 while allreduce 1 still runs: its segment is empty, and an empty segment
+    # in the mean shrank rank 0's own GEMM before allreduce 2 by half with no imbalance at all
+    g = _pair(tmp_path,
+              [*_launch("gemm", 2, 10, 100, 1), *_allreduce(1, 20, 112, 200, 2),
+               *_launch("gemm2", 30, 312, 28, 3), *_allreduce(2, 40, 342, 18, 4)],
+              [*_launch("gemm", 2, 10, 100, 1), *_allreduce(1, 20, 111, 201, 2),
+               *_allreduce_on(2, 40, 150, 210, 4, stream=8)])
+    s = _setup(g)
+    seg = balance_segments(s, g)
+    k2 = seg[seg["arrival"] > BASE_NS + 140 * US]
+    assert (k2["factor"] == 1.0).all() and (k2["length"] == 0).any()
+    from tracer.explain.replay import _apply_balance
+
+    gemm2 = _local(s, _kernel(g, 0, "gemm2"))
+    before = float(s.dur[gemm2])
+    _apply_balance(s, g)
+    assert s.dur[gemm2] == before
+    assert any("1 collectives left as they are" in n for n in s.notes)
+
+
+def test_a_slice_that_starts_with_its_rank_s_part_is_not_its_enqueuer(tmp_path: Path) -> None:
+    # gloo-like pair: rank 1's "after" slice and its gloo:all_reduce range both start at 110 µs, the last arrival.
+    # "after" was taken for the part's enqueuer (a slice starting at or before it) and also waited for the part:
+    # a two-node cycle ("never became ready"). Strictly before, and never both
+    import json
+
+    def write(path: Path, rank: int, events: list[dict[str, Any]]) -> Path:
+        path.write_text(json.dumps({"schemaVersion": 1, "baseTimeNanoseconds": BASE_NS, "traceEvents": events,
+                                    "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}}))
+        return path
+
+    dims = {"Input Dims": [[1000]], "Input type": ["float"]}
+
+    def rank_events(work_end: int, call: int, after: int, part: int, part_end: int) -> list[dict[str, Any]]:
+        return [_x("cpu_op", "work", 1, work_end - 1, 10, 1), _x("cpu_op", "c10d::allreduce_", call, 5, 10, 1),
+                _x("cpu_op", "after", after, 5, 10, 1),
+                _x("user_annotation", "gloo:all_reduce", part, part_end - part, 10, 2, **dims)]
+
+    g = build_graph(_job([write(tmp_path / "r0.json", 0, rank_events(9, 10, 125, 20, 121)),
+                          write(tmp_path / "r1.json", 1, rank_events(99, 100, 110, 110, 120))]))
+    r = replay(g, Plan(balance=True))
+    assert r.predicted_ns > 0 and any(n.startswith("balance:") for n in r.notes)
+
+
+def test_the_first_segments_start_when_every_rank_s_trace_has_begun(tmp_path: Path) -> None:
+    # rank 1's trace begins 100 µs after rank 0's: rank 0's work before that is not compared with anything
+    g = _pair(tmp_path, [*_launch("early", 2, 10, 50, 1), *_launch("gemm", 102, 110, 50, 3),
+                         *_allreduce(1, 161, 165, 100, 2)],
+              [*_launch("gemm", 102, 110, 100, 3), *_allreduce(1, 211, 215, 50, 2)])
+    s = _setup(g)
+    seg = balance_segments(s, g).set_index("rank")
+    assert seg.loc[0, "seg_start"] == seg.loc[1, "seg_start"] == BASE_NS + 102 * US
+    assert (seg.loc[0, "length"], seg.loc[1, "length"]) == (63 * US, 113 * US)
+    from tracer.explain.replay import _apply_balance
+
+    early = _local(s, _kernel(g, 0, "early"))
+    before = float(s.dur[early])
+    _apply_balance(s, g)
+    assert s.dur[early] == before  # (10–60: before the segment)
+
+
+def test_time_inside_weighted_segments_equals_a_count_ns_by_ns() -> None:
+    from tracer.explain.replay import _in_segments
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        cuts = np.sort(rng.choice(np.arange(0, 400), size=2 * int(rng.integers(1, 5)), replace=False))
+        lo, hi = cuts[0::2], cuts[1::2]
+        weight = rng.uniform(-0.9, 5, size=len(lo))
+        start = rng.integers(-20, 420, size=30)
+        end = start + rng.integers(0, 200, size=30)
+        got = _in_segments(start, end, lo, hi, weight)
+        w_at = np.zeros(440)  # weight of each ns from -20 to 420
+        for a, b, w in zip(lo, hi, weight):
+            w_at[a + 20 : b + 20] = w
+        want = np.array([w_at[s + 20 : e + 20].sum() for s, e in zip(start, end)])
+        assert np.allclose(got, want)

@@ -61,9 +61,9 @@ PLANS: dict[str, str] = {
                "independent); waits the ranges do not show independent are kept",
     "concurrent": "kernels that waited while ready (their stream and launch done) start when ready, sharing the "
                   "GPU's block slots as the occupancy model says: a false serialisation removed",
-    "balance": "each rank's work between two collectives evened out over the ranks (a job): the non-communication "
-               "nodes a rank started between the end of its part of one collective and its arrival at the next take "
-               "their time × the ranks' mean length of that segment / the rank's own (the same work, shared "
+    "balance": "each rank's work between two collectives evened out over the ranks (a job): the time its "
+               "non-communication nodes spend between the end of its part of one collective and its arrival at the "
+               "next is scaled by the ranks' mean length of that segment / the rank's own (the same work, shared "
                "evenly, as equal shards of a data-parallel step would); work after a rank's last collective is kept",
     "streams": "independent chains spread over N streams (streams=N, default 2): the window's child ranges "
                "(same-stem ranges such as load0..load3 are independent, a range of another stem waits for those "
@@ -402,10 +402,11 @@ def _launch_of(setup: _Setup) -> dict[int, int]:
 def balance_segments(s: _Setup, graph: Graph) -> pd.DataFrame:
     """The segments ``balance`` evens out: one row per (collective instance ``key``, ``rank``) that two ranks or
     more ran in the window, with the rank's segment ``seg_start`` (the end of its part of the instance before, in
-    the order the rank arrived at them, or the rank's first start in the window) to ``arrival`` (its part's start),
-    ``length`` (ns, 0 where the parts overlap), the ranks' ``mean`` length for the instance and the ``factor`` its
-    nodes take (mean / length; 1 where the length is 0). Measured times (ns); ``first`` / ``last``: the part's
-    local node ids."""
+    the order the rank arrived at them; before its first, the moment every rank's trace has begun) to ``arrival``
+    (its part's start), ``length`` (ns), the ranks' ``mean`` length for the instance and the ``factor`` its work
+    takes (mean / length). An instance where any rank's segment is empty (its parts overlap: several process
+    groups or streams) is not evened out: factor 1 on every rank. Measured times (ns); ``first`` / ``last``: the
+    part's local node ids."""
     local = pd.Series(np.arange(len(s.nodes)), index=s.nodes["node"].to_numpy())
     p = graph.collectives
     p = p[p["first"].isin(local.index).to_numpy() & p["last"].isin(local.index).to_numpy()]
@@ -418,19 +419,45 @@ def balance_segments(s: _Setup, graph: Graph) -> pd.DataFrame:
     p = p.assign(arrival=s.start[p["first"].to_numpy()], done=s.end[p["last"].to_numpy()])
     p = p.sort_values(["rank", "arrival", "key"], kind="stable").reset_index(drop=True)
     rank = s.nodes["rank"].to_numpy(np.int64)
+    # (a rank whose trace began later has no work to compare before then: the first segments start together)
+    begun = max(int(s.start[rank == r].min()) for r in np.unique(p["rank"].to_numpy(np.int64)).tolist())
     seg = np.zeros(len(p), np.int64)
     prev_rank, at = None, 0
     for i, (r, done) in enumerate(zip(p["rank"].to_numpy(np.int64).tolist(), p["done"].to_numpy(np.int64).tolist())):
         if r != prev_rank:
-            prev_rank, at = r, int(s.start[rank == r].min())
+            prev_rank, at = r, max(int(s.start[rank == r].min()), begun)
         seg[i] = at
         at = max(at, done)
     p["seg_start"] = seg
     p["length"] = np.maximum(p["arrival"].to_numpy(np.int64) - seg, 0)
     p["mean"] = p.groupby("key")["length"].transform("mean").to_numpy(float)
     length = p["length"].to_numpy(float)
-    p["factor"] = np.where(length > 0, p["mean"].to_numpy(float) / np.maximum(length, 1.0), 1.0)
+    even = (p.groupby("key")["length"].transform("min") > 0).to_numpy()
+    p["factor"] = np.where(even, p["mean"].to_numpy(float) / np.maximum(length, 1.0), 1.0)
     return p[cols]
+
+
+def _in_segments(start: np.ndarray, end: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 weight: np.ndarray) -> np.ndarray:
+    """For each interval [start, end): the sum over the disjoint, sorted segments [lo, hi) of weight × the time the
+    interval spends in the segment (a piecewise-linear integral read at both ends, as solo_durations does)."""
+    if not len(lo):
+        return np.zeros(len(start))
+    bounds = np.empty(2 * len(lo), np.int64)
+    bounds[0::2], bounds[1::2] = lo, hi
+    rate = np.zeros(2 * len(lo))
+    rate[0::2] = weight  # (inside a segment from its lo; nothing from its hi to the next lo)
+    integral = np.concatenate([[0.0], np.cumsum(np.diff(bounds) * rate[:-1])])
+
+    def at(x: np.ndarray) -> np.ndarray:
+        j = np.searchsorted(bounds, x, side="right") - 1
+        inside = j >= 0
+        jj = np.maximum(j, 0)
+        out: np.ndarray = np.where(inside, integral[jj] + (x - bounds[jj]) * rate[jj], 0.0)
+        return out
+
+    extra: np.ndarray = at(end) - at(start)
+    return extra
 
 
 def _apply_balance(s: _Setup, graph: Graph) -> None:
@@ -439,33 +466,51 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
         raise TracerError("--what-if", "balance: the window has no collective that two ranks or more ran (one "
                           "rank, or no job): there is no work to even out across ranks")
     rank = s.nodes["rank"].to_numpy(np.int64)
-    # communication: the parts themselves and every node of a collective's row (record_param_comms, gloo's
-    # ranges); the rest of a rank's nodes is its work
+    # communication: the parts themselves, every node of a collective's row (record_param_comms, gloo's ranges)
+    # and the launch calls of parts; the rest of a rank's nodes is its work
     comm = s.nodes["collective"].astype(str).replace({"nan": "", "None": "", "<NA>": ""}).to_numpy() != ""
-    comm[seg["first"].to_numpy(np.int64)] = True
-    comm[seg["last"].to_numpy(np.int64)] = True
+    parts = np.concatenate([seg["first"].to_numpy(np.int64), seg["last"].to_numpy(np.int64)])
+    comm[parts] = True
+    e = s.edges
+    launches = (e["type"] == "launch").to_numpy() & np.isin(e["dst"].to_numpy(np.int64), parts)
+    comm[e["src"].to_numpy(np.int64)[launches]] = True
     # and a host slice still running when its rank arrived (the collective's call, which may wait in it)
-    for r, at in zip(seg["rank"].to_numpy(np.int64), seg["arrival"].to_numpy(np.int64)):
-        comm |= (rank == r) & ~s.is_gpu & (s.start < at) & (s.end > at)
-    factor = np.ones(len(s.nodes))
-    for r, lo, hi, f in zip(seg["rank"].to_numpy(np.int64), seg["seg_start"].to_numpy(np.int64),
-                            seg["arrival"].to_numpy(np.int64), seg["factor"].to_numpy(float)):
-        factor[(rank == r) & ~comm & (s.start >= lo) & (s.start < hi)] = f
-    s.dur *= factor
-    s.own *= factor
+    for r, arrivals in seg.groupby("rank")["arrival"]:
+        a = np.sort(arrivals.to_numpy(np.int64))
+        idx = np.flatnonzero((rank == int(r)) & ~s.is_gpu)
+        nxt = np.searchsorted(a, s.start[idx], side="right")
+        comm[idx[(nxt < len(a)) & (a[np.minimum(nxt, len(a) - 1)] < s.end[idx])]] = True
+    # Each node's time inside a segment is scaled by the segment's factor, the rest of it kept: a node that runs on
+    # past the arrival (compute on another stream beside the collective) grows only by its part in the segment,
+    # so a lane of a rank gains at most (mean − its length) per segment
+    mult = np.ones(len(s.nodes))
+    for r, rows in seg[seg["factor"] != 1.0].groupby("rank"):
+        rows = rows.sort_values("seg_start")
+        idx = np.flatnonzero((rank == int(r)) & ~comm)
+        extra = _in_segments(s.start[idx], s.end[idx], rows["seg_start"].to_numpy(np.int64),
+                             rows["arrival"].to_numpy(np.int64), rows["factor"].to_numpy(float) - 1.0)
+        span = (s.end[idx] - s.start[idx]).astype(float)
+        mult[idx] = np.where(span > 0, 1.0 + extra / np.maximum(span, 1.0), 1.0)
+    s.dur *= mult
+    s.own *= mult
     # a host part (gloo's range on its worker thread) is tied to its rank's other threads by no edge: the graph
     # has the worker's gaps, kept as measured. Two edges make the part follow the work balance moves
     n_enq, n_wait = _host_part_edges(s, seg)
-    lo, hi = float(factor[factor != 1].min(initial=1.0)), float(factor[factor != 1].max(initial=1.0))
-    by_rank = seg.groupby("rank")["factor"].agg(["min", "max"])
+    evened = seg[seg["factor"] != 1.0]
+    skipped = int(seg["key"].nunique()) - int(seg.loc[(seg["length"] > 0).groupby(seg["key"]).transform("all"),
+                                                      "key"].nunique())
+    by_rank = evened.groupby("rank")["factor"].agg(["min", "max"])
     shown = "; ".join(f"rank {int(r)} ×{a:.2f}" + (f"–{b:.2f}" if round(b, 2) != round(a, 2) else "")
                       for r, a, b in by_rank.itertuples())
-    s.notes.append(f"balance: {int((factor != 1).sum())} nodes in {int(seg['key'].nunique())} collectives' "
-                   f"segments scaled ×{lo:.2f} to ×{hi:.2f} ({shown}): each rank's segment before a collective "
-                   "(from its previous part's end) takes the ranks' mean length; assumes its work divides evenly "
-                   "(equal shards; its launches and traced host slices scale with it, the untraced gaps between "
-                   "slices do not), and keeps "
-                   "the work after each rank's last collective and the collectives' transfers as measured"
+    s.notes.append(f"balance: {int((mult != 1).sum())} nodes in {int(evened['key'].nunique())} collectives' "
+                   f"segments rescaled (segment factors: {shown or 'none'}): each rank's segment before a collective "
+                   "(from its previous part's end; the first from when every rank's trace has begun) takes the "
+                   "ranks' mean length, each node's time inside it scaled; assumes its work divides evenly (equal "
+                   "shards; its launches and traced host slices scale with it, the untraced gaps between slices do "
+                   "not), and keeps the work after each rank's last collective and the collectives' transfers and "
+                   "launches as measured"
+                   + (f"; {skipped} collectives left as they are (a rank's parts overlap there: no segment to even "
+                      "out)" if skipped else "")
                    + (f"; host parts (gloo): {n_enq} start as long after the last slice of their rank's other "
                       f"threads to start before them (the collective's call) as they did, and {n_wait} waits in "
                       "an untraced gap over the last rank's arrival (work.wait()) end as long after that arrival, "
@@ -504,11 +549,13 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     l_dst: list[int] = []
     l_lag: list[float] = []
     part_dst = e["dst"].to_numpy(np.int64)[into_part]
+    enqueuer: dict[int, int] = {}
     for p in firsts.tolist():
-        running = np.flatnonzero(free & (rank == rank[p]) & (s.start <= s.start[p]))
+        # (strictly before: a slice that starts with the part may be the one that waits for it)
+        running = np.flatnonzero(free & (rank == rank[p]) & (s.start < s.start[p]))
         if not len(running):
             continue
-        q = int(running[np.argmax(s.start[running])])
+        q = enqueuer[p] = int(running[np.argmax(s.start[running])])
         l_src.append(q)
         l_dst.append(p)
         l_lag.append(float(s.start[p] - s.start[q]))
@@ -526,6 +573,8 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
         hit = np.flatnonzero(np.isin(rank[b], ranks_k) & (s.end[a] <= last_arrival) & (s.start[b] >= last_arrival))
         for k in hit.tolist():
             for f in firsts_k.tolist():
+                if enqueuer.get(f) == int(b[k]):  # (the part's own call cannot also wait for it: a cycle)
+                    continue
                 src.append(f)
                 dst.append(int(b[k]))
                 lag.append(float(s.start[b[k]] - last_arrival))
