@@ -35,11 +35,11 @@ def _launch(name: str, call_ts: int, ts: int, dur: int, corr: int, stream: int =
             _x("kernel", name, ts, dur, 0, stream, device=0, stream=stream, correlation=corr, **args)]
 
 
-def _allreduce(seq: int, call_ts: int, ts: int, dur: int, corr: int) -> list[dict[str, Any]]:
+def _allreduce(seq: int, call_ts: int, ts: int, dur: int, corr: int, stream: int = 7) -> list[dict[str, Any]]:
     meta = {"Collective name": "allreduce", "Process Group Name": "0", "Seq": seq, "In msg nelems": 1024,
             "Out msg nelems": 1024, "dtype": "Float", "Group size": 2}
     return [_x("cpu_op", "record_param_comms", call_ts - 1, 5, 10, 1, **meta),
-            *_launch("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", call_ts, ts, dur, corr)]
+            *_launch("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", call_ts, ts, dur, corr, stream=stream)]
 
 
 def _write(path: Path, rank: int, events: list[dict[str, Any]], shift_us: int = 0) -> Path:

@@ -143,14 +143,6 @@ def test_gloo_host_parts_follow_their_training_thread_and_replay_unchanged_as_me
     assert any("host parts (gloo)" in n for n in r.notes)
 
 
-def _allreduce_on(seq: int, call_ts: int, ts: int, dur: int, corr: int, stream: int) -> list[dict[str, Any]]:
-    """_allreduce's collective on another stream."""
-    meta = {"Collective name": "allreduce", "Process Group Name": "0", "Seq": seq, "In msg nelems": 1024,
-            "Out msg nelems": 1024, "dtype": "Float", "Group size": 2}
-    return [_x("cpu_op", "record_param_comms", call_ts - 1, 5, 10, 1, **meta),
-            *_launch("ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)", call_ts, ts, dur, corr, stream=stream)]
-
-
 def _pair(tmp_path: Path, r0: list[dict[str, Any]], r1: list[dict[str, Any]]) -> Any:
     return build_graph(_job([_write(tmp_path / "rank0.json", 0, r0), _write(tmp_path / "rank1.json", 1, r1)]))
 
@@ -188,7 +180,7 @@ def test_an_instance_where_a_rank_s_parts_overlap_is_left_as_it_is(tmp_path: Pat
               [*_launch("gemm", 2, 10, 100, 1), *_allreduce(1, 20, 112, 200, 2),
                *_launch("gemm2", 30, 312, 28, 3), *_allreduce(2, 40, 342, 18, 4)],
               [*_launch("gemm", 2, 10, 100, 1), *_allreduce(1, 20, 111, 201, 2),
-               *_allreduce_on(2, 40, 150, 210, 4, stream=8)])
+               *_allreduce(2, 40, 150, 210, 4, stream=8)])
     s = _setup(g)
     seg = balance_segments(s, g)
     k2 = seg[seg["arrival"] > BASE_NS + 140 * US]
