@@ -3,6 +3,7 @@ called as plain functions (the browser tests in tests/browser/ drive the same ap
 
 import base64
 import gzip
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -661,6 +662,38 @@ def test_server_is_quiet_by_default_and_logs_requests_when_verbose(capfd):
     for h in list(logger.handlers):  # leave logging as it was for the other tests
         logger.removeHandler(h)
     logger.setLevel(logging.NOTSET)
+
+
+def test_stopping_a_server_waits_for_the_thread_that_just_answered(monkeypatch, caplog):
+    """A request thread wakes the loop through waitress's trigger after it has answered; stopping the server
+    must not close that trigger under it (CI saw "Exception when servicing ... EBADF" logged). The window is
+    widened here so that the old order failed every time."""
+    import time
+
+    import waitress.channel
+
+    from tracer.cli.dashboard import make_server
+
+    service = waitress.channel.HTTPChannel.service
+
+    def answer_then_wake_late(self: waitress.channel.HTTPChannel) -> None:
+        wake = self.server.pull_trigger
+
+        def late() -> None:
+            time.sleep(0.05)
+            wake()
+
+        self.server.pull_trigger = late
+        try:
+            service(self)
+        finally:
+            self.server.pull_trigger = wake
+
+    monkeypatch.setattr(waitress.channel.HTTPChannel, "service", answer_then_wake_late)
+    with caplog.at_level(logging.ERROR, logger="waitress"):
+        for _ in range(3):
+            assert _serve_once(make_server(_hello, "127.0.0.1", 0)) == b"hello"
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("waitress")] == []
 
 
 def test_server_on_a_port_in_use_is_a_one_line_error():

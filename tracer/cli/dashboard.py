@@ -190,11 +190,13 @@ def log_requests(wsgi_app: Callable[..., Iterable[bytes]], stream: IO[str]) -> C
 def stop_server(server: Any) -> None:
     """Stop a server from :func:`make_server` whose ``run()`` loop is in another thread (tests, screenshots).
 
-    Its sockets are closed by the loop's own thread, through waitress's trigger: closing them from here would
-    pull them out from under the loop's ``select()``.
+    The request threads are stopped first: a thread that has just answered still pulls the trigger to wake the
+    loop, and with the trigger already closed that is an "Exception when servicing" (EBADF) in the log. Then
+    the sockets are closed by the loop's own thread, through that trigger: closing them from here would pull
+    them out from under the loop's ``select()``.
     """
     from waitress import wasyncore
 
+    server.task_dispatcher.shutdown()  # waits for each thread to finish the request it is serving
     socket_map = server._map  # the dispatcher's socket map (a single listening socket: TcpWSGIServer)
     server.trigger.pull_trigger(lambda: wasyncore.close_all(socket_map))
-    server.task_dispatcher.shutdown()
