@@ -8,7 +8,7 @@ Layout (hive-style, so DuckDB's and pyarrow's dataset readers see ``rank`` as a 
         rank=0/part-0.parquet          that rank's timeline (every column the Timeline has, its meta in the footer)
         rank=1/part-0.parquet
 
-Each rank's entry holds the key its traces must still match (:func:`source_key`: size and SHA-256 of every
+Each rank's entry holds the key its traces must still match (:func:`source_key`: size and BLAKE3 of every
 byte, with the device / inode / ctime that spare the hash while nobody wrote, as the single-file cache does), and
 the timeline schema and Kineto parser versions. The dataset is written whole into a temporary folder and renamed
 into place; a job whose file set differs (a subset of the ranks) gets a dataset of its own (the hex in the
@@ -57,13 +57,13 @@ def partition_file(dataset: Path, rank: int) -> Path:
 
 
 def source_key(path: Path, *, digest: str | None = None) -> dict[str, Any]:
-    """What a trace must still match for its partition to be served: size, SHA-256 of its bytes, and its
+    """What a trace must still match for its partition to be served: size, BLAKE3 of its bytes, and its
     device / inode / ctime / size (equal only while nobody has written to it). ``digest``: the hash when the
     caller already has it."""
     from tracer.parsers import _file_digest, _stat_key
 
     stat = _stat_key(path)  # (before the hash: a write during it must not go unseen)
-    return {"size": stat[3], "sha256": digest or _file_digest(path), "stat": stat}
+    return {"size": stat[3], "blake3": digest or _file_digest(path), "stat": stat}
 
 
 def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
@@ -80,7 +80,7 @@ def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
     if stat == stored.get("stat"):
         return True
     try:
-        return _file_digest(path) == stored.get("sha256")
+        return _file_digest(path) == stored.get("blake3")
     except Exception:  # noqa: BLE001 - unreadable now: not a match; the parse will say why
         return False
 

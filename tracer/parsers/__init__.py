@@ -13,7 +13,6 @@ Importing this package imports neither Dash nor Plotly.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import os
 import shutil
 import subprocess
@@ -22,6 +21,8 @@ import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+
+from blake3 import blake3
 
 from tracer import formats, rundir
 from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
@@ -224,7 +225,7 @@ def cache_key(size: int, digest: str) -> dict[str, Any]:
     across an edit, and a plain ``touch`` changes nothing a parse would see.)"""
     return {
         "source_size": size,
-        "source_sha256": digest,
+        "source_blake3": digest,
         "schema_version": SCHEMA_VERSION,
         "parser_version": KINETO_PARSER_VERSION,
     }
@@ -237,16 +238,17 @@ def _stat_key(p: Path) -> list[int]:
 
 
 def _digest(data: bytes) -> str:
-    # SHA-256 of every byte: ~1.5 GB/s where the CPU has SHA instructions (docs/design.md has the figures).
-    # Hashing the head and tail only would be ~free but would miss an edit in the middle.
-    return hashlib.sha256(data).hexdigest()
+    # BLAKE3 of every byte, on one thread: ~4.6 GB/s, 2.6x SHA-256 even where the CPU has SHA instructions
+    # (docs/design.md has the figures), and as strong. Hashing the head and tail only would be ~free but would
+    # miss an edit in the middle. (blake3 lets go of the GIL on long inputs, as hashlib does.)
+    return blake3(data).hexdigest()
 
 
 def _file_digest(p: Path) -> str:
     """:func:`_digest` of a file, read a block at a time into one buffer (no copy of the whole file)."""
     try:
-        with open(p, "rb", buffering=0) as f:  # (hashlib.file_digest does this from Python 3.11)
-            h, buf = hashlib.sha256(), bytearray(_INFLATE_BLOCK)
+        with open(p, "rb", buffering=0) as f:
+            h, buf = blake3(), bytearray(_INFLATE_BLOCK)
             view = memoryview(buf)
             while n := f.readinto(buf):
                 h.update(view[:n])
@@ -284,7 +286,7 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
         # (ctime moves on every write and no tool can set it back, unlike the mtime that cp -p / rsync -t
         # restore). Anything else (a copy, a touch, an edit) is decided by the content hash.
         if stored.get("source_stat") == stat:
-            digest = str(stored.get("source_sha256", ""))
+            digest = str(stored.get("source_blake3", ""))
         else:
             digest = _file_digest(p)
         cached = _read_cache(p, cache_key(size, digest), stored)
