@@ -19,7 +19,15 @@ from tests.test_replay_xrank import LAUNCH_READY, STREAM_GAP, T0, T1, _kernel, _
 from tracer.cli._whatif import FIX_PLANS, NOT_PRICED
 from tracer.errors import TracerError
 from tracer.explain import build_graph
-from tracer.explain.replay import Plan, _host_part_edges, _simulate, balance_segments, parse_plan, replay
+from tracer.explain.replay import (
+    Plan,
+    _host_part_edges,
+    _simulate,
+    balance_segments,
+    last_started_before,
+    parse_plan,
+    replay,
+)
 
 US = 1_000
 #: The hand-made pair: each rank's segment before the allreduce runs from its first start (the GEMM's launch call
@@ -251,3 +259,21 @@ def test_time_inside_weighted_segments_equals_a_count_ns_by_ns() -> None:
             w_at[a + 20 : b + 20] = w
         want = np.array([w_at[s + 20 : e + 20].sum() for s, e in zip(start, end)])
         assert np.allclose(got, want)
+
+
+def test_last_started_before_matches_a_scan_of_every_node() -> None:
+    """The enqueuer of each gloo host part (a binary search per part) is the node a full scan finds: same
+    group, a candidate, started strictly before, the latest start, the lowest index among equal starts."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        start = rng.integers(0, 12, n).astype(np.int64)  # few values: many ties
+        group = rng.integers(0, 3, n).astype(np.int64)
+        candidates = rng.random(n) < 0.6
+        points = np.unique(rng.integers(0, n, int(rng.integers(1, n + 1))))
+        expected: dict[int, int] = {}
+        for p in points.tolist():
+            running = np.flatnonzero(candidates & (group == group[p]) & (start < start[p]))
+            if len(running):
+                expected[p] = int(running[np.argmax(start[running])])
+        assert last_started_before(points, candidates, group, start) == expected

@@ -517,6 +517,27 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
                       "replayed, as they did" if n_enq or n_wait else ""))
 
 
+def last_started_before(points: np.ndarray, candidates: np.ndarray, group: np.ndarray,
+                        start: np.ndarray) -> dict[int, int]:
+    """For each node in ``points``: the candidate node (``candidates``, a mask) of the same ``group`` that
+    started last strictly before it (the lowest index among equal starts), where there is one. One sort and a
+    binary search per point, not a scan of every node per point (a gloo job has thousands of host parts)."""
+    cand = np.flatnonzero(candidates)
+    order = np.lexsort((cand, start[cand], group[cand]))  # by group, then start, then index
+    cand = cand[order]
+    g, st = group[cand], start[cand]
+    out: dict[int, int] = {}
+    for p in np.asarray(points, np.int64).tolist():
+        lo, hi = np.searchsorted(g, group[p], "left"), np.searchsorted(g, group[p], "right")
+        # strictly before: a slice that starts with the part may be the one that waits for it
+        at = lo + int(np.searchsorted(st[lo:hi], start[p], "left")) - 1
+        if at < lo:
+            continue
+        first = lo + int(np.searchsorted(st[lo:hi], st[at], "left"))  # the first of the nodes that started then
+        out[p] = int(cand[first])
+    return out
+
+
 def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     """For each host part in ``seg`` (a worker thread's range), on the other threads of its rank that hold no
     part: a ``part_launch`` edge from the last slice there to start before the part did (the collective's call,
@@ -549,17 +570,13 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     l_dst: list[int] = []
     l_lag: list[float] = []
     part_dst = e["dst"].to_numpy(np.int64)[into_part]
-    enqueuer: dict[int, int] = {}
-    for p in firsts.tolist():
-        # (strictly before: a slice that starts with the part may be the one that waits for it)
-        running = np.flatnonzero(free & (rank == rank[p]) & (s.start < s.start[p]))
-        if not len(running):
-            continue
-        q = enqueuer[p] = int(running[np.argmax(s.start[running])])
+    enqueuer = last_started_before(firsts, free, rank, s.start)
+    for p, q in enqueuer.items():
         l_src.append(q)
         l_dst.append(p)
         l_lag.append(float(s.start[p] - s.start[q]))
-        ov[into_part[part_dst == p]] = np.minimum(ov[into_part[part_dst == p]], typical)
+    tied = np.isin(part_dst, np.fromiter(enqueuer, np.int64, len(enqueuer)))
+    ov[into_part[tied]] = np.minimum(ov[into_part[tied]], typical)
     # the waits: a gap of a training thread over the moment the last rank arrived (measured) ends no sooner than
     # that moment, replayed (every rank's part's start), + what it took then (the transfer and the lag after it)
     src: list[int] = []
