@@ -20,6 +20,7 @@ from tracer.cli._whatif import FIX_PLANS, NOT_PRICED
 from tracer.errors import TracerError
 from tracer.explain import build_graph
 from tracer.explain.replay import (
+    GapIndex,
     Plan,
     _host_part_edges,
     _simulate,
@@ -277,3 +278,22 @@ def test_last_started_before_matches_a_scan_of_every_node() -> None:
             if len(running):
                 expected[p] = int(running[np.argmax(start[running])])
         assert last_started_before(points, candidates, group, start) == expected
+
+
+def test_gap_index_finds_the_gaps_a_scan_of_every_gap_finds() -> None:
+    """The gaps over a collective's last arrival (per thread, a window of sorted gaps) are the ones a scan of
+    every gap of the job finds: on one of the ranks asked for, begun no later and ended no sooner, ascending;
+    negative gaps (nested slices) included in the input."""
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(0, 50))
+        lo = rng.integers(0, 40, n).astype(np.int64)
+        hi = lo + rng.integers(-5, 15, n)
+        rank = rng.integers(0, 3, n).astype(np.int64)
+        thread = np.array([f"{r}/{t}" for r, t in zip(rank.tolist(), rng.integers(0, 3, n).tolist())], dtype=object)
+        index = GapIndex(lo, hi, rank, thread)
+        for _ in range(5):
+            moment = int(rng.integers(-2, 45))
+            ranks = rng.integers(0, 3, int(rng.integers(1, 4)))
+            expected = np.flatnonzero(np.isin(rank, ranks) & (lo <= moment) & (hi >= moment)).tolist()
+            assert index.over(moment, ranks) == expected

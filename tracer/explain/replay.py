@@ -517,6 +517,35 @@ def _apply_balance(s: _Setup, graph: Graph) -> None:
                       "replayed, as they did" if n_enq or n_wait else ""))
 
 
+class GapIndex:
+    """The gaps between consecutive slices of each thread (``lo[k]``..``hi[k]``, on ``rank[k]``'s ``thread[k]``),
+    indexed to find those over a moment: per thread, sorted by where they begin, with the thread's longest gap,
+    so that a query searches a window of one thread's gaps instead of scanning every gap of the job (a gloo job
+    has thousands of collectives, each asking)."""
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, rank: np.ndarray, thread: np.ndarray) -> None:
+        self._lo, self._hi = lo, hi
+        codes, names = pd.factorize(pd.Series(thread, dtype=object))
+        order = np.lexsort((lo, codes))
+        cuts = np.flatnonzero(np.diff(codes[order])) + 1
+        self._threads: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, int]]] = {}
+        for ks in np.split(order, cuts) if len(order) else []:
+            span = hi[ks] - lo[ks]
+            longest = int(span.max()) if len(span) else 0
+            self._threads.setdefault(int(rank[ks[0]]), []).append((lo[ks], hi[ks], ks, longest))
+
+    def over(self, moment: int, ranks: np.ndarray) -> list[int]:
+        """The gaps of ``ranks``' threads that began no later and ended no sooner than ``moment``, ascending."""
+        hits: list[int] = []
+        for r in np.unique(ranks).tolist():
+            for lo, hi, ks, longest in self._threads.get(int(r), ()):
+                if longest < 0:
+                    continue
+                i, j = np.searchsorted(lo, moment - longest, "left"), np.searchsorted(lo, moment, "right")
+                hits += ks[i:j][hi[i:j] >= moment].tolist()
+        return sorted(hits)
+
+
 def last_started_before(points: np.ndarray, candidates: np.ndarray, group: np.ndarray,
                         start: np.ndarray) -> dict[int, int]:
     """For each node in ``points``: the candidate node (``candidates``, a mask) of the same ``group`` that
@@ -583,12 +612,11 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     dst: list[int] = []
     lag: list[float] = []
     host_seg = seg[~s.is_gpu[seg["first"].to_numpy(np.int64)]]
+    gaps = GapIndex(s.end[a], s.start[b], rank[b], thread[b])
     for _key, inst in host_seg.groupby("key", sort=False):
         firsts_k = inst["first"].to_numpy(np.int64)
         last_arrival = int(s.start[firsts_k].max())
-        ranks_k = inst["rank"].to_numpy(np.int64)
-        hit = np.flatnonzero(np.isin(rank[b], ranks_k) & (s.end[a] <= last_arrival) & (s.start[b] >= last_arrival))
-        for k in hit.tolist():
+        for k in gaps.over(last_arrival, inst["rank"].to_numpy(np.int64)):
             for f in firsts_k.tolist():
                 if enqueuer.get(f) == int(b[k]):  # (the part's own call cannot also wait for it: a cycle)
                     continue
