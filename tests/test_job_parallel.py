@@ -287,3 +287,32 @@ def test_a_worker_that_dies_is_one_line(job_dir: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(parallel, "parse_group", _die)
     with pytest.raises(TracerError, match=r"^a worker process parsing the job's ranks died"):
         load_job(_files(job_dir), scheduler="processes", cache=False)
+
+
+@pytest.mark.parametrize("side_thread", [False, True])
+def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, side_thread: bool
+) -> None:
+    """A rank's dataset key is the one tracer.jobstore.source_key gives (size, hash, stat), from the bytes the
+    parse read: a Kineto file is not read a second time for it; a file of another format (an nsys export) is."""
+    import tracer.parsers as parsers
+
+    kineto = tmp_path / "rank-0.json.gz"
+    shutil.copy(HTA_RANKS[0], kineto)
+    nsys = tmp_path / "rank-1.sqlite"
+    nsys.write_bytes(gzip.decompress((Path(__file__).parent / "data" / "pair.sqlite.gz").read_bytes()))
+    expected = {p: jobstore.source_key(p) for p in (kineto, nsys)}
+    read_for_a_key: list[Path] = []
+    file_digest = parsers._file_digest
+
+    def counted(p: Path) -> str:
+        read_for_a_key.append(Path(p))
+        return file_digest(p)
+
+    monkeypatch.setattr(parsers, "_file_digest", counted)
+    task = parallel.Task(with_keys=True, side_thread=side_thread)
+    for i, p in enumerate((kineto, nsys)):
+        got = parallel.parse_group(i, [str(p)], task)
+        assert got.error is None
+        assert got.keys == [expected[p]]
+    assert read_for_a_key == [nsys]

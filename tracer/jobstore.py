@@ -56,13 +56,13 @@ def partition_file(dataset: Path, rank: int) -> Path:
     return dataset / f"rank={rank}" / PART
 
 
-def source_key(path: Path, *, digest: str | None = None) -> dict[str, Any]:
+def source_key(path: Path, *, digest: str | None = None, stat: list[int] | None = None) -> dict[str, Any]:
     """What a trace must still match for its partition to be served: size, BLAKE3 of its bytes, and its
     device / inode / ctime / size (equal only while nobody has written to it). ``digest``: the hash when the
-    caller already has it."""
+    caller already has it; ``stat``: the file's stat key taken before the bytes hashed were read."""
     from tracer.parsers import _file_digest, _stat_key
 
-    stat = _stat_key(path)  # (before the hash: a write during it must not go unseen)
+    stat = stat or _stat_key(path)  # (before the hash: a write during it must not go unseen)
     return {"size": stat[3], "blake3": digest or _file_digest(path), "stat": stat}
 
 

@@ -118,13 +118,16 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     # every core runs a worker the thread only takes turns with them: the steps run in line.
     side = _Side(task.side_thread)
     try:
-        hashing = side.submit(_keys, paths) if task.with_keys else None
+        keys = _Keys(paths, side) if task.with_keys else None
         clock.lap("key")
-        parts = [load_trace(p, cache=False) for p in paths]
+        parts = [load_trace(p, cache=False, on_raw=keys.hasher(i) if keys else None) for i, p in enumerate(paths)]
         timeline = parts[0] if len(parts) == 1 else concat(parts)
         if task.align:
             timeline = align(timeline)
         clock.lap("parse")
+        if keys is not None and keys.inline_s:  # (hashed in line, inside the parse's lap: said as the key's)
+            clock.laps["parse"] -= keys.inline_s
+            clock.laps["key"] += keys.inline_s
         storing, rank = None, None
         if task.analyze:
             from tracer.job import rank_of
@@ -144,7 +147,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
 
             results = rank_results(shifted(timeline, dict(task.shifts).get(rank, 0)), rank)
             clock.lap("analyze")
-        keys = hashing.result() if hashing is not None else None
+        source_keys = keys.result() if keys is not None else None
         stored = storing.result() if storing is not None else False
         clock.lap("side thread")
     except TracerError as exc:
@@ -153,7 +156,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     finally:
         side.close()
     kept = None if stored or results is not None else timeline
-    return Parsed(index, kept, keys=keys, stored=stored, seconds=time.perf_counter() - t0, results=results,
+    return Parsed(index, kept, keys=source_keys, stored=stored, seconds=time.perf_counter() - t0, results=results,
                   phases=clock.laps)
 
 
@@ -161,6 +164,7 @@ class _Side:
     """Runs a step on one side thread, or (``threaded`` false) at once in this one; either way a Future."""
 
     def __init__(self, threaded: bool) -> None:
+        self.threaded = threaded
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="tracer-side") if threaded else None
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -178,10 +182,43 @@ class _Side:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _keys(paths: Sequence[str]) -> list[dict[str, Any]]:
-    from tracer.jobstore import source_key
+class _Keys:
+    """The dataset's key of each of a rank's files (tracer.jobstore.source_key): each file's stat taken now,
+    before it is read, and its hash from the bytes the parse reads (handed over by ``load_trace(on_raw=)``), on
+    the side thread where there is one; a file whose bytes never came (not a Kineto file) is read for it."""
 
-    return [source_key(Path(p)) for p in paths]
+    def __init__(self, paths: Sequence[str], side: _Side) -> None:
+        from tracer.parsers import _stat_key
+
+        self.paths, self.side = paths, side
+        self.stats: list[list[int] | None] = []
+        for p in paths:
+            try:
+                self.stats.append(_stat_key(Path(p)))
+            except OSError:  # (the parse says why, in one line)
+                self.stats.append(None)
+        self.digests: dict[int, Future[str]] = {}
+        self.inline_s = 0.0  # seconds spent hashing in this thread (no side thread)
+
+    def hasher(self, i: int) -> Callable[[bytes], None]:
+        def take(raw: bytes) -> None:
+            from tracer.parsers import _digest
+
+            t0 = time.perf_counter()
+            self.digests[i] = self.side.submit(_digest, raw)
+            if not self.side.threaded:
+                self.inline_s += time.perf_counter() - t0
+
+        return take
+
+    def result(self) -> list[dict[str, Any]]:
+        from tracer.jobstore import source_key
+
+        return [
+            source_key(Path(p), digest=self.digests[i].result(), stat=stat)
+            if i in self.digests and stat is not None else source_key(Path(p))
+            for i, (p, stat) in enumerate(zip(self.paths, self.stats))
+        ]
 
 
 class _Phases:

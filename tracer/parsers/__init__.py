@@ -176,7 +176,11 @@ def cache_path(path: Path) -> Path:
 
 
 def load_trace(
-    path: str | os.PathLike[str], *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None
+    path: str | os.PathLike[str],
+    *,
+    cache: bool = True,
+    on_cache_write: Callable[[Path], None] | None = None,
+    on_raw: Callable[[bytes], None] | None = None,
 ) -> Timeline:
     """Parse ``path`` (trace file or run directory) into a :class:`Timeline`.
 
@@ -185,13 +189,19 @@ def load_trace(
     :func:`cache_key`); ``on_cache_write`` is called with the cache's path when one is written, so that a
     command can say so. Rows no trace can mean are left out and counted (:func:`tracer.timeline.drop_impossible`)
     whatever the format.
+
+    ``on_raw``: called with a Kineto file's bytes as read (gzipped if the file is), when they are read (not
+    from a cache): a job's worker hashes them for its dataset's key without reading the file twice.
     """
     p = Path(path)
     fmt = detect_format(p)
     try:
         if fmt == "run-dir":
             return _load_run_dir(p, cache=cache, on_cache_write=on_cache_write)
-        timeline = FORMATS[fmt].read(p, cache=cache, on_cache_write=on_cache_write)
+        if fmt == "kineto" and on_raw is not None:
+            timeline = read_kineto(p, cache=cache, on_cache_write=on_cache_write, on_raw=on_raw)
+        else:
+            timeline = FORMATS[fmt].read(p, cache=cache, on_cache_write=on_cache_write)
         return _without_impossible_rows(timeline)
     except TracerError as exc:
         if exc.subject:
@@ -270,7 +280,8 @@ def read_parquet(p: Path, **_: Any) -> Timeline:
     return timeline
 
 
-def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
+def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None,
+                on_raw: Callable[[bytes], None] | None = None) -> Timeline:
     """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large
     (:func:`cache_path`)."""
     try:
@@ -295,6 +306,8 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
     from tracer.parsers.kineto import parse_kineto_bytes  # (not imported at all when the cache answers)
 
     raw = _read_raw(p)
+    if on_raw is not None:
+        on_raw(raw)
     if use_cache and not digest:
         digest = _digest(raw)
     data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
