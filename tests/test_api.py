@@ -112,6 +112,9 @@ with torch.profiler.profile(schedule=sched, on_trace_ready=tracer.handler(out=sy
     for _ in range(3):
         loss = model(torch.randn(4, 16)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
         prof.step()
+# every rank done before any tears gloo down (scenarios/ddp.py): a rank whose peer is still finishing (here the one
+# that builds the run) may abort, "terminate called without an active exception" (1 launch in 8 under load)
+dist.barrier()
 dist.destroy_process_group()
 """
 
