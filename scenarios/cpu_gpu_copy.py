@@ -18,7 +18,15 @@ from typing import Any
 import torch
 
 from tracer.scenarios.registry import Param, Scenario, register
-from tracer.scenarios.runtime import Context, Lane, part_longer_than_whole, rand, seeded
+from tracer.scenarios.runtime import (
+    Context,
+    Lane,
+    part_longer_than_whole,
+    rand,
+    seeded,
+    speedup_beyond,
+    usable_cores,
+)
 
 
 def products(lane: Lane, x: torch.Tensor, n: int) -> torch.Tensor:
@@ -103,10 +111,15 @@ def run(ctx: Context, p: dict[str, Any]) -> None:
         total = sum(ctx.times_s[k] for k in parts)
         together = ctx.times_s["together"]
         ctx.derived["sum of serial parts (s)"] = total
-        # together does all three pieces, so it cannot be shorter than any one of them alone (beyond noise)
+        # together does all three pieces, so it cannot be shorter than any one of them alone (beyond noise); on
+        # the CPU, where each piece is one thread's work, it cannot gain more than the cores allow either (which
+        # the first check does not rule out: up to 3.3 on 2 cores)
+        cores = usable_cores()
         ctx.derive(
             {"ratio together / sum": together / total, "speedup (sum / together)": total / together},
-            unless=part_longer_than_whole(("together", together), {k: ctx.times_s[k] for k in parts}),
+            unless=part_longer_than_whole(("together", together), {k: ctx.times_s[k] for k in parts})
+            or (speedup_beyond(total / together, float(cores), f"{cores} CPU cores (one thread per piece)")
+                if ctx.mode == "cpu-threads" else None),
         )
 
 

@@ -112,8 +112,48 @@ with torch.profiler.profile(schedule=sched, on_trace_ready=tracer.handler(out=sy
     for _ in range(3):
         loss = model(torch.randn(4, 16)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
         prof.step()
+# every rank done before any tears gloo down (scenarios/ddp.py): a rank whose peer is still finishing (here the one
+# that builds the run) may abort, "terminate called without an active exception" (1 launch in 8 under load)
+dist.barrier()
 dist.destroy_process_group()
 """
+
+
+def test_a_rank_that_sees_the_set_complete_while_another_builds_the_run(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ranks can count the whole set at once (their profilers stop together); the one that claims it builds
+    the run and removes the staging folder while the other is still counting and claiming. The window is widened
+    here so that the old order failed every time (FileNotFoundError in the late rank, or a staging folder left)."""
+    import shutil
+
+    from tests.job_runs import GLOO_RANKS
+    from tracer import rank_gather
+    from tracer.api import write_job_run
+    from tracer.rank_gather import RankInfo, arrive
+
+    out = tmp_path / "runs"
+    info = [RankInfo(r, 2, "k") for r in (0, 1)]
+    gz = [tmp_path / f"t{r}.json.gz" for r in (0, 1)]
+    for src, dest in zip(GLOO_RANKS, gz):
+        shutil.copy(src, dest)
+    count = rank_gather.staged_traces
+    built: list[Path] = []
+
+    def rank_0_finishes_while_rank_1_counts(staging: Path) -> list[Path]:
+        if built:
+            return count(staging)
+        built.append(staging)
+        first = arrive(gz[0], out, info[0], 1, "job")  # rank 0 sees both traces and claims the set ...
+        found = count(staging)  # ... rank 1 has counted both too ...
+        assert first.complete
+        write_job_run(first.staging, out=out, name=first.name)  # ... and rank 0 builds the run meanwhile
+        return found
+
+    monkeypatch.setattr(rank_gather, "staged_traces", rank_0_finishes_while_rank_1_counts)
+    late = arrive(gz[1], out, info[1], 1, "job")
+    assert not late.complete
+    assert [p.name for p in out.iterdir()] == ["job"]  # one run, no staging folder left
+    assert sorted(p.name.split("-")[0] for p in (out / "job" / "traces").iterdir()) == ["rank0", "rank1"]
 
 
 def test_the_handler_under_torchrun_writes_one_run_for_the_job(tmp_path: Path,

@@ -170,11 +170,11 @@ from tracer.dashboard.data import RunStore
 contents = Path(sys.argv[1]).read_text()  # the data URL, as the request brings it
 store = RunStore([], examples=False, runs_dir=None, upload_dir=Path(sys.argv[2]))
 before = hwm()
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 banner, path, search = upload(store, contents, sys.argv[3])
-seconds = time.perf_counter() - t
+seconds, cpu_seconds = time.perf_counter() - t, time.process_time() - cpu
 peak = hwm()
-print(json.dumps({"seconds": seconds, "peak_rss": peak, "before_rss": before, "banner": str(banner),
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss": peak, "before_rss": before, "banner": str(banner),
                   "runs": len(store.runs())}))
 """
 
@@ -182,7 +182,7 @@ print(json.dumps({"seconds": seconds, "peak_rss": peak, "before_rss": before, "b
 @pytest.mark.parametrize("kind", ["json", "sqlite"])
 def test_a_decompression_bomb_upload_is_refused_fast_in_little_memory(tmp_path, kind):
     """A 10 GiB-inflating .json.gz / .sqlite.gz upload, through the upload callback: one line on the page in
-    under 2 s, peak RSS of the whole process under 300 MB."""
+    under 2 s of CPU time, peak RSS of the whole process under 300 MB."""
     bomb, name = _bomb(kind)
     url_file = tmp_path / "upload.txt"
     url_file.write_text(_data_url(bomb))
@@ -198,7 +198,9 @@ def test_a_decompression_bomb_upload_is_refused_fast_in_little_memory(tmp_path, 
     out = json.loads(proc.stdout)
     print(kind, f"{len(bomb) / 1e6:.1f} MB compressed", {k: v for k, v in out.items() if k != "banner"})
     assert "Could not open the upload" in out["banner"] and "decompression bomb" in out["banner"]
-    assert out["seconds"] < 2.0
+    # the work the refusal took, in this process's CPU time: its wall time grows with whatever else the machine
+    # runs (2.6 s seen for 0.6 s of work, two cores under a load of 9); inflating the 10 GiB takes tens of seconds
+    assert out["cpu_seconds"] < 2.0
     assert out["peak_rss"] < 300e6
     assert out["runs"] == 0
     assert list(uploads.iterdir()) == []  # the failed upload's folder went with it

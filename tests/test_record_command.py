@@ -38,6 +38,7 @@ DDP = textwrap.dedent(
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(3):
         loss = model(torch.randn(4, 16)).pow(2).mean(); opt.zero_grad(); loss.backward(); opt.step()
+    dist.barrier()  # every rank done before any tears gloo down: else one may abort (see scenarios/ddp.py)
     dist.destroy_process_group()
     """
 )

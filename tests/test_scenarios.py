@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -210,7 +211,7 @@ def test_thread_lanes_run_concurrently_and_in_order() -> None:
     try:
         assert [lane.label for lane in ctx.lanes] == ["cpu/thread0", "cpu/thread1", "cpu/thread2"]
         seen: list[tuple[int, int]] = []
-        barrier = threading.Barrier(3, timeout=5)
+        barrier = threading.Barrier(3, timeout=120)  # (a guard against a hang only: a loaded machine may be slow)
 
         def job(lane: runtime.Lane, k: int) -> int:
             if k == 0:
@@ -282,12 +283,18 @@ def test_check_close_reports_the_difference() -> None:
 # ---- every scenario, every variant, several simulated devices ----------------------------------------------
 
 
-def test_timing_a_name_again_keeps_the_median_of_its_samples() -> None:
+def test_timing_a_name_again_keeps_the_median_of_its_samples(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the phases take exactly these times on a clock of the test's own: with time.sleep and the real clock, a
+    # "0 s" sample preempted for 30 ms on a busy machine would have been the median
+    import types
+
+    clock = [0.0]
+    monkeypatch.setattr(runtime, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     ctx = _ctx(1)
     try:
         for pause in (0.0, 0.03, 0.0):
             with ctx.timed("ref"):
-                time.sleep(pause)
+                clock[0] += pause
         assert len(ctx.samples_s["ref"]) == 3
         assert ctx.times_s["ref"] == statistics.median(ctx.samples_s["ref"])
         assert ctx.times_s["ref"] < 0.03 <= max(ctx.samples_s["ref"])  # the slow sample does not count
@@ -434,6 +441,38 @@ def test_every_variant_passes_its_check_with_three_thread_lanes(name: str) -> No
         assert all(p.startswith(f"{name}/") for p in result.phases)
         _assert_possible(result)
         json.dumps(result.to_dict())  # plain data
+
+
+@pytest.mark.parametrize(("name", "fake_s"), [
+    ("multi-device", {"alone-0": 0.020, "alone-1": 0.020, "alone-2": 0.020, "together": 0.019}),
+    ("cpu-gpu-copy", {"serial-device": 0.020, "serial-copies": 0.020, "serial-cpu": 0.020, "together": 0.019}),
+])
+def test_a_speedup_beyond_the_cores_is_left_out(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                fake_s: dict[str, float]) -> None:
+    """A busy machine can slow each part alone and spare the whole: three 20 ms parts and a 19 ms whole pass the
+    check that the whole is not shorter than a part, yet a speedup of 3.2 on 2 cores is noise (the figure checked
+    by _assert_possible in every run of the suite). Such timings come now and then under load; here, every time."""
+    import contextlib
+    import importlib
+
+    timed = runtime.Context.timed
+
+    @contextlib.contextmanager
+    def timed_as_if_busy(self: runtime.Context, phase: str) -> Iterator[None]:
+        with timed(self, phase):
+            yield
+        if phase in fake_s:
+            self.samples_s[phase][-1] = fake_s[phase]
+            self.times_s[phase] = statistics.median(self.samples_s[phase])
+
+    monkeypatch.setattr(runtime.Context, "timed", timed_as_if_busy)
+    monkeypatch.setattr(runtime, "usable_cores", lambda: 2)
+    module = importlib.import_module(f"tracer.scenarios.{name.replace('-', '_')}")
+    monkeypatch.setattr(module, "usable_cores", lambda: 2, raising=False)
+    r = scenarios.run_scenario(name, "cpu", {**SMALL[name], "lanes": "3"})
+    assert r.ok, r.failed_checks()
+    assert not [k for k in r.derived if "speedup" in k], r.derived
+    assert any("is more than 2 CPU cores" in n for n in r.notes), r.notes
 
 
 def test_multi_device_derives_the_speedup() -> None:

@@ -125,15 +125,23 @@ def write_job_run(staging: Path, *, out: str | os.PathLike[str], name: str,
     from tracer import rank_gather, rundir
 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+    taken = rank_gather.take(staging)
 
     def fill(tmp: Path) -> list[dict[str, Any]]:
         (tmp / rundir.TRACES_DIR).mkdir()
-        for t in rank_gather.staged_traces(staging):
+        for t in rank_gather.staged_traces(taken):
             os.replace(t, tmp / rundir.TRACES_DIR / t.name)
-        return [dict(p) for p in rank_gather.staged_processes(staging)]
+        return [dict(p) for p in rank_gather.staged_processes(taken)]
 
-    result = _publish(Path(out) / name, fill, created, profiler)
-    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        result = _publish(Path(out) / name, fill, created, profiler)
+    except BaseException:
+        try:  # what is left of it stays where a rank that never arrived leaves its folder (tracer summary --job)
+            os.rename(taken, staging)
+        except OSError:
+            pass
+        raise
+    shutil.rmtree(taken, ignore_errors=True)
     return result
 
 

@@ -98,8 +98,22 @@ def arrive(trace_gz: Path, out: Path, info: RankInfo, cycle: int, proposed_name:
     else:
         shutil.move(str(trace_gz), dest)
     arrived = len(staged_traces(staging))
-    complete = arrived >= info.world_size and _claim(staging / _FINISHER, str(info.rank))
+    try:
+        complete = arrived >= info.world_size and _claim(staging / _FINISHER, str(info.rank))
+    except FileNotFoundError:  # another rank saw the set complete too, claimed it and took the folder away
+        complete = False
     return Arrival(staging, name, complete)
+
+
+def take(staging: Path) -> Path:
+    """Move a complete staging folder out of the other ranks' way before the run is built from it; return where.
+
+    Every rank can count the whole set at once (their profilers stop together): a rank that lost the claim may
+    still be writing its claim file in the folder. Under a name of its own, the folder is then the finisher's
+    alone (that rank's writes fail and it is not the finisher), and removing it cannot race with them."""
+    taken = staging.with_name(f"{staging.name}.building-{os.getpid()}")
+    os.rename(staging, taken)
+    return taken
 
 
 def staged_traces(staging: Path) -> list[Path]:
