@@ -5,7 +5,8 @@ Which scheduler (first found): the ``scheduler`` argument (the CLI's ``--schedul
 ``tls://…``, ``HOST:PORT``), for a cluster already running (its workers must see the trace files at the same
 paths), or the name of a local scheduler: ``processes`` (one process per rank, as many at once as there are
 cores: parsing is CPU-bound Python and numpy, which threads would serialise on the GIL), ``threads`` or
-``sync`` (one after another in this process: for debugging).
+``sync`` (one after another in this process: for debugging). Where local processes outnumber the ranks, a
+rank's large plain Kineto file is parsed in parts on several of them and merged (:func:`split_counts`).
 
 Dask is imported here only, inside the functions, and only for a job of more than one rank: the single-file
 path never imports it.
