@@ -5,7 +5,8 @@ Which scheduler (first found): the ``scheduler`` argument (the CLI's ``--schedul
 ``tls://…``, ``HOST:PORT``), for a cluster already running (its workers must see the trace files at the same
 paths), or the name of a local scheduler: ``processes`` (one process per rank, as many at once as there are
 cores: parsing is CPU-bound Python and numpy, which threads would serialise on the GIL), ``threads`` or
-``sync`` (one after another in this process: for debugging).
+``sync`` (one after another in this process: for debugging). Where local processes outnumber the ranks, a
+rank's large plain Kineto file is parsed in parts on several of them and merged (:func:`split_counts`).
 
 Dask is imported here only, inside the functions, and only for a job of more than one rank: the single-file
 path never imports it.
@@ -20,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from tracer.errors import TracerError, UsageError
 
@@ -107,11 +108,63 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     """Parse one rank's files (a process's parts, in order) into one timeline and do ``task``; runs on a worker.
     A :class:`TracerError` is returned, not raised: its class cannot be pickled back as it is, and a job with
     ``--skip-bad-ranks`` goes on without the rank."""
-    from tracer.parsers import load_trace
-    from tracer.timeline import align, concat
+
+    def load(keys: _Keys | None) -> Any:
+        from tracer.parsers import load_trace
+        from tracer.timeline import concat
+
+        parts = [load_trace(p, cache=False, on_raw=keys.hasher(i) if keys else None) for i, p in enumerate(paths)]
+        return parts[0] if len(parts) == 1 else concat(parts)
+
+    return _rank(index, paths, task, load, {})
+
+
+def scan_part(path: str, part: int, parts: int) -> tuple[Any, float]:
+    """Part ``part`` of ``parts`` of one rank's plain Kineto file scanned (tracer.parsers.kineto.scan_kineto_part),
+    and its seconds; runs on a worker, for :func:`merge_group`. None where the part cannot vouch for what it
+    read, or the file cannot be read: the merge then parses the whole file, which says why."""
+    import mmap
+
+    from tracer.parsers.kineto import scan_kineto_part
+
+    t0 = time.perf_counter()
+    try:
+        # (mapped, not read: each part touches its own range of the file and the few bytes around its cut)
+        with open(path, "rb") as f:
+            mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None, time.perf_counter() - t0
+    try:
+        scanned = scan_kineto_part(cast(bytes, mapped), part, parts)
+    finally:
+        try:
+            mapped.close()
+        except BufferError:  # (a view still held somewhere: the map closes when that goes)
+            pass
+    return scanned, time.perf_counter() - t0
+
+
+def merge_group(index: int, paths: Sequence[str], task: Task, scanned: Sequence[tuple[Any, float]]) -> Parsed:
+    """:func:`parse_group` of a rank whose one file was scanned in parts (:func:`scan_part`, in file order):
+    the parts merged into its timeline, then the same steps. Its phases: "parts" (the slowest part's seconds)
+    and "parse" (the merge's)."""
+
+    def load(keys: _Keys | None) -> Any:  # (the parts' bytes are not at hand here: the key reads the file)
+        from tracer.parsers import load_kineto_parts
+
+        return load_kineto_parts(paths[0], [s[0] for s in scanned])
+
+    return _rank(index, paths, task, load, {"parts": max(s[1] for s in scanned)})
+
+
+def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | None], Any],
+          laps: dict[str, float]) -> Parsed:
+    """One rank's timeline from ``load`` (on a worker), then ``task``'s steps; ``laps``: phases timed before."""
+    from tracer.timeline import align
 
     t0 = time.perf_counter()
     clock = _Phases()
+    clock.laps.update(laps)
     # A side thread hashes the files (the dataset's keys) while this one parses them, and writes the rank's
     # partition while this one analyses it: hashlib and pyarrow's writer let go of the GIL, so where a core is
     # free (a worker per rank on a many-core host) both cost little on top of the parse and the analysis. Where
@@ -120,8 +173,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     try:
         keys = _Keys(paths, side) if task.with_keys else None
         clock.lap("key")
-        parts = [load_trace(p, cache=False, on_raw=keys.hasher(i) if keys else None) for i, p in enumerate(paths)]
-        timeline = parts[0] if len(parts) == 1 else concat(parts)
+        timeline = load(keys)
         if task.align:
             timeline = align(timeline)
         clock.lap("parse")
@@ -288,7 +340,43 @@ def parse_groups(
     if scheduler.name == "processes" and _cores() >= 2 * local_workers(len(groups)):
         task = replace(task, side_thread=True)  # (a core to spare for each worker)
     args = [(i, [os.path.abspath(p) for p in g], task) for i, g in enumerate(groups)]
+    if scheduler.name == "processes":
+        splits = split_counts([a[1] for a in args])
+        if max(splits, default=1) > 1:
+            return sorted(_local(parse_group, args, scheduler, on_done, splits), key=lambda r: r.index)
     return run(parse_group, args, scheduler=scheduler, on_done=on_done)
+
+
+#: The least bytes of a rank's file each part of a split parse gets (:func:`split_counts`): below ~16 MB a
+#: part's own costs (its task, pickling its columns back and on to the merge) eat what it saves.
+MIN_PART_BYTES = 16 << 20
+
+
+def split_counts(groups: Sequence[Sequence[str]]) -> list[int]:
+    """Into how many parts each rank's file is parsed on local processes: where there are more cores than
+    ranks, ``min(cores // ranks, size // MIN_PART_BYTES)`` for a rank of one plain (not gzipped) Kineto file,
+    else 1 (a gzipped file must be inflated from its start; a small one is parsed faster whole). On a cluster
+    the ranks are not split: its workers' cores are not known here, and a rank per worker keeps them busy."""
+    per_rank = _cores() // max(len(groups), 1)
+    if per_rank < 2:
+        return [1] * len(groups)
+    from tracer.parsers import detect_format
+
+    counts = []
+    for g in groups:
+        k = 1
+        if len(g) == 1:
+            try:
+                size = os.stat(g[0]).st_size
+                k = min(per_rank, size // MIN_PART_BYTES)
+                if k > 1:
+                    with open(g[0], "rb") as f:
+                        plain = f.read(2) != b"\x1f\x8b"
+                    k = k if plain and detect_format(Path(g[0])) == "kineto" else 1
+            except (OSError, TracerError):
+                k = 1  # (the parse says why)
+        counts.append(max(k, 1))
+    return counts
 
 
 def analyze_partitions(parts: Sequence[tuple[Path, int]], *, scheduler: Scheduler,
@@ -325,11 +413,20 @@ def _cores() -> int:
 
 
 def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler: Scheduler,
-           on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
+           on_done: Callable[[Parsed], None] | None, splits: Sequence[int] | None = None) -> list[Parsed]:
+    """``run`` on a local scheduler; ``splits``: into how many parts each rank's file is parsed (parse_groups'
+    args only; :func:`split_counts`)."""
     import dask
     from dask.callbacks import Callback
 
-    tasks = [dask.delayed(fn, pure=False)(*a) for a in args]
+    tasks = []
+    for a, k in zip(args, splits or [1] * len(args), strict=True):
+        if k == 1:
+            tasks.append(dask.delayed(fn, pure=False)(*a))
+        else:  # (parse_group's rank, its file scanned in k parts on as many processes, then merged on one)
+            index, paths, task = a
+            scans = [dask.delayed(scan_part, pure=False)(paths[0], j, k) for j in range(k)]
+            tasks.append(dask.delayed(merge_group, pure=False)(index, paths, task, scans))
 
     class _Progress(Callback):
         # Called in this process as each task ends, whichever local scheduler ran it.
@@ -337,7 +434,7 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
             if on_done is not None and isinstance(result, Parsed):
                 on_done(result)
 
-    workers = local_workers(len(tasks))
+    workers = local_workers(sum(splits) if splits else len(tasks))
     with _Progress():  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
         if scheduler.name == "processes":
             from concurrent.futures import ProcessPoolExecutor
@@ -421,6 +518,7 @@ def _on_cluster(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], sche
         where = "--scheduler" if scheduler.origin == "option" else SCHEDULER_ENV
         raise UsageError(where, f"cannot reach the Dask scheduler at {scheduler.address}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    # (each rank whole on one worker: not split into parts as on local processes, see split_counts)
     try:
         futures = [client.submit(fn, *a, pure=False) for a in args]
         results = []

@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -195,14 +195,32 @@ def load_trace(
     """
     p = Path(path)
     fmt = detect_format(p)
+    if fmt == "run-dir":
+        return _worded(p, lambda: _load_run_dir(p, cache=cache, on_cache_write=on_cache_write))
+    if fmt == "kineto" and on_raw is not None:
+        return _worded(p, lambda: _without_impossible_rows(
+            read_kineto(p, cache=cache, on_cache_write=on_cache_write, on_raw=on_raw)))
+    return _worded(p, lambda: _without_impossible_rows(
+        FORMATS[fmt].read(p, cache=cache, on_cache_write=on_cache_write)))
+
+
+def load_kineto_parts(path: str | os.PathLike[str], parts: Sequence[Any]) -> Timeline:
+    """``load_trace(path, cache=False)`` of a plain Kineto trace scanned in parts
+    (:func:`tracer.parsers.kineto.scan_kineto_part`, in file order): the parts merged, or the whole file parsed
+    where a part gave None (it could not vouch for what it read): the same timeline, or the same one-line error,
+    either way."""
+    if any(part is None for part in parts):
+        return load_trace(path, cache=False)
+    from tracer.parsers.kineto import merge_kineto_parts
+
+    p = Path(path)
+    return _worded(p, lambda: _without_impossible_rows(merge_kineto_parts(list(parts), str(p))))
+
+
+def _worded(p: Path, read: Callable[[], Timeline]) -> Timeline:
+    """``read()``, its errors one line naming ``p``."""
     try:
-        if fmt == "run-dir":
-            return _load_run_dir(p, cache=cache, on_cache_write=on_cache_write)
-        if fmt == "kineto" and on_raw is not None:
-            timeline = read_kineto(p, cache=cache, on_cache_write=on_cache_write, on_raw=on_raw)
-        else:
-            timeline = FORMATS[fmt].read(p, cache=cache, on_cache_write=on_cache_write)
-        return _without_impossible_rows(timeline)
+        return read()
     except TracerError as exc:
         if exc.subject:
             raise

@@ -692,19 +692,30 @@ class _FastChunks:
     file's. A piece that is not valid JSON raises :class:`_Unsure`, and the caller starts over the careful way
     (a full pre-scan by msgspec, which also words the error). ``trace`` holds the top-level fields once
     iteration is over.
+
+    ``span`` (from :func:`_part_spans`): only the events from byte ``lo`` (an event's ``{``) to ``hi`` (just
+    past an event's ``}``; the end of the file for the last part), for one part of a split parse. The first
+    part also decodes the head, the last the rest of the file: together the parts' pieces are again a cutting
+    of the whole file at guessed gaps, each decoded on its own, so the argument above holds for them all. A
+    part's own top-level fields are in ``head`` / ``tail`` (UNSET: not that part's, or not in the file).
     """
 
-    def __init__(self, data: bytes, key: re.Match[bytes], skipped: Counter[str]) -> None:
+    def __init__(self, data: bytes, key: re.Match[bytes], skipped: Counter[str],
+                 span: tuple[int, int, bool, bool] | None = None) -> None:
         self.data, self.key, self.skipped = data, key, skipped
+        self.lo, self.hi, self.first, self.last = span or (key.end(), len(data), True, True)
         self.trace: _Trace | None = None
+        self.head: Any = None
+        self.tail: Any = None
         self.count = 0
 
     def __iter__(self) -> Iterator[list[Any]]:
-        data, view = self.data, memoryview(self.data)
+        data, view, hi = self.data, memoryview(self.data), self.hi
         try:
-            head = _DECODER.decode(data[: self.key.start()] + b'"traceEvents":[]}')
-            pos = self.key.end()
-            while (gap := _EVENT_GAP_RE.search(data, pos + _CHUNK_BYTES)) is not None:
+            head = _DECODER.decode(data[: self.key.start()] + b'"traceEvents":[]}') if self.first else None
+            pos = self.lo
+            # (a gap searched for before hi only: a part's chunks end where the next part begins)
+            while (gap := _EVENT_GAP_RE.search(data, pos + _CHUNK_BYTES, hi)) is not None:
                 piece = b"".join((b"[", view[pos : gap.start() + 1], b"]"))
                 pos = gap.end() - 1
                 try:
@@ -716,24 +727,39 @@ class _FastChunks:
                     continue
                 self.count += len(events)
                 yield events
-            rest = b"".join((b'{"traceEvents":[', view[pos:]))
-            try:
-                tail: Any = _TAIL_DECODER.decode(rest)
-                events = tail.traceEvents
+            if not self.last:
+                events = _decode_events(b"".join((b"[", view[pos:hi], b"]")), self.skipped)
                 self.count += len(events)
-            except msgspec.ValidationError:
-                tail = _LOOSE_TAIL_DECODER.decode(rest)
-                self.count += len(tail.traceEvents)
-                events = _firm(tail.traceEvents, self.skipped)
+                tail = None
+            else:
+                rest = b"".join((b'{"traceEvents":[', view[pos:]))
+                try:
+                    tail = _TAIL_DECODER.decode(rest)
+                    events = tail.traceEvents
+                    self.count += len(events)
+                except msgspec.ValidationError:
+                    tail = _LOOSE_TAIL_DECODER.decode(rest)
+                    self.count += len(tail.traceEvents)
+                    events = _firm(tail.traceEvents, self.skipped)
         except (msgspec.ValidationError, msgspec.DecodeError):
             raise _Unsure from None
-        if _top_level_keys(data, 0, self.key.start()) or _top_level_keys(data, pos, len(data)):
+        if (self.first and _top_level_keys(data, 0, self.key.start())) or (
+            self.last and _top_level_keys(data, pos, len(data))
+        ):
             raise _Unsure  # a second "traceEvents": the careful path refuses it
-        self.trace = _Trace(traceEvents=[])
-        for f in _Trace.__struct_fields__[1:]:
-            value = getattr(tail, f)
-            setattr(self.trace, f, getattr(head, f) if value is msgspec.UNSET else value)
+        self.head, self.tail = head, tail
+        if head is not None and tail is not None:
+            self.trace = _top_fields(head, tail)
         yield events
+
+
+def _top_fields(head: Any, tail: Any) -> _Trace:
+    """The top-level fields: the tail's where it has them (the later key wins, as in JSON), else the head's."""
+    trace = _Trace(traceEvents=[])
+    for f in _Trace.__struct_fields__[1:]:
+        value = getattr(tail, f)
+        setattr(trace, f, getattr(head, f) if value is msgspec.UNSET else value)
+    return trace
 
 
 #: What _Columns keeps per chunk ("_na": the mask of a nullable column).
@@ -1110,6 +1136,31 @@ def _careful_chunks(events: list[msgspec.Raw], skipped: Counter[str]) -> Iterato
         yield _decode_events(b"[" + b",".join(events[offset : offset + _CHUNK_EVENTS]) + b"]", skipped)
 
 
+class _Scan:
+    """What the events of a trace (or of a part of one) give before the timeline is built: the columns of its
+    complete events, its slice ends (paired once every part is in: a slice may cross a cut) and the names its
+    metadata events give processes and threads."""
+
+    def __init__(self) -> None:
+        self.cols = _Columns()
+        self.slice_ends: list[Any] = []
+        self.process_names: dict[int, str] = {}
+        self.thread_names: dict[str, str] = {}
+
+    def add(self, events: list[Any], skipped: Counter[str]) -> None:
+        xs, ms, bes = _split(events)
+        for e in ms:
+            if e.args is not None and e.args.name is not None:
+                if e.name == "process_name" and type(e.pid) is int:
+                    self.process_names[e.pid] = e.args.name
+                elif e.name == "thread_name" and type(e.pid) is int:
+                    self.thread_names[f"{e.pid}:{_as_int(e.tid)}"] = e.args.name
+        if xs:
+            self.cols.add(xs, skipped)
+        if bes:
+            self.slice_ends += bes
+
+
 def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[str]) -> Timeline:
     if fast is None:
         trace = decode(data, source)
@@ -1118,26 +1169,10 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
         chunks: Iterator[list[Any]] = _careful_chunks(events, skipped)
     else:
         chunks, has_events = iter(fast), True
-    meta = TraceMeta(format="kineto", source=source)
     # Flows ("s"/"f", cat ac2g) are not read: kernels carry args.correlation themselves.
-    cols = _Columns()
-    slice_ends: list[Any] = []
+    scan = _Scan()
     for events in chunks:
-        xs, ms, bes = _split(events)
-        for e in ms:
-            if e.args is not None and e.args.name is not None:
-                if e.name == "process_name" and type(e.pid) is int:
-                    meta.process_names[e.pid] = e.args.name
-                elif e.name == "thread_name" and type(e.pid) is int:
-                    meta.thread_names[f"{e.pid}:{_as_int(e.tid)}"] = e.args.name
-        if xs:
-            cols.add(xs, skipped)
-        if bes:
-            slice_ends += bes
-    if slice_ends:
-        begins, start, end = _pair_slices(slice_ends, skipped)
-        if begins:
-            cols.add(begins, skipped, times=(start, end))
+        scan.add(events, skipped)
     if fast is not None:
         assert fast.trace is not None
         trace = fast.trace
@@ -1151,6 +1186,18 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
                 "PyTorch program with torch.profiler on ROCm instead, whose Kineto trace tracer reads",
             )
         raise TraceFormatError(source, "JSON holds no 'traceEvents': not a Kineto/Chrome trace")
+    return _build(scan, trace, skipped, source)
+
+
+def _build(scan: _Scan, trace: _Trace, skipped: Counter[str], source: str) -> Timeline:
+    """The timeline from a trace's scanned events and its top-level fields."""
+    cols = scan.cols
+    if scan.slice_ends:
+        begins, start, end = _pair_slices(scan.slice_ends, skipped)
+        if begins:
+            cols.add(begins, skipped, times=(start, end))
+    meta = TraceMeta(format="kineto", source=source)
+    meta.process_names, meta.thread_names = scan.process_names, scan.thread_names
     ignored: dict[str, str] = {}
     base_ns = 0
     if trace.baseTimeNanoseconds is not None:
@@ -1194,3 +1241,113 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
         # (build_events kept the rows in the order columns() gave them: both sort by start, then end, stably)
         ev["rank"] = np.where(row_rank >= 0, row_rank, ev["rank"].to_numpy()).astype(np.int16)
     return Timeline(validate(ev, source), meta)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One trace parsed in parts (tracer.parallel: a rank's file on several worker processes)
+#
+# Part k of K scans the events from the first gap found at or after byte k·len/K up to the next part's first
+# event, into a KinetoPart (plain arrays, lists and dicts: pickled back from a worker); merge_kineto_parts
+# joins the parts in file order and builds the timeline as a whole-file parse does. Exact by construction:
+# every row's columns come from its own event alone, in file order; the code tables are remapped; what needs
+# more than one event (B/E pairs, the first runtime call of a correlation id, the order of the rows) is done
+# after the merge on everything at once. A part that cannot vouch for its pieces (a gap inside a string at its
+# cut, invalid JSON, anything the careful path exists for) gives None, and the whole file is parsed the usual
+# way: the same timeline or the same one-line error. (Which files are split, and into how many parts:
+# tracer.parallel.split_counts.)
+
+class KinetoPart(msgspec.Struct):
+    """What one part of a trace's events gave (see :func:`scan_kineto_part`): the columns of its complete
+    events (one array each, codes into its own ``names`` / ``pgs``), its cuda_sync entries, slice ends and
+    process/thread names, what it skipped, and the top-level fields it read (the first part the head's, the
+    last the tail's; None elsewhere)."""
+
+    columns: dict[str, Any]
+    names: list[str]
+    pgs: list[str]
+    syncs: list[Any]
+    slice_ends: list[Any]
+    process_names: dict[int, str]
+    thread_names: dict[str, str]
+    skipped: dict[str, int]
+    head: dict[str, Any] | None = None
+    tail: dict[str, Any] | None = None
+
+
+def _part_spans(data: bytes, key: re.Match[bytes], parts: int) -> list[tuple[int, int, bool, bool]]:
+    """(lo, hi, first, last) of each part's events: part k starts at the first gap at or after byte k·len/K
+    (fewer parts where two would start at the same gap, or none is found); the same cuts for every part."""
+    starts, ends = [key.end()], []
+    for k in range(1, parts):
+        gap = _EVENT_GAP_RE.search(data, max(len(data) * k // parts, key.end()))
+        if gap is None:
+            break
+        if gap.end() - 1 > starts[-1]:
+            # (a part ends just past the "}" before the next part's "{": the gap's comma belongs to neither)
+            starts.append(gap.end() - 1)
+            ends.append(gap.start() + 1)
+    ends.append(len(data))
+    return [(lo, hi, k == 0, k == len(starts) - 1) for k, (lo, hi) in enumerate(zip(starts, ends, strict=True))]
+
+
+def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
+    """Part ``part`` of ``parts`` of a plain (not gzipped) trace's events, scanned; None where it cannot vouch
+    for what it read (the whole file must then be parsed, :func:`parse_kineto_bytes`). A part past the last
+    cut (a file with fewer gaps than parts) is empty."""
+    key = _EVENTS_KEY_RE.search(data) if data[:3] != _BOM else None
+    if key is None:
+        return None
+    spans = _part_spans(data, key, parts)
+    if part >= len(spans):
+        return KinetoPart({}, [], [""], [], [], {}, {}, {})
+    skipped: Counter[str] = Counter()
+    fast = _FastChunks(data, key, skipped, spans[part])
+    scan = _Scan()
+    try:
+        for events in fast:
+            scan.add(events, skipped)
+    except Exception:  # noqa: BLE001 - _Unsure, and whatever else: the whole-file parse says it, or parses it
+        return None
+    fields = _Trace.__struct_fields__[1:]
+    cols = scan.cols
+    return KinetoPart(
+        columns={k: np.concatenate(v) for k, v in cols.parts.items() if v},
+        names=list(cols.names),
+        pgs=list(cols.pgs),
+        syncs=cols.syncs,
+        slice_ends=scan.slice_ends,
+        process_names=scan.process_names,
+        thread_names=scan.thread_names,
+        skipped=dict(skipped),
+        head={f: getattr(fast.head, f) for f in fields} if fast.head is not None else None,
+        tail={f: getattr(fast.tail, f) for f in fields if getattr(fast.tail, f) is not msgspec.UNSET}
+        if fast.tail is not None else None,
+    )
+
+
+def merge_kineto_parts(parts: list[KinetoPart], source: str = "") -> Timeline:
+    """The timeline of a trace from all its parts (:func:`scan_kineto_part`, in file order): the same as
+    :func:`parse_kineto_bytes` of the whole file. Each part's name and process-group codes are remapped into
+    the first's tables (in file order, so that the groups keep the order a whole-file parse first meets them
+    in), the columns joined, and the B/E slices paired across the cuts."""
+    scan = _Scan()
+    skipped: Counter[str] = Counter()
+    cols = scan.cols
+    head: dict[str, Any] = {}
+    tail: dict[str, Any] = {}
+    for part in parts:
+        names = np.fromiter(map(cols.names.__getitem__, part.names), dtype=np.int32, count=len(part.names))
+        pgs = np.fromiter(map(cols.pgs.__getitem__, part.pgs), dtype=np.int32, count=len(part.pgs))
+        for k, v in part.columns.items():
+            cols.parts[k].append(names[v] if k == "name" else pgs[v] if k == "pg" else v)
+        cols.syncs += part.syncs
+        scan.slice_ends += part.slice_ends
+        scan.process_names.update(part.process_names)
+        scan.thread_names.update(part.thread_names)
+        skipped.update(part.skipped)
+        head = part.head if part.head is not None else head
+        tail = part.tail if part.tail is not None else tail
+    trace = _Trace(traceEvents=[])
+    for f in _Trace.__struct_fields__[1:]:
+        setattr(trace, f, tail[f] if f in tail else head.get(f))
+    return _build(scan, trace, skipped, source)
