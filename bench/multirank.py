@@ -8,6 +8,8 @@ a rank from), in one folder. Every measurement runs in a fresh child process (``
     tracer          ``tracer summary --job DIR`` as the CLI does it (``summarize_job``: each rank parsed and
                     analysed on a Dask local process, the default, and the results combined), first open: no
                     stored dataset, so it parses and writes one ("read s": all of that; "analyse s": the JSON)
+    tracer-whole    the same first open with every rank's file parsed whole (``tracer.parallel.MIN_PART_BYTES``
+                    set past any file: where cores outnumber ranks, what the split into parts saves)
     tracer-reload   the same again: each rank read back from its partition and analysed on a worker
     tracer-cluster  the same first open on a 2-worker ``distributed.LocalCluster`` (separate processes) that this
                     bench starts beforehand (its start-up is reported, not counted: a cluster user's is running)
@@ -45,7 +47,7 @@ from synth import DEFAULT_DIR, DEFAULT_SOURCE, scaled_trace
 
 HTA_PYTHON = Path(os.environ.get("TRACER_HTA_PYTHON", "/work/hta-venv/bin/python"))
 TARGET_VS_HTA = 15.0
-TOOLS = ("tracer", "tracer-reload", "tracer-cluster", "hta")
+TOOLS = ("tracer", "tracer-whole", "tracer-reload", "tracer-cluster", "hta")
 
 
 # --- the job ------------------------------------------------------------------------------------------------
@@ -100,10 +102,14 @@ def _peaks() -> dict[str, int]:
             "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}
 
 
-def child_tracer(job: Path, scheduler: str | None) -> dict[str, Any]:
+def child_tracer(job: Path, scheduler: str | None, whole: bool = False) -> dict[str, Any]:
     from tracer._blas import quiet_blas
 
     quiet_blas()  # (as the CLI's main does first)
+    if whole:
+        import tracer.parallel
+
+        tracer.parallel.MIN_PART_BYTES = 1 << 62  # no file is large enough to be split
     from tracer.discover import expand
     from tracer.job import summarize_job
 
@@ -150,6 +156,7 @@ def measure(tool: str, job: Path, timeout_s: float, scheduler: str | None = None
         argv = [str(HTA_PYTHON), "-c", HTA_CHILD, str(job)]
     else:
         argv = [sys.executable, __file__, "--child", str(job)] + (["--scheduler", scheduler] if scheduler else [])
+        argv += ["--whole"] if tool == "tracer-whole" else []
     t0 = time.perf_counter()
     res = run_child(argv, timeout_s)
     wall = time.perf_counter() - t0
@@ -210,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--scheduler", help=argparse.SUPPRESS)
+    ap.add_argument("--whole", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ranks", type=int, default=8, help="ranks in the job (default 8)")
     ap.add_argument("--scale", type=float, default=100.0, help="MB of JSON per rank (default 100)")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the real rank trace to scale up")
@@ -220,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(child_tracer(args.child, args.scheduler)))
+        print(json.dumps(child_tracer(args.child, args.scheduler, args.whole)))
         return 0
     tools = [t for t in args.tools.split(",") if t]
     unknown = [t for t in tools if t not in TOOLS]
@@ -232,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
     for rep in range(args.repeat):  # interleaved, repetition by repetition: load from others hits all tools alike
         for tool in tools:
-            if tool == "tracer":
+            if tool in ("tracer", "tracer-whole"):
                 drop_stored(job)
                 row = measure(tool, job, args.timeout)
             elif tool == "tracer-reload":
