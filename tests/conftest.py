@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+# A shell without job control starts a background command (`pytest ... &`, nohup) with SIGINT ignored, and an
+# ignored signal stays ignored across exec: every tracer the tests start would then shrug off the Ctrl-C that
+# the Ctrl-C tests send. Python's own handler here makes the children start with the default again.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
 
