@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from multirank import drop_stored, parse_every_rank_whole
+
 
 def process_start() -> float:
     """This process's start, Unix seconds (Linux: field 22 of /proc/self/stat, in clock ticks since boot)."""
@@ -40,9 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--whole", action="store_true", help="never split a rank's file into parts")
     ap.add_argument("--json", type=Path, help="also write the events here")
     args = ap.parse_args(argv)
-    for p in args.job.iterdir():  # (a first open: nothing stored)
-        if p.name.startswith(".tracer-job-"):
-            shutil.rmtree(p, ignore_errors=True)
+    if not args.job.is_dir():
+        ap.error(f"{args.job}: not a folder of rank traces")
+    drop_stored(args.job)  # (a first open: nothing stored)
 
     from tracer._blas import quiet_blas
 
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from tracer.job import summarize_job
 
     if args.whole:
-        parallel.MIN_PART_BYTES = 1 << 62
+        parse_every_rank_whole()
     log = Path(tempfile.mkdtemp(prefix="tracer-phases-"))
 
     def timed(fn: Any, kind: str) -> Any:

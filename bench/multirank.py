@@ -94,6 +94,14 @@ def drop_stored(job: Path) -> None:
 # --- child side ---------------------------------------------------------------------------------------------
 
 
+def parse_every_rank_whole() -> None:
+    """No rank's file split into parts from here on, in this process and the workers it forks."""
+    import tracer.parallel
+
+    tracer.parallel.MIN_PART_BYTES = 1 << 62  # (no file is that large)
+
+
+
 def _peaks() -> dict[str, int]:
     import resource
 
@@ -107,9 +115,7 @@ def child_tracer(job: Path, scheduler: str | None, whole: bool = False) -> dict[
 
     quiet_blas()  # (as the CLI's main does first)
     if whole:
-        import tracer.parallel
-
-        tracer.parallel.MIN_PART_BYTES = 1 << 62  # no file is large enough to be split
+        parse_every_rank_whole()
     from tracer.discover import expand
     from tracer.job import summarize_job
 
