@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from tracer import handoff
 from tracer.errors import TracerError, UsageError
 
 SCHEDULER_ENV = "TRACER_DASK_SCHEDULER"
@@ -119,29 +121,63 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     return _rank(index, paths, task, load, {})
 
 
-def scan_part(path: str, part: int, parts: int) -> tuple[Any, float]:
+def scan_part(path: str, part: int, parts: int, out: str | None = None) -> tuple[Any, float]:
     """Part ``part`` of ``parts`` of one rank's plain Kineto file scanned (tracer.parsers.kineto.scan_kineto_part),
     and its seconds; runs on a worker, for :func:`merge_group`. None where the part cannot vouch for what it
-    read, or the file cannot be read: the merge then parses the whole file, which says why."""
+    read, or the file cannot be read: the merge then parses the whole file, which says why. With ``out`` (a new
+    file's path), the part is written there (:mod:`tracer.handoff`) and the path comes back instead of the part,
+    so that its columns go to the merge without passing through the caller; the part itself where that fails."""
+    t0 = time.perf_counter()
+    scanned = _scan(path, part, parts)
+    if out is not None and scanned is not None:
+        from tracer import handoff
+
+        try:
+            handoff.save(scanned, out)
+            return Handoff(out), time.perf_counter() - t0
+        except OSError:  # (no room in memory's folder ...: through the caller, as a result, after all)
+            pass
+    return scanned, time.perf_counter() - t0
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """A scanned part left in a file for its merge (:func:`scan_part`'s ``out``)."""
+
+    path: str
+
+
+def _take(scanned: Any) -> Any:
+    """A scanned part as :func:`scan_part` gave it: read from its file where it was left in one (None, for the
+    whole-file parse, where that file cannot be read back)."""
+    if not isinstance(scanned, Handoff):
+        return scanned
+    from tracer import handoff
+
+    try:
+        return handoff.load(scanned.path)
+    except Exception:  # noqa: BLE001 - (gone, cut short ...): the whole file parsed instead says what is wrong
+        return None
+
+
+def _scan(path: str, part: int, parts: int) -> Any:
     import mmap
 
     from tracer.parsers.kineto import scan_kineto_part
 
-    t0 = time.perf_counter()
     try:
         # (mapped, not read: each part touches its own range of the file and the few bytes around its cut)
         with open(path, "rb") as f:
             mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        return None, time.perf_counter() - t0
+        return None
     try:
-        scanned = scan_kineto_part(cast(bytes, mapped), part, parts)
+        return scan_kineto_part(cast(bytes, mapped), part, parts)
     finally:
         try:
             mapped.close()
         except BufferError:  # (a view still held somewhere: the map closes when that goes)
             pass
-    return scanned, time.perf_counter() - t0
 
 
 def merge_group(index: int, paths: Sequence[str], task: Task, scanned: Sequence[tuple[Any, float]]) -> Parsed:
@@ -152,7 +188,7 @@ def merge_group(index: int, paths: Sequence[str], task: Task, scanned: Sequence[
     def load(keys: _Keys | None) -> Any:  # (the parts' bytes are not at hand here: the key reads the file)
         from tracer.parsers import load_kineto_parts
 
-        return load_kineto_parts(paths[0], [s[0] for s in scanned])
+        return load_kineto_parts(paths[0], [_take(s[0]) for s in scanned])
 
     return _rank(index, paths, task, load, {"parts": max(s[1] for s in scanned)})
 
@@ -419,23 +455,39 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
     import dask
     from dask.callbacks import Callback
 
-    tasks = []
-    for a, k in zip(args, splits or [1] * len(args), strict=True):
-        if k == 1:
-            tasks.append(dask.delayed(fn, pure=False)(*a))
-        else:  # (parse_group's rank, its file scanned in k parts on as many processes, then merged on one)
-            index, paths, task = a
-            scans = [dask.delayed(scan_part, pure=False)(paths[0], j, k) for j in range(k)]
-            tasks.append(dask.delayed(merge_group, pure=False)(index, paths, task, scans))
+    # (where the scanned parts wait for their merge: removed below, with whatever a failed task left there)
+    parked = handoff.new_folder() if scheduler.name == "processes" and max(splits or [1]) > 1 else None
+    try:
+        tasks = []
+        for a, k in zip(args, splits or [1] * len(args), strict=True):
+            if k == 1:
+                tasks.append(dask.delayed(fn, pure=False)(*a))
+            else:  # (parse_group's rank, its file scanned in k parts on as many processes, then merged on one)
+                index, paths, task = a
+                scans = [dask.delayed(scan_part, pure=False)(
+                    paths[0], j, k, os.path.join(parked, f"rank{index}-part{j}") if parked else None)
+                    for j in range(k)]
+                tasks.append(dask.delayed(merge_group, pure=False)(index, paths, task, scans))
 
-    class _Progress(Callback):
-        # Called in this process as each task ends, whichever local scheduler ran it.
-        def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
-            if on_done is not None and isinstance(result, Parsed):
-                on_done(result)
+        class _Progress(Callback):
+            # Called in this process as each task ends, whichever local scheduler ran it.
+            def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+                if on_done is not None and isinstance(result, Parsed):
+                    on_done(result)
 
-    workers = local_workers(sum(splits) if splits else len(tasks))
-    with _Progress():  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
+        workers = local_workers(sum(splits) if splits else len(tasks))
+        progress = _Progress()  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
+        return _compute(tasks, workers, scheduler, progress)
+    finally:
+        if parked is not None:
+            shutil.rmtree(parked, ignore_errors=True)
+
+
+def _compute(tasks: list[Any], workers: int, scheduler: Scheduler, progress: Any) -> list[Parsed]:
+    """``tasks`` (dask.delayed) computed on a local scheduler of ``workers`` processes (or threads)."""
+    import dask
+
+    with progress:
         if scheduler.name == "processes":
             from concurrent.futures import ProcessPoolExecutor
             from concurrent.futures.process import BrokenProcessPool
