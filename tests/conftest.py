@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,34 @@ def run_cli(*args: str, module: bool = False, cwd: Path | None = None, timeout: 
     """Run tracer as a user would: the console script, or ``python -m tracer``."""
     exe = [sys.executable, "-m", "tracer"] if module else [str(Path(sys.executable).with_name("tracer"))]
     return subprocess.run([*exe, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+def start_dashboard(argv: list[str], tries: int = 5, first: int | None = None,
+                    **popen: object) -> tuple[subprocess.Popen[str], list[str]]:
+    """Start ``argv`` (a ``tracer dashboard`` command) with ``--port P``, P a free port, and read its stderr up
+    to the line with the URL (the lines read come back, that one last). A port found free by binding port 0 is
+    free only until the dashboard binds it (``--port 0`` is refused on purpose): where another process took it in
+    between, the dashboard's one-line error says so and another port is tried, so the test never flakes on it.
+    ``first``: the port of the first try (a test of this retry)."""
+    lines: list[str] = []
+    for attempt in range(tries):
+        if attempt == 0 and first is not None:
+            port = first
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        proc = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, **popen)  # type: ignore[call-overload]
+        lines = []
+        while (line := proc.stderr.readline()) if proc.stderr else "":
+            lines.append(line)
+            if "http://" in line:
+                return proc, lines
+        proc.communicate(timeout=60)
+        if not any(f":{port}: cannot listen there" in line for line in lines):
+            break
+    raise AssertionError(f"tracer dashboard ended early: {lines}")
 
 
 FAKE_NSYS = """#!{python}

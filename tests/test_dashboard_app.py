@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from tests.conftest import start_dashboard
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app, route, upload
 from tracer.dashboard.data import RunInfo, RunStore, device_text, params_text, speedup_of, speedups
@@ -714,25 +715,11 @@ def test_dashboard_command_prints_one_line_and_stops_cleanly_on_ctrl_c():
     request — and Ctrl-C (SIGINT) ends it with exit code 0. Waits for the line, not for a fixed time."""
     import re
     import signal
-    import socket
     import urllib.request
 
-    with socket.socket() as s:  # a free port (--port 0 is refused as not a TCP port)
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     exe = str(Path(sys.executable).with_name("tracer"))
-    proc = subprocess.Popen(
-        [exe, "dashboard", str(SIDE), "--no-examples", "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, lines = start_dashboard([exe, "dashboard", str(SIDE), "--no-examples"])
     try:
-        lines = []
-        while not lines or "http://" not in lines[-1]:
-            line = proc.stderr.readline()
-            assert line, f"tracer dashboard ended early: {lines}"
-            lines.append(line)
         url = re.search(r"http://\S+", lines[-1]).group(0)
         assert lines[-1].rstrip().endswith("(Ctrl-C to stop)")
         for path in ("runs", "timeline?run=copy_side_stream", "_dash-layout"):
@@ -757,3 +744,21 @@ def test_a_command_run_shows_its_command_in_the_list_and_the_heading():
     text = _text(common.run_heading(run, store.view(run.key)))
     assert "Command: python3 bench/user_train.py --steps 50 --workers 2 · exit 0" in text
     assert "Scenario:" not in text
+
+
+def test_a_port_taken_before_the_dashboard_binds_it_is_tried_again():
+    """The tests' start_dashboard: a port that another process holds by the time the dashboard binds it is
+    that dashboard's one-line error, and the next try takes another port."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        exe = str(Path(sys.executable).with_name("tracer"))
+        proc, lines = start_dashboard([exe, "dashboard", "--no-examples"], first=port)
+        try:
+            assert "http://127.0.0.1:" in lines[-1] and f":{port}/" not in lines[-1]
+        finally:
+            proc.kill()
+            proc.communicate()

@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from typing import Any
 import dash
 import pytest
 
+from tests.conftest import start_dashboard
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app, upload
 from tracer.dashboard.data import RunStore, request_limit_bytes, upload_filename
@@ -503,12 +503,6 @@ def test_close_removes_the_uploads_and_the_folder_it_made():
     assert not folder.exists() and store.runs() == []
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -522,18 +516,10 @@ def test_the_served_dashboard_removes_its_uploads_when_stopped(tmp_path, sig):
     is gone and the exit code is 0. Waits for each state, never for a fixed time."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tracer", "dashboard", "--no-examples", "--port", str(port)],
-        cwd=tmp_path,  # ./runs is empty there
-        env={**os.environ, "TMPDIR": str(tmp)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, (line,) = start_dashboard([sys.executable, "-m", "tracer", "dashboard", "--no-examples"],
+                                    cwd=tmp_path,  # ./runs is empty there
+                                    env={**os.environ, "TMPDIR": str(tmp)})
     try:
-        line = proc.stderr.readline()
-        assert "http://" in line, line
         url = re.search(r"http://\S+", line).group(0)
         app = create_app(store=_store())  # the same callbacks: the request body the browser would send
         body = DashClient(app).body("upload-status", [_data_url(SIDE.read_bytes()), SIDE.name])
