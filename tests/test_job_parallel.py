@@ -246,7 +246,7 @@ def test_the_local_pool_keeps_freed_memory_where_a_worker_parses_several_ranks(m
 
     class Recording(concurrent.futures.ProcessPoolExecutor):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            seen.append(kwargs.get("initializer"))
+            seen.append((kwargs.get("initializer"), kwargs.get("initargs")))
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
@@ -254,7 +254,8 @@ def test_the_local_pool_keeps_freed_memory_where_a_worker_parses_several_ranks(m
     # four ranks on two workers: each parses two, so keeps its freed memory; two ranks on two: nothing to reuse
     done = parallel.parse_groups([[p] for p in HTA_RANKS * 2], scheduler=parallel.Scheduler("processes"))
     done += parallel.parse_groups([[p] for p in HTA_RANKS], scheduler=parallel.Scheduler("processes"))
-    assert [d.error for d in done] == [None] * 6 and seen == [parallel.keep_freed_memory, None]
+    start = parallel.start_worker
+    assert [d.error for d in done] == [None] * 6 and seen == [(start, (True,)), (start, (False,))]
 
 
 def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -316,3 +317,12 @@ def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
         assert got.error is None
         assert got.keys == [expected[p]]
     assert read_for_a_key == [nsys]
+
+
+def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
+    """start_worker, in a fresh interpreter (as a forkserver's or a spawned worker): the parser, the Parquet writer
+    and the key's hash are there before the first task; a module that fails to import is left to the task."""
+    code = ("import sys, tracer.parallel as p; p.WORKER_IMPORTS += ('tracer.no_such_module',); p.start_worker(False); "
+            "print(all(m in sys.modules for m in ('tracer.parsers.kineto', 'pyarrow.parquet', 'blake3', 'msgspec')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr

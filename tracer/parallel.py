@@ -452,59 +452,80 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
            on_done: Callable[[Parsed], None] | None, splits: Sequence[int] | None = None) -> list[Parsed]:
     """``run`` on a local scheduler; ``splits``: into how many parts each rank's file is parsed (parse_groups'
     args only; :func:`split_counts`)."""
-    import dask
-    from dask.callbacks import Callback
+    counts = list(splits) if splits else [1] * len(args)
+    workers = local_workers(sum(counts))
+    if scheduler.name != "processes":
+        return _compute(fn, args, counts, None, scheduler.name, workers, on_done)
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     # (where the scanned parts wait for their merge: removed below, with whatever a failed task left there)
-    parked = handoff.new_folder() if scheduler.name == "processes" and max(splits or [1]) > 1 else None
+    parked = handoff.new_folder() if max(counts) > 1 else None
     try:
-        tasks = []
-        for a, k in zip(args, splits or [1] * len(args), strict=True):
-            if k == 1:
-                tasks.append(dask.delayed(fn, pure=False)(*a))
-            else:  # (parse_group's rank, its file scanned in k parts on as many processes, then merged on one)
-                index, paths, task = a
-                scans = [dask.delayed(scan_part, pure=False)(
-                    paths[0], j, k, os.path.join(parked, f"rank{index}-part{j}") if parked else None)
-                    for j in range(k)]
-                tasks.append(dask.delayed(merge_group, pure=False)(index, paths, task, scans))
-
-        class _Progress(Callback):
-            # Called in this process as each task ends, whichever local scheduler ran it.
-            def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
-                if on_done is not None and isinstance(result, Parsed):
-                    on_done(result)
-
-        workers = local_workers(sum(splits) if splits else len(tasks))
-        progress = _Progress()  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
-        return _compute(tasks, workers, scheduler, progress)
+        # (keep freed memory only where a worker parses more than one rank: kept, a heap's holes can raise a
+        # one-rank worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(), initializer=start_worker,
+                                 initargs=(len(args) > workers,)) as pool:
+            # The workers fork at the first task: now, so that they import what a task needs (start_worker)
+            # while this process imports Dask. (The pool is then the scheduler: dask's local scheduler submits to
+            # it; its "processes" scheduler would import cloudpickle and more, for functions that plain pickle
+            # ships by name.)
+            pool.submit(int)
+            return _compute(fn, args, counts, parked, pool, workers, on_done)
+    except BrokenProcessPool:
+        raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
+                              "try --scheduler sync, one rank at a time)") from None
     finally:
         if parked is not None:
             shutil.rmtree(parked, ignore_errors=True)
 
 
-def _compute(tasks: list[Any], workers: int, scheduler: Scheduler, progress: Any) -> list[Parsed]:
-    """``tasks`` (dask.delayed) computed on a local scheduler of ``workers`` processes (or threads)."""
+def _compute(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], counts: Sequence[int], parked: str | None,
+             scheduler: Any, workers: int, on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
+    """``fn(*a)`` for each of ``args`` (a rank of ``counts[i]`` > 1 parts: scanned, then merged) as dask tasks on
+    ``scheduler`` (a process pool, or a local scheduler's name, of ``workers``); scanned parts left in ``parked``."""
     import dask
+    from dask.callbacks import Callback
 
-    with progress:
-        if scheduler.name == "processes":
-            from concurrent.futures import ProcessPoolExecutor
-            from concurrent.futures.process import BrokenProcessPool
+    tasks = []
+    for a, k in zip(args, counts, strict=True):
+        if k == 1:
+            tasks.append(dask.delayed(fn, pure=False)(*a))
+        else:  # (parse_group's rank, its file scanned in k parts on as many processes, then merged on one)
+            index, paths, task = a
+            scans = [dask.delayed(scan_part, pure=False)(
+                paths[0], j, k, os.path.join(parked, f"rank{index}-part{j}") if parked else None) for j in range(k)]
+            tasks.append(dask.delayed(merge_group, pure=False)(index, paths, task, scans))
 
-            try:
-                # (only where a worker parses more than one rank: kept, a heap's holes can raise a one-rank
-                # worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
-                reuse = keep_freed_memory if len(tasks) > workers else None
-                with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(),
-                                         initializer=reuse) as pool:
-                    # (the pool as the scheduler: dask's local scheduler submits to it; its "processes" scheduler
-                    # would import cloudpickle and more, for functions that plain pickle ships by name)
-                    return list(dask.compute(*tasks, scheduler=pool))
-            except BrokenProcessPool:
-                raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
-                                      "try --scheduler sync, one rank at a time)") from None
-        return list(dask.compute(*tasks, scheduler=scheduler.name, num_workers=workers))
+    class _Progress(Callback):
+        # Called in this process as each task ends, whichever local scheduler ran it.
+        def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+            if on_done is not None and isinstance(result, Parsed):
+                on_done(result)
+
+    with _Progress():  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
+        if isinstance(scheduler, str):
+            return list(dask.compute(*tasks, scheduler=scheduler, num_workers=workers))
+        return list(dask.compute(*tasks, scheduler=scheduler))
+
+
+#: what a local worker imports as it starts (:func:`start_worker`): what its tasks need that the caller has not
+#: imported (the parser, the dataset's Parquet writer, the hash of its keys)
+WORKER_IMPORTS = ("tracer.parsers.kineto", "tracer.jobstore", "tracer.storage", "blake3")
+
+
+def start_worker(keep_memory: bool) -> None:
+    """A local worker process's start: :func:`keep_freed_memory` where it will parse several ranks, then the
+    imports its tasks need (:data:`WORKER_IMPORTS`), while the caller still imports Dask."""
+    if keep_memory:
+        keep_freed_memory()
+    import importlib
+
+    for name in WORKER_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a head start only: the task that needs it says what is wrong
+            pass
 
 
 #: glibc's mallopt parameters (malloc.h)
