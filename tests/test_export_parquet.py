@@ -80,3 +80,35 @@ def test_time_and_lane_columns_carry_statistics_and_only_categories_a_dictionary
     stats = columns["start_ns"].statistics
     timeline = load_trace(out)
     assert (stats.min, stats.max) == (int(timeline.events["start_ns"].min()), int(timeline.events["start_ns"].max()))
+
+
+def _codecs(path: Path) -> set[str]:
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    return {group.column(i).compression for i in range(group.num_columns)}
+
+
+def test_what_a_user_keeps_is_zstd_and_a_cache_snappy(exported, tmp_path: Path, monkeypatch) -> None:
+    """An export (and a run's timeline) is zstd, the smallest; a trace's cache and a job's partitions, written on
+    every first open, are snappy, the fastest to write (docs/performance.md)."""
+    import gzip
+
+    import tracer.jobstore as jobstore
+    import tracer.parsers as parsers
+    from tracer.job import load_job
+
+    _, out = exported
+    assert _codecs(out) == {"ZSTD"}
+    trace = tmp_path / "t.json"
+    trace.write_bytes(gzip.decompress((DATA / "copy_side_stream.json.gz").read_bytes()))
+    monkeypatch.setattr(parsers, "CACHE_MIN_BYTES", 0)
+    load_trace(trace)
+    assert _codecs(parsers.cache_path(trace)) == {"SNAPPY"}
+    job = tmp_path / "job"
+    job.mkdir()
+    for r in (0, 1):
+        (job / f"rank-{r}.json").write_bytes(trace.read_bytes())
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
+    written: list[Path] = []
+    load_job(sorted(job.glob("rank-*.json")), scheduler="sync", on_cache_write=written.append)
+    parts = sorted(written[0].rglob("*.parquet"))
+    assert len(parts) == 2 and all(_codecs(p) == {"SNAPPY"} for p in parts)

@@ -227,10 +227,10 @@ def part_file(tmp: Path, index: int) -> Path:
 
 def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
     """Write one rank's timeline into the dataset being built (on a worker); False where it could not be."""
-    from tracer.storage import write_timeline_parquet
+    from tracer.storage import CACHE_COMPRESSION, write_timeline_parquet
 
     try:
-        write_timeline_parquet(timeline, part_file(tmp, index))
+        write_timeline_parquet(timeline, part_file(tmp, index), compression=CACHE_COMPRESSION)
     except Exception:  # noqa: BLE001 - a cache is never worth failing a job that was read
         return False
     return True

@@ -376,12 +376,12 @@ def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timelin
 
 def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
     """Store the cache beside ``p``; False (and nothing written) where it cannot be written, for any reason."""
-    from tracer.storage import write_timeline_parquet
+    from tracer.storage import CACHE_COMPRESSION, write_timeline_parquet
 
     if not os.access(p.parent, os.W_OK):
         return False  # a read-only directory (a shared data set) just means no cache
     try:
-        write_timeline_parquet(timeline, cache_path(p), extra_meta={"cache_key": key})
+        write_timeline_parquet(timeline, cache_path(p), extra_meta={"cache_key": key}, compression=CACHE_COMPRESSION)
     except Exception:  # noqa: BLE001 - a cache is never worth failing the load of a trace that was read
         # Not only OSError and the atomic writer's UsageError for an unwritable place: metadata the trace holds
         # that the writer cannot store (orjson refuses an integer beyond 64 bits, say) once failed the whole
