@@ -762,3 +762,19 @@ def test_a_port_taken_before_the_dashboard_binds_it_is_tried_again():
         finally:
             proc.kill()
             proc.communicate()
+
+
+def test_stopping_a_server_whose_trigger_is_closed_still_stops_it():
+    """stop_server where the loop cannot be woken (its trigger closed: EBADF, seen once in a full run): the
+    sockets are closed from here instead, and the loop ends with nothing left to serve."""
+    import threading
+
+    from tracer.cli.dashboard import make_server, stop_server
+
+    server = make_server(_hello, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    server.trigger.close()
+    stop_server(server)
+    thread.join(10)
+    assert not thread.is_alive() and server._map == {}
