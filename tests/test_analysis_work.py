@@ -73,3 +73,27 @@ def test_summary_of_a_cpu_only_timeline_lists_threads():
     s = summarize(Timeline(ev, TraceMeta(format="test", thread_names={"1:2": "worker"})))
     assert s["devices"] == {}
     assert s["threads"] == [{"pid": 1, "tid": 2, "ops": 1, "busy_ns": 10, "launches": 0, "name": "worker"}]
+
+
+def test_concurrency_of_equals_a_sweep_by_hand_on_random_gpus():
+    """concurrency_of (numpy sums by level) against a plain sweep over every elementary segment, on random busy
+    sets with shared edges and empty intervals, exactly."""
+    import numpy as np
+
+    from tracer.analysis.overlap import concurrency_of
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        parts = []
+        for _g in range(int(rng.integers(1, 5))):
+            n = int(rng.integers(0, 6))
+            s = np.sort(rng.integers(0, 50, n)).astype(np.int64)
+            e = s + rng.integers(0, 8, n)  # (0: an empty interval)
+            parts.append((s, e))
+        edges = sorted({int(x) for s, e in parts for x in (*s, *e)})
+        want: dict[int, int] = {}
+        for a, b in zip(edges, edges[1:]):
+            level = sum(int(((s <= a) & (e >= b)).sum()) for s, e in parts)
+            if level and b > a:
+                want[level] = want.get(level, 0) + b - a
+        assert concurrency_of(parts) == want
