@@ -49,11 +49,16 @@ def start_dashboard(argv: list[str], tries: int = 5, first: int | None = None,
         proc = subprocess.Popen([*argv, "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, **popen)  # type: ignore[call-overload]
         lines = []
-        while (line := proc.stderr.readline()) if proc.stderr else "":
-            lines.append(line)
-            if "http://" in line:
-                return proc, lines
-        proc.communicate(timeout=60)
+        try:
+            while (line := proc.stderr.readline()) if proc.stderr else "":
+                lines.append(line)
+                if "http://" in line:
+                    return proc, lines
+            proc.communicate(timeout=60)
+        except BaseException:
+            proc.kill()
+            proc.communicate()
+            raise
         if not any(f":{port}: cannot listen there" in line for line in lines):
             break
     raise AssertionError(f"tracer dashboard ended early: {lines}")

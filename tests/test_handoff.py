@@ -61,24 +61,61 @@ def test_load_refuses_a_file_it_did_not_write(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_the_folder_is_in_memory_where_there_is_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_folder_is_in_memory_where_there_is_room(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(handoff, "SHM", str(tmp_path / "shm"))  # (none: the system's temporary folder)
     folder = handoff.new_folder()
+    assert folder is not None
     try:
         assert Path(folder).parent != tmp_path / "shm" and os.stat(folder).st_mode & 0o777 == 0o700
+        assert Path(folder).name.startswith(f"tracer-parts-{os.getpid()}-")
     finally:
         os.rmdir(folder)
     (tmp_path / "shm").mkdir()
-    folder = handoff.new_folder()
-    assert Path(folder).parent == tmp_path / "shm"
+    folder = handoff.new_folder(1 << 20)
+    assert folder is not None and Path(folder).parent == tmp_path / "shm"
     os.rmdir(folder)
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    folder = handoff.new_folder(free)  # (not twice the room it needs: a small /dev/shm is left alone)
+    assert folder is not None and Path(folder).parent != tmp_path / "shm"
+    os.rmdir(folder)
+    monkeypatch.setattr(handoff.os, "name", "nt")  # (a mapped file cannot be removed there: no handoff)
+    assert handoff.new_folder() is None
 
 
-def test_scan_part_hands_a_file_over_or_the_part_itself(plain: Path, tmp_path: Path) -> None:
+def test_folders_whose_process_is_gone_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    monkeypatch.setattr(handoff, "SHM", str(shm))
+    for name in (f"tracer-parts-{gone}-abc", f"tracer-parts-{os.getpid()}-def", "tracer-parts-x-ghi", "other"):
+        (shm / name).mkdir()
+        (shm / name / "rank0-part0").write_bytes(b"left by a killed job")
+    folder = handoff.new_folder()
+    assert folder is not None
+    os.rmdir(folder)
+    # the dead process's folder goes; this (live) process's, an unknown name's and anything else's stay
+    assert sorted(p.name for p in shm.iterdir()) == sorted(
+        [f"tracer-parts-{os.getpid()}-def", "tracer-parts-x-ghi", "other"])
+
+
+def test_an_empty_job_is_no_tasks() -> None:
+    assert parallel.parse_groups([], scheduler=parallel.Scheduler("processes")) == []
+
+
+def test_scan_part_hands_a_file_over_or_the_part_itself(plain: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import tracer.parsers
+
     whole = load_trace(plain, cache=False)
     left = [parallel.scan_part(str(plain), j, 2, str(tmp_path / f"p{j}")) for j in range(2)]
     assert all(isinstance(s, parallel.Handoff) for s, _ in left)
-    merged = parallel.merge_group(0, [str(plain)], parallel.Task(), left)
+    with monkeypatch.context() as m:  # (the merge takes the parts: a whole-file parse instead would fail here)
+        m.setattr(tracer.parsers, "load_trace", lambda *a, **k: pytest.fail("parsed whole, parts not used"))
+        merged = parallel.merge_group(0, [str(plain)], parallel.Task(), left)
     pd.testing.assert_frame_equal(merged.timeline.events, whole.events, check_exact=True)
     assert not list(tmp_path.iterdir())  # (each file taken by the merge)
     # nowhere to write it: the part comes back itself

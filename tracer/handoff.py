@@ -24,18 +24,58 @@ _COUNT = struct.Struct("<8sQ")
 _ALIGN = 64  # (the arrays' bytes start where numpy and the CPU like them)
 #: a folder in memory, where the system has one (Linux's tmpfs)
 SHM = "/dev/shm"
+#: a folder's name: ``tracer-parts-<pid of the process that made it>-<random>``
+PREFIX = "tracer-parts-"
+#: the free room a folder in :data:`SHM` needs, as a multiple of what will be put there: a small /dev/shm
+#: (Docker's 64 MB) is left to the programs that need it (a DataLoader, NCCL), the parts go to disk instead
+ROOM = 2
 
 
-def new_folder() -> str:
-    """A fresh private folder for handoff files (in :data:`SHM` where it is a writable folder, else the
-    system's temporary folder); the caller removes it, with whatever a failed task left there."""
-    where = SHM if os.path.isdir(SHM) and os.access(SHM, os.W_OK | os.X_OK) else None
+def new_folder(need_bytes: int = 0) -> str | None:
+    """A fresh private folder (0700) for about ``need_bytes`` of handoff files: in :data:`SHM` where it is a
+    writable folder with :data:`ROOM` times that free, else in the system's temporary folder; None where files
+    cannot be handed over so (not POSIX: a mapped file cannot be removed on Windows). The caller removes it, with
+    whatever a failed task left there; folders that a process which is gone left behind (killed before its
+    clean-up) are removed here first."""
+    if os.name != "posix":
+        return None
+    where = None
+    if os.path.isdir(SHM) and os.access(SHM, os.W_OK | os.X_OK):
+        try:
+            room = os.statvfs(SHM)
+            where = SHM if room.f_bavail * room.f_frsize >= ROOM * need_bytes else None
+        except OSError:
+            where = None
+    for folder in dict.fromkeys([SHM, tempfile.gettempdir()]):
+        _remove_orphans(folder)
     try:
-        return tempfile.mkdtemp(prefix="tracer-parts-", dir=where)
+        return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=where)
     except OSError:
         if where is None:
             raise
-        return tempfile.mkdtemp(prefix="tracer-parts-")
+        return tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
+
+
+def _remove_orphans(folder: str) -> None:
+    """Remove this user's handoff folders in ``folder`` whose process is gone."""
+    import shutil
+
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.name.startswith(PREFIX):
+            continue
+        pid = entry.name[len(PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or entry.stat(follow_symlinks=False).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)  # (alive, or someone else's: kept)
+        except ProcessLookupError:
+            shutil.rmtree(entry.path, ignore_errors=True)
+        except (OSError, ValueError, OverflowError):
+            continue
 
 
 def save(obj: Any, path: str) -> None:

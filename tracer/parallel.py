@@ -459,17 +459,18 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    # (where the scanned parts wait for their merge: removed below, with whatever a failed task left there)
-    parked = handoff.new_folder() if max(counts) > 1 else None
+    parked = None
     try:
+        if max(counts, default=1) > 1:  # (where the scanned parts wait for their merge: removed below)
+            parked = handoff.new_folder(sum(_size(a[1][0]) for a, k in zip(args, counts) if k > 1))
         # (keep freed memory only where a worker parses more than one rank: kept, a heap's holes can raise a
         # one-rank worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
         with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(), initializer=start_worker,
                                  initargs=(len(args) > workers,)) as pool:
-            # The workers fork at the first task: now, so that they import what a task needs (start_worker)
-            # while this process imports Dask. (The pool is then the scheduler: dask's local scheduler submits to
-            # it; its "processes" scheduler would import cloudpickle and more, for functions that plain pickle
-            # ships by name.)
+            # The workers start at the first task: now (forked all at once from this process; one first from a
+            # forkserver), so that they import what a task needs (start_worker) while this process imports Dask.
+            # (The pool is then the scheduler: dask's local scheduler submits to it; its "processes" scheduler
+            # would import cloudpickle and more, for functions that plain pickle ships by name.)
             pool.submit(int)
             return _compute(fn, args, counts, parked, pool, workers, on_done)
     except BrokenProcessPool:
@@ -478,6 +479,13 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
     finally:
         if parked is not None:
             shutil.rmtree(parked, ignore_errors=True)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def _compute(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], counts: Sequence[int], parked: str | None,
