@@ -78,7 +78,7 @@ def test_the_folder_is_in_memory_where_there_is_room(tmp_path: Path, monkeypatch
     folder = handoff.new_folder(free)  # (not twice the room it needs: a small /dev/shm is left alone)
     assert folder is not None and Path(folder).parent != tmp_path / "shm"
     os.rmdir(folder)
-    monkeypatch.setattr(handoff.os, "name", "nt")  # (a mapped file cannot be removed there: no handoff)
+    monkeypatch.setattr(os, "name", "nt")  # (a mapped file cannot be removed there: no handoff)
     assert handoff.new_folder() is None
 
 
