@@ -130,8 +130,6 @@ def scan_part(path: str, part: int, parts: int, out: str | None = None) -> tuple
     t0 = time.perf_counter()
     scanned = _scan(path, part, parts)
     if out is not None and scanned is not None:
-        from tracer import handoff
-
         try:
             handoff.save(scanned, out)
             return Handoff(out), time.perf_counter() - t0
@@ -152,8 +150,6 @@ def _take(scanned: Any) -> Any:
     whole-file parse, where that file cannot be read back)."""
     if not isinstance(scanned, Handoff):
         return scanned
-    from tracer import handoff
-
     try:
         return handoff.load(scanned.path)
     except Exception:  # noqa: BLE001 - (gone, cut short ...): the whole file parsed instead says what is wrong
