@@ -172,3 +172,37 @@ def test_coded_union_totals_equal_a_union_per_code():
     e = s + rng.integers(0, 5000, 2000)
     totals = iv.coded_union_totals(codes, s, e, 9)
     assert totals.tolist() == [iv.total(iv.union(s[codes == k], e[codes == k])) for k in range(9)]
+
+
+def test_the_summary_finds_the_gpu_rows_and_sets_once_per_frame(timeline, monkeypatch):
+    """overlap.shared_work: inside analyze / rank_results, gpu_work and all_device_sets run once per frame (not
+    once per analysis that asks), a second frame gets its own, and outside nothing is kept (a frame changed
+    between two calls is seen afresh); the figures are those computed without sharing."""
+    from tracer.analysis import overlap
+    from tracer.analysis.ranked import rank_results
+    from tracer.analysis.summary import analyze
+
+    calls: list[tuple[str, int]] = []
+    for name in ("_gpu_work", "_all_device_sets"):
+        original = getattr(overlap, name)
+        monkeypatch.setattr(overlap, name, lambda ev, f=original, n=name: calls.append((n, id(ev))) or f(ev))
+    ev = timeline.events
+    alone = overlap.device_overlap(ev), overlap.busy_sets(ev)
+    assert [n for n, _ in calls].count("_all_device_sets") == 2  # (no sharing outside)
+    calls.clear()
+    with overlap.shared_work():
+        shared = overlap.device_overlap(ev), overlap.busy_sets(ev)
+        other = ev.copy()
+        overlap.device_overlap(other)
+    assert [n for n, _ in calls] == ["_all_device_sets", "_gpu_work"] * 2
+    assert calls[0][1] == id(ev) and calls[2][1] == id(other)
+    assert shared[0] == alone[0] and all(
+        np.array_equal(a, b) for s, t in zip(shared[1], alone[1]) for a, b in zip(s, t))
+    for run in (lambda: analyze(timeline).to_dict(), lambda: rank_results(timeline, 0)):
+        calls.clear()
+        run()
+        assert sorted(n for n, _ in calls) == ["_all_device_sets", "_gpu_work"]
+    changed = ev.copy()
+    before = overlap.device_overlap(changed)
+    changed["end_ns"] += 1_000  # (the same frame, changed: outside shared_work nothing stale is given)
+    assert overlap.device_overlap(changed) != before

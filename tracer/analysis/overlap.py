@@ -8,8 +8,11 @@ device): two ranks' "GPU 0" are two GPUs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -80,8 +83,44 @@ class DeviceOverlap:
         }
 
 
+#: inside :func:`shared_work`: (function name, id of the frame) → (the frame, what the function gave for it)
+_SHARED: ContextVar[dict[tuple[str, int], tuple[pd.DataFrame, Any]] | None] = ContextVar("_SHARED", default=None)
+_T = TypeVar("_T")
+
+
+@contextmanager
+def shared_work() -> Iterator[None]:
+    """Within: :func:`gpu_work` and :func:`all_device_sets` of one frame are computed once, for all the analyses
+    that ask (the summary's analyses of one timeline, which only read it; the frame must not change meanwhile).
+    Per thread of control (a ContextVar): a dashboard's requests do not share."""
+    if _SHARED.get() is not None:
+        yield
+        return
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _once(name: str, events: pd.DataFrame, compute: Callable[[pd.DataFrame], _T]) -> _T:
+    shared = _SHARED.get()
+    if shared is None:
+        return compute(events)
+    got = shared.get((name, id(events)))
+    if got is not None and got[0] is events:  # (the frame is kept with it: its id cannot go to another meanwhile)
+        return got[1]  # type: ignore[no-any-return]
+    value = compute(events)
+    shared[(name, id(events))] = (events, value)
+    return value
+
+
 def gpu_work(events: pd.DataFrame) -> pd.DataFrame:
     """Only GPU activity rows (kernels, memcpys, memsets)."""
+    return _once("gpu_work", events, _gpu_work)
+
+
+def _gpu_work(events: pd.DataFrame) -> pd.DataFrame:
     return events[events["kind"].isin(GPU_WORK_KINDS) & (events["device"] >= 0)]
 
 
@@ -144,6 +183,10 @@ class GpuSets:
 def all_device_sets(events: pd.DataFrame) -> dict[DeviceKey, GpuSets]:
     """:func:`device_sets` of every GPU that holds GPU work, found in one pass over the rows: a filter of the
     whole frame per GPU grew with GPUs x rows (seconds at 64 ranks)."""
+    return _once("all_device_sets", events, _all_device_sets)
+
+
+def _all_device_sets(events: pd.DataFrame) -> dict[DeviceKey, GpuSets]:
     work = gpu_work(events)
     if work.empty:
         return {}

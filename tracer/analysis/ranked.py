@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tracer.analysis import registry
+from tracer.analysis.overlap import shared_work
 from tracer.analysis.summary import Summary
 from tracer.timeline import Timeline, TraceMeta, empty_events
 
@@ -38,7 +39,8 @@ def combinable() -> bool:
 def rank_results(timeline: Timeline, rank: int) -> RankResults:
     """Every registered analysis's per-rank result for ``timeline``, one rank's (its ``rank`` column says
     ``rank``), the lazy ones (ranges) too: a job's text shows them."""
-    parts = {a.name: a.per_rank(timeline) for a in registry.analyses() if a.per_rank is not None}
+    with shared_work():  # (the GPU rows and each GPU's sets found once for all the analyses)
+        parts = {a.name: a.per_rank(timeline) for a in registry.analyses() if a.per_rank is not None}
     return RankResults(rank, int(len(timeline.events)), timeline.meta, parts)
 
 

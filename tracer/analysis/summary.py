@@ -14,7 +14,7 @@ from typing import Any, cast
 
 from tracer.analysis import builtin as _builtin  # noqa: F401 - registers the summary's own analyses
 from tracer.analysis import registry
-from tracer.analysis.overlap import DeviceOverlap
+from tracer.analysis.overlap import DeviceOverlap, shared_work
 from tracer.analysis.results import (
     Concurrency,
     CopyStat,
@@ -183,7 +183,8 @@ class Summary(Mapping[str, Any]):
 
 def analyze(timeline: Timeline, *, keep_timeline: bool = True) -> Summary:
     """Run every registered analysis on ``timeline`` (the lazy ones, ranges, when first asked for)."""
-    parts = {a.name: a.compute(timeline) for a in registry.analyses() if not a.lazy}
+    with shared_work():  # (the GPU rows and each GPU's sets found once for all the analyses)
+        parts = {a.name: a.compute(timeline) for a in registry.analyses() if not a.lazy}
     return Summary(parts, multi_rank=is_multi_rank(timeline.events), timeline=timeline, keep_timeline=keep_timeline)
 
 
