@@ -5,9 +5,10 @@ training trace ``mlp_train_200`` replicated until each rank is ~``--scale`` MB o
 own ``"distributedInfo": {"rank": R, ...}`` (what torch.profiler writes on a distributed run, and what HTA reads
 a rank from), in one folder. Every measurement runs in a fresh child process (``bench/_common.run_child``):
 
-    tracer          ``tracer summary --job DIR`` as the CLI does it (``summarize_job``: each rank parsed and
-                    analysed on a Dask local process, the default, and the results combined), first open: no
-                    stored dataset, so it parses and writes one ("read s": all of that; "analyse s": the JSON)
+    tracer          ``tracer summary --job --json DIR``, the command itself (``tracer.cli.main``, then its exit:
+                    ``tracer.cli.leave``; ``summarize_job``: each rank parsed and analysed on a Dask local process,
+                    the default, and the results combined), first open: no stored dataset, so it parses and
+                    writes one ("read s": the command's run, JSON included, from its arguments to its output)
     tracer-whole    the same first open with every rank's file parsed whole (``tracer.parallel.MIN_PART_BYTES``
                     set past any file: where cores outnumber ranks, what the split into parts saves)
     tracer-reload   the same again: each rank read back from its partition and analysed on a worker
@@ -111,23 +112,31 @@ def _peaks() -> dict[str, int]:
 
 
 def child_tracer(job: Path, scheduler: str | None, whole: bool = False) -> dict[str, Any]:
-    from tracer._blas import quiet_blas
+    """``tracer summary --job --json DIR`` run as the command runs it (``tracer.cli.main``, its JSON caught here),
+    and this child's report; the caller then leaves as the command does (``tracer.cli.leave``)."""
+    import io
 
-    quiet_blas()  # (as the CLI's main does first)
     if whole:
         parse_every_rank_whole()
-    from tracer.discover import expand
-    from tracer.job import summarize_job
+    from tracer import cli
 
+    argv = ["summary", "--job", "--json", str(job)] + (["--scheduler", scheduler] if scheduler else [])
+    stored = any(p.name.startswith(".tracer-job-") for p in job.iterdir())
+    raw = io.BytesIO()
+    out, real = io.TextIOWrapper(raw), sys.stdout
     t0 = time.perf_counter()
-    # what `tracer summary --job` does: each rank parsed (or read back) and analysed on a worker, the results
-    # combined here
-    summary, meta = summarize_job(expand([job]), scheduler=scheduler)
+    sys.stdout = out
+    try:
+        code = cli.main(argv)
+        out.flush()
+    finally:
+        sys.stdout = real
     t1 = time.perf_counter()
-    doc = summary.to_dict()
-    t2 = time.perf_counter()
-    return {"rows": doc["events"], "parse_s": t1 - t0, "analyse_s": t2 - t1, "gpus": len(doc["devices"]),
-            "stored": bool(meta.extra.get("stored_as")), **_peaks()}
+    if code != 0:
+        raise SystemExit(f"tracer summary exited {code}")
+    doc = json.loads(raw.getvalue())
+    return {"rows": doc["events"], "parse_s": t1 - t0, "analyse_s": 0.0, "gpus": len(doc["devices"]),
+            "stored": stored, **_peaks()}
 
 
 HTA_CHILD = r"""
@@ -235,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child is not None:
         print(json.dumps(child_tracer(args.child, args.scheduler, args.whole)))
-        return 0
+        from tracer.cli import leave
+
+        leave(0)  # (as the command ends: without the interpreter's teardown)
     tools = [t for t in args.tools.split(",") if t]
     unknown = [t for t in tools if t not in TOOLS]
     if unknown:

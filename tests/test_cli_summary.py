@@ -326,3 +326,43 @@ def test_bare_tracer_shows_help():
     proc = run_cli()
     assert proc.returncode == 0
     assert "summary" in proc.stdout and "record" in proc.stdout and "error" not in proc.stderr
+
+
+@pytest.mark.parametrize("module", [False, True])
+def test_the_command_s_output_is_whole_though_it_leaves_without_teardown(module: bool) -> None:
+    """tracer.cli.run: the command and python -m tracer end through leave(); what they printed is all there."""
+    trace = DATA / "mlp_train_200.json.gz"
+    res = run_cli("summary", "--json", str(trace), str(trace), module=module)
+    assert res.returncode == 0, res.stderr
+    docs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(docs) == 2 and docs[0] == docs[1] and docs[0]["events"] > 0
+    bad = run_cli("summary", str(DATA / "no-such-trace.json"), module=module)
+    assert bad.returncode == 2 and bad.stderr.startswith("tracer: error: ") and len(bad.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("thread", [False, True])
+def test_leave_runs_the_exit_handlers_flushes_and_joins_a_running_thread(tmp_path: Path, thread: bool) -> None:
+    """tracer.cli.leave(code): exit handlers run (a temporary folder's removal is one), unflushed output is written,
+    the code is the process's; where a thread still runs, the usual exit, which waits for it."""
+    import subprocess
+    import sys
+
+    marks = tmp_path / "marks"
+    code = f"""
+import atexit, sys, threading, time
+from pathlib import Path
+import tracer.cli as cli
+marks = Path({str(marks)!r})
+atexit.register(lambda: marks.write_text(marks.read_text() + "handler " if marks.exists() else "handler "))
+if {thread}:
+    def late():
+        time.sleep(0.5)
+        marks.write_text((marks.read_text() if marks.exists() else "") + "thread ")
+    threading.Thread(target=late).start()
+sys.stdout.write("no newline, not flushed")
+sys.stderr.write("nor this")
+cli.leave(7)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 7 and res.stdout == "no newline, not flushed" and res.stderr == "nor this"
+    assert marks.read_text() == ("thread handler " if thread else "handler ")

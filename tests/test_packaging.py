@@ -67,7 +67,7 @@ def test_version_option_prints_the_version(capsys: pytest.CaptureFixture[str]) -
 def test_the_distribution_is_not_named_tracer() -> None:
     # `tracer` on PyPI is an unrelated project (sys.settrace management): pip install tracer would give a user that
     assert PYPROJECT["project"]["name"] == "torch-overlap-tracer"
-    assert PYPROJECT["project"]["scripts"] == {"tracer": "tracer.cli:main"}
+    assert PYPROJECT["project"]["scripts"] == {"tracer": "tracer.cli:run"}
 
 
 #: An import of the top-level names the repository's folders had before issue 18, in code or in a docs example.

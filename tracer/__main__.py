@@ -1,7 +1,5 @@
 """``python -m tracer`` — the same as the ``tracer`` command."""
 
-import sys
+from tracer.cli import run
 
-from tracer.cli import main
-
-sys.exit(main())
+run()
