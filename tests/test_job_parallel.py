@@ -255,7 +255,9 @@ def test_the_local_pool_keeps_freed_memory_where_a_worker_parses_several_ranks(m
     done = parallel.parse_groups([[p] for p in HTA_RANKS * 2], scheduler=parallel.Scheduler("processes"))
     done += parallel.parse_groups([[p] for p in HTA_RANKS], scheduler=parallel.Scheduler("processes"))
     start = parallel.start_worker
-    assert [d.error for d in done] == [None] * 6 and seen == [(start, (True,)), (start, (False,))]
+    # (forked from this process, each worker ends with it; a forkserver's (where a thread runs) with the server)
+    me = os.getpid() if parallel._start_method().get_start_method() == "fork" else None
+    assert [d.error for d in done] == [None] * 6 and seen == [(start, (True, me)), (start, (False, me))]
 
 
 def test_progress_is_one_line_per_rank_on_a_terminal(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,3 +328,56 @@ def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
             "print(all(m in sys.modules for m in ('tracer.parsers.kineto', 'pyarrow.parquet', 'blake3', 'msgspec')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+
+
+def test_a_job_s_workers_end_with_it_however_it_ends(tmp_path: Path) -> None:
+    """start_worker(..., parent): on Linux a worker is killed as its parent ends (here SIGKILL, which no handler
+    sees): it does not go on parsing ranks for nobody. Elsewhere only said."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's; elsewhere a worker ends when it next reads its queue")
+    import signal
+
+    code = """
+import concurrent.futures, multiprocessing, os, sys, time
+import tracer.parallel as p
+pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"),
+                                              initializer=p.start_worker, initargs=(False, os.getpid()))
+print(*sorted({pool.submit(os.getpid).result() for _ in range(8)} | set(pool._processes)), flush=True)
+for _ in range(2):
+    pool.submit(time.sleep, 60)
+time.sleep(60)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        workers = [int(w) for w in proc.stdout.readline().split()]
+        assert len(workers) == 2 and all(_alive(w) for w in workers)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead and not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_worker_whose_parent_is_gone_before_it_starts_ends_at_once() -> None:
+    """die_with(parent): where the process that forked it is already gone (it reports another parent), the worker
+    ends at once rather than run unwatched."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux's")
+    code = "import tracer.parallel as p; p.die_with(1); print('went on')"  # (its parent is not pid 1)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and out.stdout == ""
+    fine = subprocess.run([sys.executable, "-c", "import os, tracer.parallel as p; p.die_with(os.getppid()); "
+                           "print('went on')"], capture_output=True, text=True, timeout=60)
+    assert fine.returncode == 0 and fine.stdout == "went on\n"

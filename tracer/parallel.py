@@ -461,8 +461,10 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
             parked = handoff.new_folder(sum(_size(a[1][0]) for a, k in zip(args, counts) if k > 1))
         # (keep freed memory only where a worker parses more than one rank: kept, a heap's holes can raise a
         # one-rank worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_start_method(), initializer=start_worker,
-                                 initargs=(len(args) > workers,)) as pool:
+        context = _start_method()
+        parent = os.getpid() if context.get_start_method() == "fork" else None  # (else the forkserver forks)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=start_worker,
+                                 initargs=(len(args) > workers, parent)) as pool:
             # The workers start at the first task: now (forked all at once from this process; one first from a
             # forkserver), so that they import what a task needs (start_worker) while this process imports Dask.
             # (The pool is then the scheduler: dask's local scheduler submits to it; its "processes" scheduler
@@ -518,9 +520,11 @@ def _compute(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], counts:
 WORKER_IMPORTS = ("tracer.parsers.kineto", "tracer.jobstore", "tracer.storage", "blake3")
 
 
-def start_worker(keep_memory: bool) -> None:
-    """A local worker process's start: :func:`keep_freed_memory` where it will parse several ranks, then the
-    imports its tasks need (:data:`WORKER_IMPORTS`), while the caller still imports Dask."""
+def start_worker(keep_memory: bool, parent: int | None = None) -> None:
+    """A local worker process's start: :func:`die_with` its parent, :func:`keep_freed_memory` where it will parse
+    several ranks, then the imports its tasks need (:data:`WORKER_IMPORTS`), while the caller still imports Dask.
+    ``parent``: the pid of the process that forked it (None: a forkserver's child, which ends with the job)."""
+    die_with(parent)
     if keep_memory:
         keep_freed_memory()
     import importlib
@@ -530,6 +534,31 @@ def start_worker(keep_memory: bool) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a head start only: the task that needs it says what is wrong
             pass
+
+
+#: prctl's option (linux/prctl.h): the signal this process gets when its parent ends
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with(parent: int | None) -> None:
+    """Linux: this process is killed (SIGKILL) as soon as its parent ends, however it ends (SIGTERM from a batch
+    system's time limit, SIGKILL, the out-of-memory killer): a job's workers do not go on parsing ranks for nobody.
+    ``parent``: the pid the caller forked this process from; where the parent is already gone (it ended before
+    the kernel was told), this process ends now. Elsewhere nothing (a worker ends when it next reads its queue)."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+
+        if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return
+    except Exception:  # noqa: BLE001 - (no _ctypes, no symbol ...): the worker still ends at its queue's end
+        return
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
 
 
 #: glibc's mallopt parameters (malloc.h)
