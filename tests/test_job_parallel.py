@@ -321,6 +321,30 @@ def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
     assert read_for_a_key == [nsys]
 
 
+def test_the_workers_are_forked_with_dask_and_their_tasks_modules_imported(tmp_path: Path) -> None:
+    """Every task a local worker runs is Dask's (dask.local.batch_execute_tasks): the job's process imports Dask and
+    the tasks' modules before it forks the workers, so none imports them again at its first task (0.45 s on a
+    16-core host). Checked in a fresh interpreter, where nothing had imported Dask."""
+    seen = tmp_path / "seen"
+    code = f"""
+import sys
+import tracer.parallel as p
+assert "dask" not in sys.modules
+original = p.start_worker
+def start(*args):
+    with open({str(seen)!r}, "a") as f:
+        print(all(m in sys.modules for m in p.WORKER_IMPORTS), file=f)
+    original(*args)
+p.start_worker = start
+p._cores = lambda: 2
+done = p.parse_groups([[{str(HTA_RANKS[0])!r}], [{str(HTA_RANKS[1])!r}]], scheduler=p.Scheduler("processes"))
+print([d.error for d in done])
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[None, None]", out.stderr
+    assert seen.read_text().split() == ["True", "True"]
+
+
 def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
     """start_worker, in a fresh interpreter (as a forkserver's or a spawned worker): the parser, the Parquet writer
     and the key's hash are there before the first task; a module that fails to import is left to the task."""

@@ -463,13 +463,14 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
         # one-rank worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
         context = _start_method()
         parent = os.getpid() if context.get_start_method() == "fork" else None  # (else the forkserver forks)
+        # What every worker runs is imported here, once, before they are forked: Dask first (each task a worker
+        # runs is dask.local's batch_execute_tasks: a worker forked without it imported all of Dask at its first
+        # task, 0.45 s on a 16-core host, after this process had imported it too), then the tasks' own modules.
+        import_worker_modules()
         with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=start_worker,
                                  initargs=(len(args) > workers, parent)) as pool:
-            # The workers start at the first task: now (forked all at once from this process; one first from a
-            # forkserver), so that they import what a task needs (start_worker) while this process imports Dask.
-            # (The pool is then the scheduler: dask's local scheduler submits to it; its "processes" scheduler
-            # would import cloudpickle and more, for functions that plain pickle ships by name.)
-            pool.submit(int)
+            # (The pool is the scheduler: dask's local scheduler submits to it; its "processes" scheduler would
+            # import cloudpickle and more, for functions that plain pickle ships by name.)
             return _compute(fn, args, counts, parked, pool, workers, on_done)
     except BrokenProcessPool:
         raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
@@ -515,18 +516,16 @@ def _compute(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], counts:
         return list(dask.compute(*tasks, scheduler=scheduler))
 
 
-#: what a local worker imports as it starts (:func:`start_worker`): what its tasks need that the caller has not
-#: imported (the parser, the dataset's Parquet writer, the hash of its keys)
-WORKER_IMPORTS = ("tracer.parsers.kineto", "tracer.jobstore", "tracer.storage", "blake3")
+#: what a local worker's tasks need (:func:`import_worker_modules`): Dask's scheduler (which runs them), the
+#: parser, the dataset's Parquet writer, the hash of its keys
+WORKER_IMPORTS = ("dask.local", "dask.callbacks", "tracer.parsers.kineto", "tracer.jobstore", "tracer.storage",
+                  "blake3")
 
 
-def start_worker(keep_memory: bool, parent: int | None = None) -> None:
-    """A local worker process's start: :func:`die_with` its parent, :func:`keep_freed_memory` where it will parse
-    several ranks, then the imports its tasks need (:data:`WORKER_IMPORTS`), while the caller still imports Dask.
-    ``parent``: the pid of the process that forked it (None: a forkserver's child, which ends with the job)."""
-    die_with(parent)
-    if keep_memory:
-        keep_freed_memory()
+def import_worker_modules() -> None:
+    """Import :data:`WORKER_IMPORTS` (a module that fails is left to the task that needs it to say why): in the
+    job's process before it forks its workers, which then have them; in a worker that was not forked from it (a
+    forkserver's, a spawned one) as it starts."""
     import importlib
 
     for name in WORKER_IMPORTS:
@@ -534,6 +533,16 @@ def start_worker(keep_memory: bool, parent: int | None = None) -> None:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a head start only: the task that needs it says what is wrong
             pass
+
+
+def start_worker(keep_memory: bool, parent: int | None = None) -> None:
+    """A local worker process's start: :func:`die_with` its parent, :func:`keep_freed_memory` where it will parse
+    several ranks, then :func:`import_worker_modules` (nothing to do in a worker forked from the job's process).
+    ``parent``: the pid of the process that forked it (None: a forkserver's child, which ends with the job)."""
+    die_with(parent)
+    if keep_memory:
+        keep_freed_memory()
+    import_worker_modules()
 
 
 #: prctl's option (linux/prctl.h): the signal this process gets when its parent ends
@@ -591,7 +600,8 @@ def keep_freed_memory() -> None:
 
 #: what a forkserver imports before it forks workers: numpy on one OpenBLAS thread first (tracer._blas), then
 #: what every worker needs
-FORKSERVER_PRELOAD = ("tracer._blas_preload", "tracer.parallel", "tracer.parsers", "tracer.parsers.kineto")
+FORKSERVER_PRELOAD = ("tracer._blas_preload", "tracer.parallel", "tracer.parsers", "tracer.parsers.kineto",
+                      "dask.local")
 
 
 def _start_method() -> Any:
