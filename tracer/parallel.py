@@ -553,7 +553,8 @@ def die_with(parent: int | None) -> None:
     """Linux: this process is killed (SIGKILL) as soon as its parent ends, however it ends (SIGTERM from a batch
     system's time limit, SIGKILL, the out-of-memory killer): a job's workers do not go on parsing ranks for nobody.
     ``parent``: the pid the caller forked this process from; where the parent is already gone (it ended before
-    the kernel was told), this process ends now. Elsewhere nothing (a worker ends when it next reads its queue)."""
+    the kernel was told), this process ends now. Elsewhere nothing: there a worker of a job that was killed can
+    stay blocked on its queue (the other workers hold the pipe's write end, so it never reads its end)."""
     import sys
 
     if not sys.platform.startswith("linux"):
@@ -564,7 +565,7 @@ def die_with(parent: int | None) -> None:
 
         if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
             return
-    except Exception:  # noqa: BLE001 - (no _ctypes, no symbol ...): the worker still ends at its queue's end
+    except Exception:  # noqa: BLE001 - (no _ctypes, no symbol ...): a guard only, never an error
         return
     if parent is not None and os.getppid() != parent:
         os._exit(1)
@@ -600,8 +601,7 @@ def keep_freed_memory() -> None:
 
 #: what a forkserver imports before it forks workers: numpy on one OpenBLAS thread first (tracer._blas), then
 #: what every worker needs
-FORKSERVER_PRELOAD = ("tracer._blas_preload", "tracer.parallel", "tracer.parsers", "tracer.parsers.kineto",
-                      "dask.local")
+FORKSERVER_PRELOAD = ("tracer._blas_preload", "tracer.parallel", "tracer.parsers", *WORKER_IMPORTS)
 
 
 def _start_method() -> Any:
