@@ -11,6 +11,8 @@ a rank from), in one folder. Every measurement runs in a fresh child process (``
                     writes one ("read s": the command's run, JSON included, from its arguments to its output)
     tracer-whole    the same first open with every rank's file parsed whole (``tracer.parallel.MIN_PART_BYTES``
                     set past any file: where cores outnumber ranks, what the split into parts saves)
+    tracer-late     the same first open without early scans (``tracer.parallel.start_early_scans`` off: the
+                    parts scanned on the pool forked after the main process's imports, as before they existed)
     tracer-reload   the same again: each rank read back from its partition and analysed on a worker
     tracer-cluster  the same first open on a 2-worker ``distributed.LocalCluster`` (separate processes) that this
                     bench starts beforehand (its start-up is reported, not counted: a cluster user's is running)
@@ -48,7 +50,7 @@ from synth import DEFAULT_DIR, DEFAULT_SOURCE, scaled_trace
 
 HTA_PYTHON = Path(os.environ.get("TRACER_HTA_PYTHON", "/work/hta-venv/bin/python"))
 TARGET_VS_HTA = 15.0
-TOOLS = ("tracer", "tracer-whole", "tracer-reload", "tracer-cluster", "hta")
+TOOLS = ("tracer", "tracer-whole", "tracer-late", "tracer-reload", "tracer-cluster", "hta")
 
 
 # --- the job ------------------------------------------------------------------------------------------------
@@ -111,13 +113,18 @@ def _peaks() -> dict[str, int]:
             "cpu_s": me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime}
 
 
-def child_tracer(job: Path, scheduler: str | None, whole: bool = False) -> dict[str, Any]:
+def child_tracer(job: Path, scheduler: str | None, whole: bool = False, late: bool = False) -> dict[str, Any]:
     """``tracer summary --job --json DIR`` run as the command runs it (``tracer.cli.main``, its JSON caught here),
-    and this child's report; the caller then leaves as the command does (``tracer.cli.leave``)."""
+    and this child's report; the caller then leaves as the command does (``tracer.cli.leave``). ``late``: no
+    early scans."""
     import io
 
     if whole:
         parse_every_rank_whole()
+    if late:
+        import tracer.parallel
+
+        tracer.parallel.start_early_scans = lambda groups: None  # type: ignore[assignment]  # (off)
     from tracer import cli
 
     argv = ["summary", "--job", "--json", str(job)] + (["--scheduler", scheduler] if scheduler else [])
@@ -171,7 +178,7 @@ def measure(tool: str, job: Path, timeout_s: float, scheduler: str | None = None
         argv = [str(HTA_PYTHON), "-c", HTA_CHILD, str(job)]
     else:
         argv = [sys.executable, __file__, "--child", str(job)] + (["--scheduler", scheduler] if scheduler else [])
-        argv += ["--whole"] if tool == "tracer-whole" else []
+        argv += ["--whole"] if tool == "tracer-whole" else ["--late"] if tool == "tracer-late" else []
     t0 = time.perf_counter()
     res = run_child(argv, timeout_s)
     wall = time.perf_counter() - t0
@@ -233,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--scheduler", help=argparse.SUPPRESS)
     ap.add_argument("--whole", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--late", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ranks", type=int, default=8, help="ranks in the job (default 8)")
     ap.add_argument("--scale", type=float, default=100.0, help="MB of JSON per rank (default 100)")
     ap.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the real rank trace to scale up")
@@ -243,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args(argv)
     if args.child is not None:
-        print(json.dumps(child_tracer(args.child, args.scheduler, args.whole)))
+        print(json.dumps(child_tracer(args.child, args.scheduler, args.whole, args.late)))
         from tracer.cli import leave
 
         leave(0)  # (as the command ends: without the interpreter's teardown)
@@ -257,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {t: [] for t in tools}
     for rep in range(args.repeat):  # interleaved, repetition by repetition: load from others hits all tools alike
         for tool in tools:
-            if tool in ("tracer", "tracer-whole"):
+            if tool in ("tracer", "tracer-whole", "tracer-late"):
                 drop_stored(job)
                 row = measure(tool, job, args.timeout)
             elif tool == "tracer-reload":

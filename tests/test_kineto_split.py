@@ -217,3 +217,107 @@ def test_a_job_with_split_ranks_equals_the_unsplit_one(plain_job: list[Path], mo
         assert d.error is None and "parts" in d.phases and "parts" not in w.phases
     assert ranked.combine([d.results for d in done], serial.meta).to_dict() == \
         ranked.combine([w.results for w in whole], serial.meta).to_dict()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Early scans: a job's parts scanned on processes forked before the job's process imports pandas
+
+_EARLY = r"""
+import json, os, sys
+import tracer.parallel as p
+
+p._cores = lambda: 6
+p.MIN_PART_BYTES = 64 * 1024
+seen = {}
+start = p.start_early_scans
+
+
+def spy(groups):
+    seen["pandas before"] = "pandas" in sys.modules
+    early = start(groups)
+    seen["started"] = early is not None
+    if early is not None:
+        seen["parked"] = early._parked
+        closing = early.close
+
+        def close():
+            closing()
+            seen["used"] = early.used
+        early.close = close
+    return early
+
+
+p.start_early_scans = spy
+from tracer.cli import main
+
+files = sys.argv[1:]
+os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # (the command's own output is not this script's)
+out = {}
+for mode in ("early", "without"):
+    if mode == "without":
+        p.start_early_scans = lambda groups: None
+    r, w = os.pipe()
+    saved = os.dup(1)
+    os.dup2(w, 1)
+    rc = main(["summary", "--job", "--json", "--no-cache", "--scheduler", "processes", *files])
+    sys.stdout.flush()
+    os.dup2(saved, 1)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out[mode] = json.loads(f.read())
+    assert rc == 0, rc
+sys.stderr.write(json.dumps({"seen": seen, "same": out["early"] == out["without"],
+                             "parked left": bool(seen.get("parked")) and os.path.exists(seen["parked"])}) + "\n")
+"""
+
+
+def _early_child(files: list[Path]) -> dict[str, Any]:
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _EARLY, *map(str, files)], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def test_a_job_s_parts_are_scanned_before_pandas_is_imported_and_sum_up_the_same(plain_job: list[Path]) -> None:
+    got = _early_child(plain_job)
+    seen = got["seen"]
+    assert seen["pandas before"] is False  # the CLI reached the job's scans without pandas
+    assert seen["started"] is True and seen["used"] is True  # the scans started early were the job's parts
+    assert got["same"] is True  # the summary, figure for figure, as the job read without early scans
+    assert got["parked left"] is False  # the parts handed over through memory's folder, removed after
+
+
+def test_no_early_scans_where_they_do_not_apply(plain_job: list[Path], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer import jobstore
+    from tracer.job import _early_scans, summarize_job
+
+    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(parallel, "_cores", lambda: 6)
+    started: list[Any] = []
+    monkeypatch.setattr(parallel, "start_early_scans", lambda groups: started.append(groups))  # (None: not run)
+    assert _early_scans(plain_job, "threads", True) is None  # not local processes
+    assert _early_scans(plain_job, "sync", True) is None
+    assert _early_scans(plain_job[:1], "processes", True) is None  # one rank: parsed here
+    assert _early_scans(plain_job, None, True) is None  # the default, for a job this small: parsed here
+    assert started == []
+    _early_scans(plain_job, "processes", False)
+    assert len(started) == 1  # a job parsed on local processes: asked
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
+    summarize_job(plain_job, scheduler="processes")  # (stores the job's dataset)
+    assert _early_scans(plain_job, "processes", True) is None  # stored: read back, not parsed
+    assert len(started) == 2  # (the summary above asked once; the stored job did not)
+
+
+def test_early_scans_do_not_start_for_gzipped_ranks_or_where_this_process_cannot_fork(
+        plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(parallel, "_cores", lambda: 6)
+    assert parallel.start_early_scans([[p] for p in HTA_RANKS]) is None  # gzipped: never split
+    monkeypatch.setattr(parallel, "_start_method", lambda: multiprocessing.get_context("spawn"))
+    assert parallel.start_early_scans([[p] for p in plain_job]) is None  # (threads running: no fork)

@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import TracerError, UsageError
-from tracer.timeline import Timeline, TraceMeta, align, concat
-from tracer.timeline.combine import concat_meta
 
 if TYPE_CHECKING:
+    # (imported where they are used: a job's first open starts its scan workers before pandas is imported,
+    # tracer.parallel's early scans, and tracer.timeline brings pandas)
     from tracer.analysis.summary import Summary
+    from tracer.parallel import EarlyScans
+    from tracer.timeline import Timeline, TraceMeta
 
 #: A rank in a file name: ``rank-3``, ``rank3``, ``rank_3``, ``RANK.3`` (not ``frank3``).
 RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d{1,5})(?!\d)", re.IGNORECASE)
@@ -165,17 +167,33 @@ def summarize_job(
     collectives' clock fix, ``--clock-fix``: the figures of ``shift_ranks`` of the job, named in the meta's
     ``clock_fix_ns``). Where an analysis cannot be combined from ranks, or a rank left out (``skip_bad_ranks``)
     renumbers those numbered by their order, the job is read whole and analysed."""
-    from tracer.analysis import ranked
-    from tracer.analysis.summary import analyze
-
     given = [Path(p) for p in paths]
     if not given:
         raise UsageError("", "a job needs at least one trace")
+    early = _early_scans(given, scheduler, cache)  # (first: before this process imports pandas, just below)
+    try:
+        return _summarize(given, early, scheduler=scheduler, cache=cache, ranks=ranks,
+                          skip_bad_ranks=skip_bad_ranks, on_rank=on_rank, on_cache_write=on_cache_write,
+                          on_skip=on_skip, shifts=shifts)
+    finally:
+        if early is not None:
+            early.close()
+
+
+def _summarize(given: list[Path], early: EarlyScans | None, *, scheduler: str | None, cache: bool,
+               ranks: Sequence[int] | None, skip_bad_ranks: bool, on_rank: Callable[[RankDone], None] | None,
+               on_cache_write: Callable[[Path], None] | None, on_skip: Callable[[TracerError], None] | None,
+               shifts: Mapping[int, int] | None) -> tuple[Summary, TraceMeta]:
+    from tracer.analysis import ranked
+    from tracer.analysis.summary import analyze
+    from tracer.timeline import Timeline
+    from tracer.timeline.combine import concat_meta
+
     args: dict[str, Any] = dict(scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
                                 on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip)
     moved = {int(r): int(ns) for r, ns in (shifts or {}).items() if ns}
     if ranked.combinable():
-        opened = _open(given, analyze=True, shifts=moved, **args)
+        opened = _open(given, analyze=True, shifts=moved, early=early, **args)
         if all(r.rank == f.rank for r, f in zip(opened.items, opened.found)):
             order = sorted(range(len(opened.found)), key=lambda i: opened.found[i].rank)
             metas = [opened.items[i].meta for i in order]
@@ -226,6 +244,7 @@ def _open(
     on_skip: Callable[[TracerError], None] | None,
     analyze: bool,
     shifts: Mapping[int, int] | None = None,
+    early: EarlyScans | None = None,
 ) -> _Opened:
     """:func:`load_job`'s reading: from the stored dataset where it is valid, else parsed (and stored)."""
     from tracer import jobstore, parallel
@@ -253,7 +272,7 @@ def _open(
     building = jobstore.begin(dataset) if dataset is not None else None
     try:
         parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, align=len(groups) > 1,
-                        store=building, on_rank=on_rank, analyze=analyze, shifts=shifts)
+                        store=building, on_rank=on_rank, analyze=analyze, shifts=shifts, early=early)
     except BaseException:
         if building is not None:
             jobstore.abandon(building)
@@ -317,13 +336,15 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total
 
 
 def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Timeline:
+    from tracer.timeline import concat
+
     parts = [load(p) for p in group]
     return parts[0] if len(parts) == 1 else concat(parts)
 
 
 def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool, align: bool, store: Path | None,
            on_rank: Callable[[RankDone], None] | None, analyze: bool = False,
-           shifts: Mapping[int, int] | None = None) -> list[Any]:
+           shifts: Mapping[int, int] | None = None, early: EarlyScans | None = None) -> list[Any]:
     """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
     one group or a small job, else on Dask."""
     from tracer import parallel
@@ -346,7 +367,26 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
             results.append(parallel.parse_group(i, [str(p) for p in g], task))
             report(results[-1])
         return results
-    return parallel.parse_groups(groups, scheduler=chosen, task=task, on_done=report)
+    return parallel.parse_groups(groups, scheduler=chosen, task=task, on_done=report, early=early)
+
+
+def _early_scans(given: Sequence[Path], scheduler: str | None, cache: bool) -> EarlyScans | None:
+    """The job's rank files' parts set scanning now, before this process imports pandas
+    (:func:`tracer.parallel.start_early_scans`), where the job will be parsed on local processes as
+    :func:`_open` and :func:`_parse` decide (not read back from a stored dataset, not parsed here); else None."""
+    from tracer import jobstore, parallel
+
+    groups = group_parts(given)
+    chosen = parallel.resolve_scheduler(scheduler)
+    if chosen.name != "processes" or len(groups) < 2:
+        return None
+    total = _total_bytes(groups)
+    if chosen.origin == "default" and total < PARALLEL_MIN_BYTES:
+        return None
+    if cache and total >= jobstore.CACHE_MIN_BYTES and \
+            jobstore.stored_ranks(jobstore.dataset_path([g[0] for g in groups]), given) is not None:
+        return None  # (a dataset of this job is stored: read back where it is valid)
+    return parallel.start_early_scans(groups)
 
 
 def _total_bytes(groups: Sequence[Sequence[Path]]) -> int:
@@ -376,6 +416,8 @@ def _ranges(values: Sequence[int]) -> str:
 
 def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
               ranks: Sequence[int] | None) -> Timeline:
+    from tracer.timeline import align
+
     found = assign_ranks(files, timelines)
     _check_ranks_exist(given, found, ranks)
     aligned = [align(t) for t in timelines] if len(timelines) > 1 else list(timelines)
@@ -386,6 +428,8 @@ def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[
 def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
           found: Sequence[RankTrace]) -> Timeline:
     """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
+    from tracer.timeline import concat
+
     order = sorted(range(len(found)), key=lambda i: found[i].rank)
     job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])
     _job_meta(given, job.meta, [found[i] for i in order])

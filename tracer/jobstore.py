@@ -25,11 +25,14 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from tracer.timeline import SCHEMA_VERSION, Timeline
+from tracer.vocabulary import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from tracer.timeline import Timeline
 
 #: Raise when the layout or the manifest changes meaning: an older dataset is then rebuilt, not misread.
 DATASET_VERSION = 1

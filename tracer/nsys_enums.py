@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from tracer.timeline import MEM_KINDS
+from tracer.vocabulary import MEM_KINDS
 
 #: ENUM_CUDA_MEMCPY_OPER (CUpti_ActivityMemcpyKind, and nsys' unified-memory kinds 11-13): id, symbol, label, and
 #: the timeline's direction (``copy_kind``). Arrays count as device memory, unified-memory migrations as the

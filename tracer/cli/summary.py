@@ -189,10 +189,8 @@ def summary(
     """
     from rich.console import Console
 
-    from tracer.analysis.summary import analyze
     from tracer.cli._report import left_out_text, say_cached, say_skipped_file
     from tracer.errors import TraceFormatError
-    from tracer.parsers import load_trace
 
     console = Console()
     status_console = Console(stderr=True)
@@ -228,6 +226,10 @@ def summary(
                     result, meta = summarize_job(traces, **how, shifts=moved)
             return meta, lambda: result
     else:
+        # (imported here, not above: a job's first open starts its scan workers before pandas is imported)
+        from tracer.analysis.summary import analyze
+        from tracer.parsers import load_trace
+
         def read(_path: Path) -> tuple[Any, Callable[[], Any]]:
             timeline = load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
             return timeline.meta, lambda: analyze(timeline)

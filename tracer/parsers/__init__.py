@@ -20,14 +20,19 @@ import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
 
 from tracer import formats, rundir
 from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
 from tracer.formats import FORMATS, GZIP_MAGIC
-from tracer.timeline import SCHEMA_VERSION, Timeline, drop_impossible
+from tracer.vocabulary import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    # (imported where a timeline is built: tracer.timeline brings pandas, which a job's scan workers, importing
+    # this package for tracer.parsers.kineto's scan, start without; tracer.parallel's early scans)
+    from tracer.timeline import Timeline
 
 # (kept for callers of the names this module used to define: the format table and the run-directory module
 # are where they live now)
@@ -237,6 +242,8 @@ def _worded(p: Path, read: Callable[[], Timeline]) -> Timeline:
 def _without_impossible_rows(timeline: Timeline) -> Timeline:
     """The last line of defence for every format: drop what no trace can mean, and count it with the parser's
     own skipped events (``meta.extra["skipped"]``, which ``tracer summary`` reports and ``--strict`` refuses)."""
+    from tracer.timeline import drop_impossible
+
     events, dropped = drop_impossible(timeline.events)
     if dropped:
         skipped = dict(timeline.meta.extra.get("skipped") or {})

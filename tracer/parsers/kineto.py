@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING, Any, TypeAlias, Union, cast
 import msgspec
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from tracer.errors import TraceFormatError
 from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
-from tracer.timeline import (
+
+# No pandas, and nothing of tracer.timeline but its words (tracer.vocabulary), at import: a job's scan workers
+# (tracer.parallel's early scans) import this module and scan their part of a file with numpy and msgspec alone,
+# forked before the job's process imports pandas. What builds a Timeline imports them where it does.
+from tracer.vocabulary import (
     CLOCK_UNIX,
     COLLECTIVES,
-    COLUMNS,
     COPY_KINDS,
     HOST_DEVICE,
     HOST_STREAM,
@@ -34,12 +36,12 @@ from tracer.timeline import (
     MAX_EVENT_BYTES,
     MEM_KINDS,
     NEGATIVE_BYTES,
-    Timeline,
-    TraceMeta,
-    build_events,
-    validate,
+    message_bytes,
+    normalise_collective,
 )
-from tracer.timeline.comm import mark_by_name, message_bytes, normalise_collective
+
+if TYPE_CHECKING:
+    from tracer.timeline import Timeline
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -974,6 +976,10 @@ class _Columns:
         # Rows in time order here, on plain arrays: build_events' own (stable) sort keeps them as they are.
         order = np.lexsort((col["end"], col["start"]))
         col = {k: v[order] for k, v in col.items()}
+        import pandas as pd
+
+        from tracer.timeline import COLUMNS
+
         return {
             "start_ns": col["start"],
             "end_ns": col["end"],
@@ -1191,6 +1197,9 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
 
 def _build(scan: _Scan, trace: _Trace, skipped: Counter[str], source: str) -> Timeline:
     """The timeline from a trace's scanned events and its top-level fields."""
+    from tracer.timeline import Timeline, TraceMeta, build_events, validate
+    from tracer.timeline.comm import mark_by_name
+
     cols = scan.cols
     if scan.slice_ends:
         begins, start, end = _pair_slices(scan.slice_ends, skipped)

@@ -15,79 +15,25 @@ import pandas as pd
 
 from tracer.errors import TraceFormatError
 
-#: 2: the copy memory kinds (src_mem, dst_mem). 3: communication (collective, pg, seq, group_size). Files of
-#: older schemas still load: the added columns are filled from the rows' names (tracer.storage).
-SCHEMA_VERSION = 3
-
-#: What an interval is. GPU work: kernel, memcpy, memset. Host: cpu_op (framework operators), runtime
-#: (CUDA runtime API), driver (CUDA driver API), range (NVTX / record_function / user annotation on a host
-#: thread), sync (CUDA synchronisation activity). gpu_range: an annotation projected onto a GPU stream by the
-#: profiler itself (Kineto's gpu_user_annotation). other: anything a trace holds that tracer does not model.
-KINDS: tuple[str, ...] = (
-    "kernel",
-    "memcpy",
-    "memset",
-    "cpu_op",
-    "runtime",
-    "driver",
-    "range",
-    "gpu_range",
-    "sync",
-    "other",
-)
-GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
-
-#: Direction of a copy; "" for rows that are not copies. PtoP is peer-to-peer between two GPUs.
-COPY_KINDS: tuple[str, ...] = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Other")
-
-#: The memory a copy reads (``src_mem``) and writes (``dst_mem``), and a memset writes (``dst_mem``): CUPTI's
-#: CUpti_ActivityMemoryKind, as Nsight Systems' ENUM_CUDA_MEM_KIND and Kineto's names ("Memcpy DtoH (Device ->
-#: Pinned)") spell it, in lower case (:mod:`tracer.nsys_enums` maps each spelling). "host": host memory of a
-#: kind the trace does not say (ROCm's Kineto writes "Host"). "other": a kind tracer does not know. "": not a
-#: copy or memset, or the trace does not say (CUPTI's "Unknown").
-MEM_KINDS: tuple[str, ...] = (
-    "",
-    "pageable",
-    "pinned",
-    "device",
-    "array",
-    "managed",
-    "device_static",
-    "managed_static",
-    "host",
-    "other",
-)
-
-#: The collective a row is part of ("" for rows that are not communication): NCCL / RCCL kernels, and the host
-#: records of a collective (``record_param_comms``, ``nccl:*`` / ``gloo:*`` ranges). Read from the trace's
-#: collective metadata first, the row's name second (:mod:`tracer.timeline.comm`). "other": communication
-#: whose collective the trace does not say (NCCL >= 2.19's ``ncclDevKernel_Generic``, a bare
-#: ``record_param_comms``) or one tracer does not name.
-COLLECTIVES: tuple[str, ...] = (
-    "",
-    "allreduce",
-    "allgather",
-    "reducescatter",
-    "broadcast",
-    "reduce",
-    "alltoall",
-    "sendrecv",
-    "send",
-    "recv",
-    "barrier",
-    "gather",
-    "scatter",
-    "other",
-)
-
-#: What a timeline's times count from (``TraceMeta.clock``). "unix": ns since 1970-01-01 UTC (Kineto with
-#: ``baseTimeNanoseconds`` or epoch stamps). "nsys-session": ns since the nsys session began, whose Unix time is
-#: ``clock_offset_ns``. "": unknown (a Kineto trace of relative stamps and no base time).
-CLOCK_UNIX = "unix"
-CLOCK_NSYS_SESSION = "nsys-session"
-
-HOST_DEVICE = -1
-HOST_STREAM = -1
+# The schema's words and limits (kinds, copy and memory kinds, collectives, clocks, the host's lane, the bounds
+# of a possible row) are tracer.vocabulary's, without pandas there: a job's scan workers import them before
+# pandas is; they are the timeline's as they always were.
+from tracer.vocabulary import CLOCK_NSYS_SESSION as CLOCK_NSYS_SESSION
+from tracer.vocabulary import CLOCK_UNIX as CLOCK_UNIX
+from tracer.vocabulary import COLLECTIVES as COLLECTIVES
+from tracer.vocabulary import COPY_KINDS as COPY_KINDS
+from tracer.vocabulary import END_BEFORE_START as END_BEFORE_START
+from tracer.vocabulary import GPU_WORK_KINDS as GPU_WORK_KINDS
+from tracer.vocabulary import HOST_DEVICE as HOST_DEVICE
+from tracer.vocabulary import HOST_STREAM as HOST_STREAM
+from tracer.vocabulary import HUGE_BYTES as HUGE_BYTES
+from tracer.vocabulary import KINDS as KINDS
+from tracer.vocabulary import MAX_EVENT_BYTES as MAX_EVENT_BYTES
+from tracer.vocabulary import MEM_KINDS as MEM_KINDS
+from tracer.vocabulary import NEGATIVE_BYTES as NEGATIVE_BYTES
+from tracer.vocabulary import SCHEMA_VERSION as SCHEMA_VERSION
+from tracer.vocabulary import TIME_LIMIT_NS as TIME_LIMIT_NS
+from tracer.vocabulary import TIME_OUT_OF_RANGE as TIME_OUT_OF_RANGE
 
 #: Column name -> dtype. The order here is the order of the columns.
 COLUMNS: dict[str, Any] = {
@@ -293,20 +239,6 @@ def validate(events: pd.DataFrame, source: str = "") -> pd.DataFrame:
         if not ok:
             raise TraceFormatError(source, f"timeline column {col!r} has dtype {actual}, expected {dtype}")
     return events
-
-
-#: Every start and end of a kept row lies strictly within ±TIME_LIMIT_NS (±146 years around the trace's clock zero:
-#: epoch nanoseconds today are 1.8e18, a quarter of it). Beyond it a time is a corrupt field, and keeping
-#: every time inside it keeps every difference of two (a span, a duration) inside int64.
-TIME_LIMIT_NS = 2**62
-#: No one copy or memset moves more than this (256 TiB); a larger size is a corrupt field.
-MAX_EVENT_BYTES = 2**48
-
-#: Why :func:`drop_impossible` leaves a row out (the words of the skipped report, as the parsers' own).
-END_BEFORE_START = "end before start"
-TIME_OUT_OF_RANGE = "time beyond ±2**62 ns"
-NEGATIVE_BYTES = "bytes negative"
-HUGE_BYTES = "bytes over 256 TiB"
 
 
 def drop_impossible(events: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:

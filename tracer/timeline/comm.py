@@ -20,24 +20,10 @@ import numpy as np
 import pandas as pd
 
 from tracer.timeline import COLLECTIVES, KINDS
+from tracer.vocabulary import DTYPE_BYTES as DTYPE_BYTES
+from tracer.vocabulary import message_bytes as message_bytes
+from tracer.vocabulary import normalise_collective as normalise_collective
 
-#: Normalised collective words (lower case, no "_") → the collective, tried as prefixes in this order (the
-#: longer first: "reducescatter" before "reduce", "allgather" before "gather", "sendrecv" before "send").
-_PREFIXES: tuple[tuple[str, str], ...] = (
-    ("allreduce", "allreduce"),
-    ("allgather", "allgather"),
-    ("reducescatter", "reducescatter"),
-    ("alltoall", "alltoall"),
-    ("broadcast", "broadcast"),
-    ("bcast", "broadcast"),
-    ("sendrecv", "sendrecv"),
-    ("send", "send"),
-    ("recv", "recv"),
-    ("reduce", "reduce"),
-    ("barrier", "barrier"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-)
 #: NCCL / RCCL kernels: ncclKernel_AllReduce_…, ncclDevKernel_AllGather_…, ncclDevKernel_Generic(…).
 _KERNEL_RE = re.compile(r"^_*[nr]ccl(?:Dev)?Kernel_?([A-Za-z]*)")
 #: Host records of a collective: PyTorch's record_function around a backend's call ("nccl:all_reduce",
@@ -45,26 +31,6 @@ _KERNEL_RE = re.compile(r"^_*[nr]ccl(?:Dev)?Kernel_?([A-Za-z]*)")
 _HOST_RANGE_RE = re.compile(r"^(?:nccl|rccl|gloo|ucc|mpi|xccl):(\w+)$")
 #: The op PyTorch records with the collective's parameters in its args
 PARAM_COMMS = "record_param_comms"
-
-#: Bytes per element of the dtypes Kineto writes in "dtype" (c10's ScalarType names).
-DTYPE_BYTES: dict[str, int] = {
-    "double": 8, "float": 4, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
-    "float8_e5m2fnuz": 1, "long": 8, "int": 4, "short": 2, "char": 1, "byte": 1, "bool": 1, "complexfloat": 8,
-    "complexdouble": 16, "complexhalf": 4, "uint16": 2, "uint32": 4, "uint64": 8, "int8": 1, "uint8": 1,
-}
-
-
-def normalise_collective(text: str) -> str:
-    """A collective's name as a trace writes it ("allreduce", "all_reduce", "_allgather_base",
-    "reduce_scatter_tensor_coalesced", "AllReduce") → one of :data:`~tracer.timeline.COLLECTIVES` ("other" for
-    a name tracer does not know; "" for an empty one)."""
-    word = re.sub(r"[^a-z]", "", text.lower())
-    if not word:
-        return ""
-    for prefix, collective in _PREFIXES:
-        if word.startswith(prefix):
-            return collective
-    return "other"
 
 
 def collective_of_name(name: str, kind: str) -> str:
@@ -83,17 +49,6 @@ def collective_of_name(name: str, kind: str) -> str:
         if m is not None:
             return normalise_collective(m.group(1)) or "other"
     return ""
-
-
-def message_bytes(in_nelems: int | None, out_nelems: int | None, dtype: str | None) -> int | None:
-    """A collective's message size as NCCL-tests counts it: the larger of its input and output element counts
-    (allreduce: the buffer; allgather: the gathered output; reducescatter: the full input) times the element
-    size; None where the trace does not give both a count and a known dtype."""
-    counts = [c for c in (in_nelems, out_nelems) if c is not None and c >= 0]
-    size = DTYPE_BYTES.get((dtype or "").lower().replace("c10::", "").replace("torch.", ""))
-    if not counts or size is None:
-        return None
-    return max(counts) * size
 
 
 def mark_by_name(events: pd.DataFrame) -> pd.DataFrame:
