@@ -76,6 +76,18 @@ def main(argv: list[str] | None = None) -> int:
     parallel.parse_group = timed(parallel.parse_group, "parse")
     parallel.scan_part = timed(parallel.scan_part, "scan")
     parallel.merge_group = timed(parallel.merge_group, "merge")
+    marks: list[tuple[float, str]] = []  # this process's own steps of an early-scanned job
+
+    def marked(fn: Any, what: str) -> Any:
+        def wrapper(*a: Any) -> Any:
+            out = fn(*a)
+            marks.append(((time.time() - T0) * 1e3, what))
+            return out
+        return wrapper
+
+    parallel.import_worker_modules = marked(parallel.import_worker_modules, "main: the merges' modules imported")
+    parallel.EarlyScans.results = marked(parallel.EarlyScans.results,  # type: ignore[method-assign]
+                                         "main: every scan back, the scanning pool shut down")
     imported = (time.time() - T0) * 1e3
     paths = expand([args.job])
     handed = (time.time() - T0) * 1e3
@@ -91,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} cores; ms since the interpreter started")
     print(f"{imported:7.0f}  imports done")
     print(f"{handed:7.0f}  job handed to summarize_job")
+    for t, what in marks:
+        print(f"{t:7.0f}  {what}")
     for r in rows:
         print(f"{r['start_ms']:7.0f} – {r['end_ms']:7.0f}  worker {pids[r['pid']]:2d}  {r['kind']:5s}  "
               f"{r['what']:22s} {r['phases']}")

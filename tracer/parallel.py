@@ -599,8 +599,9 @@ def _merge_early(args: Sequence[tuple[Any, ...]], counts: Sequence[int], early: 
     from concurrent.futures.process import BrokenProcessPool
 
     try:
-        scanned = early.results([a[1][0] for a in args])
+        # (what the merges need is imported while the parts are still being scanned, not after)
         import_worker_modules()
+        scanned = early.results([a[1][0] for a in args])
         workers = local_workers(len(args))
         context = _start_method()
         parent = os.getpid() if context.get_start_method() == "fork" else None
