@@ -251,8 +251,7 @@ def _open(
 
     groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
-    keep_job = cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES
-    dataset = jobstore.dataset_path([g[0] for g in groups]) if keep_job else None
+    dataset = _dataset_of(groups, cache)
     if dataset is not None:
         stored_ranks = jobstore.stored_ranks(dataset, given)
         if stored_ranks is not None and ranks is not None:  # (an unknown rank: said without parsing anything)
@@ -326,7 +325,7 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total
 
     parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
     chosen: parallel.Scheduler = scheduler
-    if len(parts) == 1 or (chosen.origin == "default" and total_bytes < PARALLEL_MIN_BYTES):
+    if _in_this_process(len(parts), chosen, total_bytes):
         done = [parallel.analyze_stored(i, str(p), r, shifts.get(r, 0)) for i, (p, r) in enumerate(parts)]
     else:
         done = parallel.analyze_partitions(parts, scheduler=chosen, shifts=dict(shifts))
@@ -361,7 +360,7 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
     chosen: parallel.Scheduler = scheduler
     task = parallel.Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None,
                          analyze=analyze, shifts=tuple(sorted((shifts or {}).items())))
-    if len(groups) == 1 or (chosen.origin == "default" and _total_bytes(groups) < PARALLEL_MIN_BYTES):
+    if _in_this_process(len(groups), chosen, _total_bytes(groups)):
         results = []
         for i, g in enumerate(groups):
             results.append(parallel.parse_group(i, [str(p) for p in g], task))
@@ -378,15 +377,28 @@ def _early_scans(given: Sequence[Path], scheduler: str | None, cache: bool) -> E
 
     groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)
-    if chosen.name != "processes" or len(groups) < 2:
+    if chosen.name != "processes" or _in_this_process(len(groups), chosen, _total_bytes(groups)):
         return None
-    total = _total_bytes(groups)
-    if chosen.origin == "default" and total < PARALLEL_MIN_BYTES:
-        return None
-    if cache and total >= jobstore.CACHE_MIN_BYTES and \
-            jobstore.stored_ranks(jobstore.dataset_path([g[0] for g in groups]), given) is not None:
+    dataset = _dataset_of(groups, cache)
+    if dataset is not None and jobstore.stored_ranks(dataset, given) is not None:
         return None  # (a dataset of this job is stored: read back where it is valid)
     return parallel.start_early_scans(groups)
+
+
+def _in_this_process(ranks: int, chosen: Any, total_bytes: int) -> bool:
+    """Whether a job of ``ranks`` ranks (``total_bytes`` of traces) is read in this process, one rank after
+    another, rather than on the scheduler ``chosen``: one rank, or a small job where no scheduler was named."""
+    return ranks == 1 or (chosen.origin == "default" and total_bytes < PARALLEL_MIN_BYTES)
+
+
+def _dataset_of(groups: Sequence[Sequence[Path]], cache: bool) -> Path | None:
+    """Where the job of ``groups`` is stored as a dataset (:mod:`tracer.jobstore`), where it is kept at all: with
+    ``cache``, for a job of more than one rank and at least ``CACHE_MIN_BYTES`` of traces."""
+    from tracer import jobstore
+
+    if not (cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES):
+        return None
+    return jobstore.dataset_path([g[0] for g in groups])
 
 
 def _total_bytes(groups: Sequence[Sequence[Path]]) -> int:

@@ -14,11 +14,12 @@ path never imports it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -456,32 +457,51 @@ def _local(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], scheduler
     workers = local_workers(sum(counts))
     if scheduler.name != "processes":
         return _compute(fn, args, counts, None, scheduler.name, workers, on_done)
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
     parked = None
     try:
         if max(counts, default=1) > 1:  # (where the scanned parts wait for their merge: removed below)
             parked = handoff.new_folder(sum(_size(a[1][0]) for a, k in zip(args, counts) if k > 1))
-        # (keep freed memory only where a worker parses more than one rank: kept, a heap's holes can raise a
-        # one-rank worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
-        context = _start_method()
-        parent = os.getpid() if context.get_start_method() == "fork" else None  # (else the forkserver forks)
         # What every worker runs is imported here, once, before they are forked: Dask first (each task a worker
         # runs is dask.local's batch_execute_tasks: a worker forked without it imported all of Dask at its first
         # task, 0.45 s on a 16-core host, after this process had imported it too), then the tasks' own modules.
         import_worker_modules()
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=start_worker,
-                                 initargs=(len(args) > workers, parent)) as pool:
+        # (keep freed memory only where a worker parses more than one rank: kept, a heap's holes can raise a
+        # one-rank worker's peak, 0.26 → 0.36 GB per 100 MB rank on 16 cores, for nothing to reuse)
+        with _one_line_if_a_worker_dies(), _worker_pool(workers, keep_memory=len(args) > workers) as pool:
             # (The pool is the scheduler: dask's local scheduler submits to it; its "processes" scheduler would
             # import cloudpickle and more, for functions that plain pickle ships by name.)
             return _compute(fn, args, counts, parked, pool, workers, on_done)
-    except BrokenProcessPool:
-        raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
-                              "try --scheduler sync, one rank at a time)") from None
     finally:
         if parked is not None:
             shutil.rmtree(parked, ignore_errors=True)
+
+
+def _worker_pool(workers: int, *, keep_memory: bool) -> Any:
+    """A pool of ``workers`` local processes (:func:`start_worker`): forked from this process where it may fork,
+    else a forkserver's (:func:`_start_method`). Import what they run first (:func:`import_worker_modules`)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = _start_method()
+    parent = os.getpid() if context.get_start_method() == "fork" else None  # (else the forkserver forks)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=start_worker,
+                               initargs=(keep_memory, parent))
+
+
+@contextlib.contextmanager
+def _one_line_if_a_worker_dies() -> Iterator[None]:
+    """A local worker process that died (killed, out of memory) is one line, not a BrokenProcessPool traceback."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        yield
+    except BrokenProcessPool:
+        raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
+                              "try --scheduler sync, one rank at a time)") from None
+
+
+def _part_file(parked: str | None, index: int, part: int) -> str | None:
+    """Where part ``part`` of rank ``index`` is left for its merge (:func:`scan_part`'s ``out``); None: no folder."""
+    return os.path.join(parked, f"rank{index}-part{part}") if parked else None
 
 
 def _size(path: str) -> int:
@@ -509,7 +529,7 @@ def _compute(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], counts:
         else:  # (parse_group's rank, its file scanned in k parts on as many processes, then merged on one)
             index, paths, task = a
             scans = [dask.delayed(scan_part, pure=False)(
-                paths[0], j, k, os.path.join(parked, f"rank{index}-part{j}") if parked else None) for j in range(k)]
+                paths[0], j, k, _part_file(parked, index, j)) for j in range(k)]
             tasks.append(dask.delayed(merge_group, pure=False)(index, paths, task, scans))
 
     class _Progress(Callback):
@@ -580,8 +600,7 @@ def start_early_scans(groups: Sequence[Sequence[str | os.PathLike[str]]]) -> Ear
         pool = ProcessPoolExecutor(max_workers=local_workers(sum(counts)), initializer=die_with,
                                    initargs=(os.getpid(),), mp_context=_start_method())
         futures = {
-            g[0]: [pool.submit(scan_part, g[0], j, k, os.path.join(parked, f"rank{i}-part{j}") if parked else None)
-                   for j in range(k)]
+            g[0]: [pool.submit(scan_part, g[0], j, k, _part_file(parked, i, j)) for j in range(k)]
             for i, (g, k) in enumerate(zip(paths, counts, strict=True))
         }
     except BaseException:
@@ -595,22 +614,13 @@ def _merge_early(args: Sequence[tuple[Any, ...]], counts: Sequence[int], early: 
                  on_done: Callable[[Parsed], None] | None) -> list[Parsed]:
     """:func:`parse_groups` of ranks whose parts ``early`` scanned: their scans awaited, then each rank's merge
     (:func:`merge_group`) a Dask task on a pool forked now, with everything a merge needs imported."""
-    from concurrent.futures import ProcessPoolExecutor
-    from concurrent.futures.process import BrokenProcessPool
-
-    try:
-        # (what the merges need is imported while the parts are still being scanned, not after)
-        import_worker_modules()
+    # (what the merges need is imported while the parts are still being scanned, not after)
+    import_worker_modules()
+    workers = local_workers(len(args))
+    with _one_line_if_a_worker_dies():
         scanned = early.results([a[1][0] for a in args])
-        workers = local_workers(len(args))
-        context = _start_method()
-        parent = os.getpid() if context.get_start_method() == "fork" else None
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=start_worker,
-                                 initargs=(False, parent)) as pool:
+        with _worker_pool(workers, keep_memory=False) as pool:
             return _compute(parse_group, args, counts, None, pool, workers, on_done, scanned)
-    except BrokenProcessPool:
-        raise TracerError("", "a worker process parsing the job's ranks died (killed, or out of memory: "
-                              "try --scheduler sync, one rank at a time)") from None
 
 
 #: what a local worker's tasks need (:func:`import_worker_modules`): Dask's scheduler (which runs them), the
