@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,7 +51,10 @@ def _serial(d: Path):
 def test_parallel_load_equals_the_serial_load(job_dir: Path, scheduler: str) -> None:
     serial = _serial(job_dir)
     done: list[RankDone] = []
+    threads = set(threading.enumerate())
     par = load_job(_files(job_dir), scheduler=scheduler, cache=False, on_rank=done.append)
+    # every thread the job started has ended (a thread left running would keep `tracer` from its quick exit)
+    assert not [t.name for t in threading.enumerate() if t not in threads and not t.daemon]
     pd.testing.assert_frame_equal(par.events, serial.events, check_exact=True)
     assert par.meta.extra["ranks"] == serial.meta.extra["ranks"]
     assert sorted(d.done for d in done) == [1, 2] and {d.total for d in done} == {2}

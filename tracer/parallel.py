@@ -539,6 +539,11 @@ def _compute(fn: Callable[..., Parsed], args: Sequence[tuple[Any, ...]], counts:
                 on_done(result)
 
     with _Progress():  # type: ignore[no-untyped-call]  # dask Callback.__init__ is unannotated
+        if scheduler == "threads":
+            # (a pool of this job's own, ended with it: dask's "threads" keeps a pool per size for the process's
+            # life, whose threads outlive the job and keep the command from its quick exit, tracer.cli.leave)
+            with ThreadPoolExecutor(workers, thread_name_prefix="tracer-job") as threads:
+                return list(dask.compute(*tasks, scheduler=threads))
         if isinstance(scheduler, str):
             return list(dask.compute(*tasks, scheduler=scheduler, num_workers=workers))
         return list(dask.compute(*tasks, scheduler=scheduler))
