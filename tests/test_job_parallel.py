@@ -409,3 +409,49 @@ def test_a_worker_whose_parent_is_gone_before_it_starts_ends_at_once() -> None:
     fine = subprocess.run([sys.executable, "-c", "import os, tracer.parallel as p; p.die_with(os.getppid()); "
                            "print('went on')"], capture_output=True, text=True, timeout=60)
     assert fine.returncode == 0 and fine.stdout == "went on\n"
+
+
+_TERM_MID_JOB = """
+import os, signal, sys
+import tracer.cli._job as progress
+import tracer.jobstore
+
+tracer.jobstore.CACHE_MIN_BYTES = 0  # (the job's dataset is being built when the signal comes)
+
+def job_progress(*_a, **_k):
+    def on_rank(_done):  # a rank parsed, the other not yet back: SIGTERM, as a batch system's time limit sends
+        os.kill(os.getpid(), signal.SIGTERM)
+    return on_rank
+
+progress.job_progress = job_progress
+from tracer.cli import run
+sys.argv = ["tracer", "summary", "--job", "--scheduler", "processes", sys.argv[1]]
+run()
+"""
+
+
+def test_sigterm_mid_job_is_one_line_and_leaves_nothing_half_written(job_dir: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", _TERM_MID_JOB, str(job_dir)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 128 + 15, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["tracer: terminated (SIGTERM)"]
+    assert proc.stdout == ""
+    # the dataset being built (a temporary folder beside the traces) was removed; nothing else was written
+    assert sorted(p.name for p in job_dir.iterdir()) == sorted(p.name for p in HTA_RANKS)
+
+
+def test_a_worker_ends_on_sigterm_as_any_process_does() -> None:
+    """Workers forked from the command do not keep its SIGTERM handler (tracer.cli: an exception, for the
+    command's clean-up): in a worker it would turn a stopped task into an error sent back, not an end."""
+    code = """
+import concurrent.futures, multiprocessing, os, signal
+import tracer.parallel as p
+signal.signal(signal.SIGTERM, lambda *_: None)
+fork = multiprocessing.get_context("fork")
+for init, args in ((p.start_worker, (False, os.getpid())), (p.start_scanner, (os.getpid(),))):
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=fork, initializer=init, initargs=args) as pool:
+        print(pool.submit(signal.getsignal, signal.SIGTERM).result() == signal.SIG_DFL)
+print(signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True", "False"], out.stderr

@@ -602,7 +602,7 @@ def start_early_scans(groups: Sequence[Sequence[str | os.PathLike[str]]]) -> Ear
 
     parked = handoff.new_folder(sum(_size(g[0]) for g in paths))
     try:
-        pool = ProcessPoolExecutor(max_workers=local_workers(sum(counts)), initializer=die_with,
+        pool = ProcessPoolExecutor(max_workers=local_workers(sum(counts)), initializer=start_scanner,
                                    initargs=(os.getpid(),), mp_context=_start_method())
         futures = {
             g[0]: [pool.submit(scan_part, g[0], j, k, _part_file(parked, i, j)) for j in range(k)]
@@ -652,9 +652,28 @@ def start_worker(keep_memory: bool, parent: int | None = None) -> None:
     several ranks, then :func:`import_worker_modules` (nothing to do in a worker forked from the job's process).
     ``parent``: the pid of the process that forked it (None: a forkserver's child, which ends with the job)."""
     die_with(parent)
+    default_sigterm()
     if keep_memory:
         keep_freed_memory()
     import_worker_modules()
+
+
+def start_scanner(parent: int) -> None:
+    """An early scan's worker's start (:func:`start_early_scans`): :func:`die_with` its parent and
+    :func:`default_sigterm`; nothing imported (its parent has not imported pandas yet, and it needs none)."""
+    die_with(parent)
+    default_sigterm()
+
+
+def default_sigterm() -> None:
+    """SIGTERM ends this worker at once, as it ends any process: a worker forked from the ``tracer`` command
+    inherits the command's handler (:mod:`tracer.cli`: SIGTERM raised as an exception, for its clean-up),
+    which in a worker would only turn a stopped task into an error sent back. The job's process, told by its
+    pool that a worker died, says so in one line."""
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 #: prctl's option (linux/prctl.h): the signal this process gets when its parent ends

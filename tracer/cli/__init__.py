@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 import threading
 from typing import Any, NoReturn
@@ -49,6 +50,26 @@ class TracerCommand(_PlainFlags, TyperCommand):
 
 class _Interrupted(Exception):
     """Ctrl-C inside a command, carried past Typer to :func:`main`."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM (a batch system's time limit, ``kill``, a CI job cancelled) raised in the main thread, so that a
+    command ends as on Ctrl-C: its temporary files removed, its workers stopped, one line said. A BaseException:
+    no ``except Exception`` of a command takes it for a failure of its own."""
+
+
+def _terminate_by_exception() -> Any:
+    """SIGTERM raises :class:`_Terminated` from here on; returns the handler it replaced, or None where none was
+    set (not the main thread, or a handler of the host program's own is there: it stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return None
+
+    def on_term(_signum: int, _frame: Any) -> None:
+        raise _Terminated()
+
+    return signal.signal(signal.SIGTERM, on_term)
 
 
 class TracerGroup(_PlainFlags, TyperGroup):
@@ -106,7 +127,7 @@ for _optional in ("record", "export", "dashboard", "diff", "sql", "explain"):
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 1 failure — the output could not be written, say — 2 bad
-    input or usage, 130 interrupted)."""
+    input or usage, 130 interrupted, 143 terminated by SIGTERM)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] != ["record"]:
         # (not where a scenario runs in this process: where numpy and torch share one OpenBLAS library, as some
@@ -119,8 +140,12 @@ def main(argv: list[str] | None = None) -> int:
         # SCENARIO, and could not tell "tracer record -- foo" from "tracer record foo")
         cut = args.index("--")
         args, obj["command"] = args[:cut], args[cut + 1:]
+    previous_term = _terminate_by_exception()
     try:
         rc = app(args=args, prog_name="tracer", standalone_mode=False, obj=obj)
+    except _Terminated:
+        print("tracer: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
@@ -145,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             print("tracer: aborted", file=sys.stderr)
             return 130
         raise
+    finally:
+        if previous_term is not None:
+            signal.signal(signal.SIGTERM, previous_term)
     return rc if isinstance(rc, int) else 0
 
 
