@@ -211,6 +211,35 @@ def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+_TERM_MID_RECORD = """
+import os, signal, sys
+import tracer.record as rec
+from tracer.cli import run
+
+def mid_record(msg):  # the scenario's "together" phase begins: SIGTERM, as a batch system's time limit sends
+    if msg == "multi-device/together":
+        os.kill(os.getpid(), signal.SIGTERM)
+
+record = rec.record
+rec.record = lambda *a, **k: record(*a, **{**k, "progress": mid_record})
+sys.argv = ["tracer", "record", *sys.argv[1:]]
+run()
+"""
+
+
+def test_sigterm_mid_record_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    params = [a for k, v in SMALL["multi-device"].items() for a in ("--param", f"{k}={v}")]
+    proc = subprocess.run([sys.executable, "-c", _TERM_MID_RECORD, "multi-device", "--device", "cpu",
+                           "--out", str(tmp_path), *params], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 128 + 15, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "tracer: terminated (SIGTERM)"
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # the run being written (a temporary folder) was removed
+
+
 def test_a_crashing_scenario_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.scenarios import multi_device
 
