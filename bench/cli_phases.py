@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from job_phases import process_start
 from multirank import drop_stored
 
 #: the marks, in the order they are printed
@@ -49,16 +50,9 @@ MARKS = (
 )
 
 
-def _process_start() -> float:
-    """This process's start, Unix seconds (field 22 of /proc/self/stat, clock ticks since boot)."""
-    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-    uptime = float(Path("/proc/uptime").read_text().split()[0])
-    return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
-
-
 def child(log: Path, argv: list[str]) -> None:
     """The command, marked: each mark a line ``{"mark": ..., "ms": ...}`` appended to ``log`` (by any process)."""
-    t0 = _process_start()
+    t0 = process_start()
 
     def mark(what: str) -> None:
         with open(log, "a") as f:
