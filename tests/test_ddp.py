@@ -196,14 +196,57 @@ def test_sigterm_to_the_launcher_stops_every_rank(tmp_path: Path) -> None:
         "import os, signal, sys, threading, time\n"
         "from pathlib import Path\n"
         "from tracer.record_ranks import launch\n"
+        "from tracer.sigterm import Terminated\n"
         "sleeper = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
         "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
         "try:\n"
         "    launch([sleeper, sleeper], ['cpu', 'cpu'], Path(sys.argv[1]), timeout_s=60, grace_s=0.5)\n"
-        "except KeyboardInterrupt:\n"
+        "except Terminated:\n"
         "    print('stopped')\n"
     )
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
     assert proc.stdout.strip() == "stopped", proc.stderr
     assert proc.returncode == 0
+
+
+_TERM_MID_DDP = """
+import sys
+import tracer.record_ranks as rr
+from tracer.cli import run
+
+# Each rank: a sleeper marked by sys.argv[1]; rank 1, once started, sends SIGTERM to the recorder (its parent),
+# as a batch system's time limit would, while the recorder waits on both ranks.
+SLEEPER = ("import os, signal, time\\n"
+           "if os.environ['RANK'] == '1': os.kill(os.getppid(), signal.SIGTERM)\\n"
+           "time.sleep(120)\\n")
+rr.rank_command = lambda *a, **k: [sys.executable, "-c", SLEEPER, sys.argv[1]]
+sys.argv = ["tracer", "record", "ddp", *sys.argv[2:]]
+run()
+"""
+
+
+def _running(marker: str) -> list[int]:
+    """The pids of this machine's processes whose command line holds ``marker``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and marker.encode() in (proc / "cmdline").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:  # (ended meanwhile)
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="lists processes from /proc (Linux)")
+def test_sigterm_mid_record_ddp_is_one_line_stops_the_ranks_and_leaves_nothing(tmp_path: Path) -> None:
+    # `tracer record ddp` told to stop while its ranks run: the command's one line and exit code (as for every
+    # other command: tracer.sigterm), no rank left running, no half-written run
+    marker = f"tracer-test-rank-{os.getpid()}-{tmp_path.name}"
+    proc = subprocess.run([sys.executable, "-c", _TERM_MID_DDP, marker, *SMALL, "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 128 + 15, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "tracer: terminated (SIGTERM)"
+    assert "Traceback" not in proc.stderr
+    assert _running(marker) == []
+    assert list(tmp_path.iterdir()) == []

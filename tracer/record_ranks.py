@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tracer.errors import TracerError
+from tracer.sigterm import Terminated, sigterm_raises
 
 if TYPE_CHECKING:
     from tracer.record import RecordedRun
@@ -146,19 +147,16 @@ def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: P
     log_dir.mkdir(parents=True, exist_ok=True)
     procs: list[subprocess.Popen[bytes]] = []
     t0 = time.perf_counter()
-    previous_term = _interrupt_on_sigterm()
     try:
-        for rank, cmd in enumerate(commands):
-            with open(log_dir / LOG.format(rank=rank), "wb") as log:
-                procs.append(subprocess.Popen(list(cmd), env=rank_environment(rank, world, port, base_env),
-                                              stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-        ended, timed_out, torn_down = _wait(procs, t0, timeout_s, grace_s)
-    except BaseException:  # Ctrl-C, SIGTERM of the recorder: no rank outlives it
+        with sigterm_raises(Terminated):  # (inside the tracer command: its own, already)
+            for rank, cmd in enumerate(commands):
+                with open(log_dir / LOG.format(rank=rank), "wb") as log:
+                    procs.append(subprocess.Popen(list(cmd), env=rank_environment(rank, world, port, base_env),
+                                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            ended, timed_out, torn_down = _wait(procs, t0, timeout_s, grace_s)
+    except BaseException:  # Ctrl-C, SIGTERM of the recorder (tracer.sigterm.Terminated): no rank outlives it
         _stop(procs, grace_s)
         raise
-    finally:
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
     wall = time.perf_counter() - t0
     outcomes = []
     for rank, p in enumerate(procs):
@@ -168,20 +166,6 @@ def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: P
             last_line=last_line(log_dir / LOG.format(rank=rank)), timed_out=rank in timed_out,
             torn_down=rank in torn_down and rank not in timed_out, ended_s=round(ended.get(rank, wall), 3)))
     return outcomes, wall
-
-
-def _interrupt_on_sigterm() -> Any:
-    """SIGTERM to the launcher becomes a KeyboardInterrupt (so the ranks are stopped, not orphaned); returns the
-    handler it replaced, or None where none can be set (not the main thread)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def on_term(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, on_term)
 
 
 def _wait(procs: list[subprocess.Popen[bytes]], t0: float, timeout_s: float,
@@ -484,7 +468,11 @@ def job_main(args: argparse.Namespace) -> int:
     devices = args.devices.split(",")
     params = dict(p.partition("=")[::2] for p in args.param)
     commands = [rank_command(args.name, out, d, params, "cuda-range") for d in devices]
-    outcomes, _wall = launch(commands, devices, out, timeout_s=args.timeout)
+    try:
+        outcomes, _wall = launch(commands, devices, out, timeout_s=args.timeout)
+    except Terminated:  # (nsys stopped, or its parent: the ranks are stopped; die of it, as by default)
+        print("tracer.record_ranks: terminated (SIGTERM)", file=sys.stderr)
+        return 128 + signal.SIGTERM
     write_bytes_atomic(out / JOB, orjson.dumps([asdict(o) for o in outcomes]))
     return 1 if any(o.failed for o in outcomes) else 0
 

@@ -19,6 +19,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from tracer._blas import quiet_blas
 from tracer.errors import TracerError
+from tracer.sigterm import Terminated, sigterm_raises
 
 
 def _plain_flags(params: list[Any]) -> None:
@@ -50,26 +51,6 @@ class TracerCommand(_PlainFlags, TyperCommand):
 
 class _Interrupted(Exception):
     """Ctrl-C inside a command, carried past Typer to :func:`main`."""
-
-
-class _Terminated(BaseException):
-    """SIGTERM (a batch system's time limit, ``kill``, a CI job cancelled) raised in the main thread, so that a
-    command ends as on Ctrl-C: its temporary files removed, its workers stopped, one line said. A BaseException:
-    no ``except Exception`` of a command takes it for a failure of its own."""
-
-
-def _terminate_by_exception() -> Any:
-    """SIGTERM raises :class:`_Terminated` from here on; returns the handler it replaced, or None where none was
-    set (not the main thread, or a handler of the host program's own is there: it stays)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        return None
-
-    def on_term(_signum: int, _frame: Any) -> None:
-        raise _Terminated()
-
-    return signal.signal(signal.SIGTERM, on_term)
 
 
 class TracerGroup(_PlainFlags, TyperGroup):
@@ -140,10 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         # SCENARIO, and could not tell "tracer record -- foo" from "tracer record foo")
         cut = args.index("--")
         args, obj["command"] = args[:cut], args[cut + 1:]
-    previous_term = _terminate_by_exception()
     try:
-        rc = app(args=args, prog_name="tracer", standalone_mode=False, obj=obj)
-    except _Terminated:
+        # (SIGTERM raised as Terminated: the command's clean-up runs, its workers stop, one line is said)
+        with sigterm_raises(Terminated):
+            rc = app(args=args, prog_name="tracer", standalone_mode=False, obj=obj)
+    except Terminated:
         print("tracer: terminated (SIGTERM)", file=sys.stderr)
         return 128 + signal.SIGTERM
     except SystemExit as exc:
@@ -170,9 +152,6 @@ def main(argv: list[str] | None = None) -> int:
             print("tracer: aborted", file=sys.stderr)
             return 130
         raise
-    finally:
-        if previous_term is not None:
-            signal.signal(signal.SIGTERM, previous_term)
     return rc if isinstance(rc, int) else 0
 
 

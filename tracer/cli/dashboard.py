@@ -9,11 +9,9 @@ folder that is removed on every way out: Ctrl-C, SIGTERM, a normal exit.
 from __future__ import annotations
 
 import atexit
-import contextlib
 import logging
-import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Annotated, Any
 
@@ -21,6 +19,7 @@ import typer
 
 from tracer.cli import TracerCommand, app
 from tracer.errors import InputNotFoundError, UsageError
+from tracer.sigterm import sigterm_raises
 
 
 @app.command(cls=TracerCommand)
@@ -66,7 +65,9 @@ def dashboard(
 
     store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000)
     atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
-    with stop_on_sigterm():
+    # SIGTERM stops the server as Ctrl-C does (waitress ends on a KeyboardInterrupt, closing its sockets), exit 0:
+    # the way a service manager or `docker stop` ends a server, not a failure
+    with sigterm_raises(KeyboardInterrupt):
         try:
             _serve(store, paths, host, port, debug=debug, verbose=verbose)
         finally:
@@ -92,25 +93,6 @@ def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, 
         f"tracer dashboard: {len(store.runs())} run(s) at {server_url(server)}  (Ctrl-C to stop)", err=True
     )
     server.run()  # returns on Ctrl-C and SIGTERM: waitress catches KeyboardInterrupt and closes its sockets
-
-
-@contextlib.contextmanager
-def stop_on_sigterm() -> Iterator[None]:
-    """While inside, SIGTERM stops the server as Ctrl-C does (a KeyboardInterrupt in the main thread), so
-    the same clean-up runs: Python's default for SIGTERM is to die at once, leaving the uploads behind."""
-
-    def interrupt(_signum: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread (an embedding caller): leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def server_url(server: Any) -> str:
