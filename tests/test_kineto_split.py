@@ -321,3 +321,44 @@ def test_early_scans_do_not_start_for_gzipped_ranks_or_where_this_process_cannot
     assert parallel.start_early_scans([[p] for p in HTA_RANKS]) is None  # gzipped: never split
     monkeypatch.setattr(parallel, "_start_method", lambda: multiprocessing.get_context("spawn"))
     assert parallel.start_early_scans([[p] for p in plain_job]) is None  # (threads running: no fork)
+
+
+_EARLY_BAD = r"""
+import sys
+import tracer.parallel as p
+
+p._cores = lambda: 6
+p.MIN_PART_BYTES = 64 * 1024
+started = []
+start = p.start_early_scans
+p.start_early_scans = lambda groups: started.append(start(groups)) or started[-1]
+from tracer.cli import main
+
+rc = main(["summary", "--job", "--no-cache", "--scheduler", "processes", *sys.argv[1:]])
+print("early scans:", started[0] is not None, file=sys.stderr)
+sys.exit(rc)
+"""
+
+
+@pytest.mark.parametrize("skip", [False, True], ids=["refused", "skipped"])
+def test_a_corrupt_rank_among_early_scanned_ranks_is_one_line_naming_it(plain_job: list[Path], tmp_path: Path,
+                                                                        skip: bool) -> None:
+    # The early scans' path (each rank's merge started as its own parts are scanned): a rank whose parts
+    # cannot be scanned is parsed whole on its merge, which names the file; the other ranks are not held up.
+    import subprocess
+    import sys
+
+    bad = tmp_path / "rank-9.json"
+    data = plain_job[0].read_bytes()
+    bad.write_bytes(data[: len(data) * 2 // 3])  # cut short: no part after the cut vouches for it
+    proc = subprocess.run([sys.executable, "-c", _EARLY_BAD, *map(str, plain_job), str(bad),
+                           *(["--skip-bad-ranks"] if skip else [])], capture_output=True, text=True, timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "early scans: True"
+    assert "Traceback" not in proc.stderr
+    if skip:
+        assert proc.returncode == 0, proc.stderr
+        assert any(str(bad) in line and "opened without it" in line for line in lines), proc.stderr
+    else:
+        assert proc.returncode == 2, proc.stderr
+        assert lines[-2].startswith("tracer: error: ") and str(bad) in lines[-2], proc.stderr
