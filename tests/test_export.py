@@ -61,6 +61,16 @@ def test_existing_output_needs_force_and_is_left_alone(tmp_path: Path) -> None:
     assert out.read_bytes().startswith(b"{")
 
 
+def test_export_to_a_pipe_with_force_is_one_line_before_the_parse(tmp_path: Path) -> None:
+    fifo = tmp_path / "p.json"
+    os.mkfifo(fifo)
+    proc = run_cli("export", str(KINETO), "-o", str(fifo), "--force")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"tracer: error: {fifo}: is not a regular file (a device, a pipe or a "
+                                                "socket); give a file name"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
 def test_failed_export_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An exporter that fails half-way must leave neither the output nor its temporary file."""
     import tracer.exporters.chrome as chrome

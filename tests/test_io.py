@@ -31,3 +31,32 @@ def test_an_unwritable_directory_is_a_usage_error(tmp_path: Path, monkeypatch: p
     with pytest.raises(UsageError, match=rf"^{tmp_path}: cannot write here: Permission denied$"), make(tmp_path / "out"):
         pytest.fail("the block must not run")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_device_or_a_pipe_is_refused_and_stays_what_it_is(tmp_path: Path) -> None:
+    # `tracer export ... -o /dev/full --force` renamed a regular file over the device: /dev/full became a file
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    for dest in (fifo, Path(os.devnull)):
+        with pytest.raises(UsageError, match=r"is not a regular file"), atomic_path(dest):
+            pytest.fail("the block must not run")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and stat.S_ISCHR(Path(os.devnull).stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe.json"]  # no temporary left
+
+
+def test_a_symlink_stays_a_link_and_its_file_is_replaced(tmp_path: Path) -> None:
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target.name)
+    with atomic_path(link) as tmp:
+        tmp.write_text("new")
+    assert link.is_symlink() and target.read_text() == "new"
+    dangling = tmp_path / "to-nothing.json"
+    dangling.symlink_to("made.json")
+    with atomic_path(dangling) as tmp:
+        tmp.write_text("made")
+    assert dangling.is_symlink() and (tmp_path / "made.json").read_text() == "made"

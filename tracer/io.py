@@ -11,6 +11,7 @@ import contextlib
 import errno
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,10 +22,26 @@ from tracer.errors import OutputError, UsageError
 NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
+def file_destination(path: str | os.PathLike[str]) -> Path:
+    """Where a file written to ``path`` goes: ``path`` itself, or the file a symbolic link there points to (the
+    link stays a link, as ``cp`` and editors keep it). A device, a pipe or a socket there is refused: the rename
+    that makes a write atomic would put a regular file in its place (``/dev/full`` made a file, for good)."""
+    dest = Path(path)
+    try:
+        mode: int | None = os.stat(dest).st_mode  # (through links: /dev/stdout is a link to a pipe or a tty)
+    except OSError:  # (nothing there yet: a new file; a name too long ... is said when the write is tried)
+        mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # (a directory: said by each caller)
+        raise UsageError(path, "is not a regular file (a device, a pipe or a socket); give a file name")
+    return Path(os.path.realpath(dest)) if dest.is_symlink() else dest
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary file path beside ``path``; rename it to ``path`` when the block succeeds."""
-    dest = Path(path)
+    """Yield a temporary file path beside ``path``; rename it to ``path`` when the block succeeds. A symbolic
+    link at ``path`` stays, and the file it points to is replaced; a device or a pipe there is refused
+    (:func:`file_destination`)."""
+    dest = file_destination(path)
     _make_parent(dest)
     with _unwritable(dest.parent):
         fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from tracer.errors import UsageError
-from tracer.io import atomic_path, writing
+from tracer.io import atomic_path, file_destination, writing
 from tracer.timeline import Timeline
 
 #: ``progress(stage, done, total)``: called now and then while writing a big timeline; ``total`` may be 0.
@@ -129,6 +129,7 @@ def check_output(out: str | os.PathLike[str], *, force: bool) -> Path:
         raise UsageError(p, "is a directory; give a file name for the export")
     if exists and not force:
         raise UsageError(p, "already exists; pass --force to overwrite it")
+    file_destination(p)  # (a device or a pipe: refused now, not after a long parse)
     # a file where a directory of OUT should be: say so now, not after a long parse
     nearest = next((a for a in p.parents if a.exists()), None)
     if nearest is not None and not nearest.is_dir():
