@@ -56,6 +56,7 @@ def dashboard(
         raise UsageError("--port", f"{port} is not a TCP port; choose one from 1 to 65535")
     if max_upload_mb < 1:
         raise UsageError("--max-upload-mb", f"{max_upload_mb} would refuse every upload; give 1 or more")
+    _check_host(host, port)
     paths = list(paths or [])
     for p in paths:
         if not p.exists():
@@ -148,6 +149,23 @@ def make_server(
         raise UsageError(
             f"{host}:{port}", f"cannot listen there ({what}); choose another --port or --host"
         ) from None
+    except ValueError:  # waitress: "Invalid host/port specified." (a name that does not resolve)
+        raise UsageError(f"{host}:{port}", "cannot listen there (not an address of this machine); "
+                                           "choose another --host") from None
+
+
+def _check_host(host: str, port: int) -> None:
+    """Refuse a --host that names no address, before the runs are loaded (waitress raised a bare ValueError
+    with a traceback; Flask's server, under --debug, a line without tracer's prefix)."""
+    import socket
+
+    if not host.strip():
+        raise UsageError("--host", "is empty; give an address such as 127.0.0.1 (this machine) or 0.0.0.0 (all)")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:  # (socket.gaierror is an OSError; an IDNA label too long: UnicodeError)
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise UsageError("--host", f"{host!r} is not an address to listen on ({reason})") from None
 
 
 def log_requests(wsgi_app: Callable[..., Iterable[bytes]], stream: IO[str]) -> Callable[..., Iterable[bytes]]:
