@@ -258,3 +258,17 @@ def test_timeline_meta_is_kept(tmp_path: Path) -> None:
     assert con.execute(
         "SELECT s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId"
     ).fetchall() == [("thread 424 (python3)",)]
+
+
+def test_one_ranks_trace_keeps_its_rank_through_the_sqlite_export(tmp_path: Path) -> None:
+    # A rank-1 trace exported to SQLite read back with every kernel on rank 0 (the rank lived only in
+    # TRACER_META's metadata), so `summary` keyed its GPU as 0/1 and `sql` disagreed with the JSON.
+    src = DATA / "external" / "HTA_trace_filter_sampled_rank-1.json.gz"
+    kineto = load_trace(src, cache=False)
+    assert set(kineto.events["rank"].unique().tolist()) == {1}
+    out = tmp_path / "rank1.sqlite"
+    export_timeline(kineto, out)
+    back = load_trace(out, cache=False)
+    assert set(back.events["rank"].unique().tolist()) == {1}
+    by_kind = back.events.groupby(["kind", "rank"], observed=True).size()
+    assert by_kind.to_dict() == kineto.events.groupby(["kind", "rank"], observed=True).size().to_dict()

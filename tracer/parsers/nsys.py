@@ -351,7 +351,9 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
-    _restore_ranks(con, tables, [part for part in parts if part.get("from_tracer_events") is None])
+    nsys_rows = [part for part in parts if part.get("from_tracer_events") is None]
+    if not _restore_ranks(con, tables, nsys_rows):
+        _own_rank(meta, nsys_rows)
     for part in parts:
         part.pop("from_tracer_events", None)
     sync = _cuda_sync(con, tables)
@@ -367,15 +369,16 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     return Timeline(validate(mark_by_name(_concat(parts)), source), meta)
 
 
-def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[str, object]]) -> None:
+def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[str, object]]) -> bool:
     """In tracer's export of a job, each rank's processes: TRACER_META's ``process_ranks`` ([export pid, rank,
     the trace's pid] each, :mod:`tracer.exporters.nsys_sqlite`) puts every row of ``parts`` back on its rank and
-    pid. A file without it (every nsys export) is left as it is; a damaged value is ignored."""
+    pid; returns whether the file has that table. A file without it (every nsys export) is left as it is; a
+    damaged value is ignored."""
     if "TRACER_META" not in tables:
-        return
+        return False
     got = con.execute("SELECT value FROM TRACER_META WHERE name = 'process_ranks'").fetchall()
     if not got:
-        return
+        return False
     import orjson
 
     try:
@@ -384,9 +387,9 @@ def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[s
         ranks = np.array([int(x[1]) for x in table], dtype=np.int64)
         own = np.array([int(x[2]) for x in table], dtype=np.int64)
     except (ValueError, TypeError, IndexError, orjson.JSONDecodeError):
-        return
+        return False
     if not pids.size:
-        return
+        return False
     order = np.argsort(pids)
     pids, ranks, own = pids[order], ranks[order], own[order]
     for part in parts:
@@ -399,6 +402,17 @@ def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[s
             new_pid = pid.copy()
             new_pid[hit] = own[at[hit]]
             part["rank"], part["pid"] = rank, new_pid
+    return True
+
+
+def _own_rank(meta: TraceMeta, parts: list[dict[str, object]]) -> None:
+    """In tracer's export of one rank's trace (a Kineto trace with ``distributedInfo``, kept in TRACER_META's
+    timeline metadata): that rank on every row of ``parts``, as the trace itself gave it (they read 0)."""
+    info = meta.extra.get("distributed_info")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**15:
+        for part in parts:
+            part["rank"] = np.full(len(np.asarray(part["rank"])), rank, dtype=np.int64)
 
 
 #: CUPTI's synchronisation types (ENUM_CUPTI_SYNC_TYPE) as Kineto names its cuda_sync rows
