@@ -253,6 +253,14 @@ def test_summary_of_a_folder_without_runs_says_what_to_pass(tmp_path):
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_loop_of_symbolic_links_is_said_as_one(tmp_path):
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(loop.name)  # (was "no such file or directory")
+    proc = run_cli("summary", str(loop), timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == f"tracer: error: {loop}: not a regular file but a loop of symbolic links: give a trace file\n"
+
+
 def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped_one(tmp_path, data_dir):
     # Reading a named pipe blocks until a writer comes (the command hung forever); a device may never end.
     import shutil

@@ -330,11 +330,18 @@ def test_threshold_option_changes_classes(capsys):
     (["--json", "--csv"], "tracer: error: --json and --csv each print every item; choose one\n"),
     (["--step", "7"], f"tracer: error: {HTA_PAIR / 'base.json.gz'}: no ProfilerStep#7 in this trace "
                       "(steps here: 1009, 1010)\n"),
+    (["--step", "-1"], "tracer: error: --step: -1 is not a step number (ProfilerStep#N counts from 0)\n"),
 ])
 def test_bad_usage_is_one_line(capsys, args, message):
     rc = tracer.cli.main(["diff", str(HTA_PAIR / "base.json.gz"), str(HTA_PAIR / "test.json.gz"), *args])
     assert rc == 2
     assert capsys.readouterr().err == message
+
+
+def test_a_bare_zero_threshold_reports_every_change():
+    from tracer.analysis.diff import Threshold, parse_threshold
+
+    assert parse_threshold("0") == Threshold(abs_ns=0, rel=0.0) == parse_threshold("0ns,0%")
 
 
 def test_missing_input_is_one_line(capsys, tmp_path):

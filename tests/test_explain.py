@@ -209,6 +209,8 @@ def _no_correlation_trace(tmp_path):
     [
         (["--window", "5:x"], "--window: 'x' is not a number of ms"),
         (["--window", "9:3"], "ends before it starts"),
+        (["--window", "3:3"], "'3:3' is empty: it ends where it starts"),
+        (["--top", "-1"], "--top: -1 is not a count; give 0 or more"),
         (["--range", "nope"], "no range or operator named 'nope'"),
         (["--range", "a", "--window", "1:2"], "give --window or --range, not both"),
         (["--window", "1e9:"], "no host or GPU work ran in"),

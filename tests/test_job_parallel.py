@@ -165,6 +165,10 @@ def test_cli_options_need_job(job_dir: Path) -> None:
     assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --scheduler: applies to a job's traces: add --job"
     proc = run_cli("summary", "--job", str(job_dir), "--ranks", "2-1")
     assert proc.returncode == 2 and "tracer: error: --ranks: '2-1' is not a range" in proc.stderr
+    proc = run_cli("summary", str(job_dir), "--clock-fix")  # (was silently ignored)
+    assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --clock-fix: applies to a job's traces: add --job"
+    proc = run_cli("summary", "--job", str(job_dir), "--collectives", "-1")
+    assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --collectives: -1 is not a count; give 0 or more"
 
 
 def test_scheduler_values_and_the_environment() -> None:

@@ -197,6 +197,13 @@ def test_a_write_is_refused_in_one_line(sql, tmp_path, capsys):
     assert run_files(RUN) == before
 
 
+def test_a_with_that_writes_is_named_for_what_it_does(capsys):
+    # was "WITH is not a reading statement; use SELECT, WITH, ...": the refusal contradicted itself
+    rc = main(["sql", str(RUN), "-q", "WITH x AS (SELECT 1) DELETE FROM kernels"])
+    assert rc == 2
+    assert "and WITH ... DELETE is not a reading statement" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "sql",
     ["SELECT * FROM read_csv('/etc/passwd')", "SELECT * FROM '{run}/timeline.parquet'",

@@ -73,6 +73,8 @@ def test_bytes_near_2_63_are_skipped_not_summed_into_a_negative_total(tmp_path: 
         (memcpy(10, 5, 2**48 + 1), "bytes over 256 TiB"),
         (kernel(1e20, 5), "ts beyond int64 ns"),
         (kernel("-1e20", 5), "ts beyond int64 ns"),
+        (kernel(10, 1e20), "ts + dur beyond int64 ns"),  # (was said as the ts's fault)
+        (kernel(10, "1e20"), "ts + dur beyond int64 ns"),
     ],
 )
 def test_impossible_values_skip_their_event_with_a_reason(event: dict, reason: str) -> None:

@@ -13,6 +13,7 @@ exporter's when it is asked for.
 from __future__ import annotations
 
 import importlib
+import errno
 import os
 import stat
 from collections.abc import Callable
@@ -38,7 +39,9 @@ def not_a_regular_file(path: str | os.PathLike[str]) -> str | None:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         return "a broken symbolic link" if os.path.islink(path) else None  # (missing: the caller says so)
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # (a link to itself, or a cycle of links: "no such file" said it wrongly)
+            return "a loop of symbolic links"
         return None  # (unreadable: opening it says why)
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None

@@ -445,9 +445,11 @@ def _check_reads(con: Any, st: Any) -> None:
         # A PIVOT is several statements to DuckDB (it makes an ENUM type of the values in memory,
         # then selects).
         return
+    # (a WITH that ends in a DELETE or an INSERT: its first word reads, the statement does not)
+    said = f"{what} ... {kind}" if what in _MULTI_READING and kind not in (what, "MULTI") else what
     raise SqlError(
         "query",
-        f"refused: tracer sql only reads, and {what} is not a reading statement; use SELECT, WITH, FROM, DESCRIBE, "
+        f"refused: tracer sql only reads, and {said} is not a reading statement; use SELECT, WITH, FROM, DESCRIBE, "
         "SHOW, SUMMARIZE, PIVOT or EXPLAIN",
     )
 

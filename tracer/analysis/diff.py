@@ -83,6 +83,8 @@ def parse_threshold(text: str) -> Threshold:
     """``"1us,1%"``, ``"5%"`` or ``"0.5ms"`` → a :class:`Threshold`; a part not given keeps its default."""
     default = Threshold()
     abs_ns, rel = default.abs_ns, default.rel
+    if text.strip() == "0":  # (no unit needed for nothing: every change is one)
+        return Threshold(abs_ns=0, rel=0.0)
     parts = [p for p in text.split(",") if p.strip()]
     if not parts:
         raise UsageError("--threshold", f"{text!r} is empty; write e.g. '1us,1%', '5%' or '0.5ms'")
@@ -450,7 +452,7 @@ def select_step(events: pd.DataFrame, step: int, source: str = "") -> pd.DataFra
         found = sorted({int(m.group(1)) for m in (re.fullmatch(r"ProfilerStep#(\d+)", n) for n in pd.unique(
             names[events["kind"] == "range"])) if m})
         have = f"steps here: {', '.join(map(str, found[:10]))}{' …' if len(found) > 10 else ''}" if found else \
-            "no ProfilerStep ranges at all (record with torch.profiler's schedule and prof.step())"
+            "no ProfilerStep ranges at all: record with torch.profiler's schedule and prof.step()"
         raise UsageError(source, f"no {name} in this trace ({have})")
     lo, hi = int(marks["start_ns"].min()), int(marks["end_ns"].max())
     host = events["device"] < 0

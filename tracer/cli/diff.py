@@ -179,6 +179,8 @@ def diff(
     if json and as_csv:
         raise UsageError("", "--json and --csv each print every item; choose one")
     rule = parse_threshold(threshold)
+    if step is not None and step < 0:
+        raise UsageError("--step", f"{step} is not a step number (ProfilerStep#N counts from 0)")
     ta = _load(a, no_cache)
     tb = _load(b, no_cache)
     try:

@@ -36,7 +36,8 @@ def parse_window(text: str, origin_ns: int) -> tuple[int | None, int | None]:
         out.append(origin_ns + round(ms * 1e6))
     lo, hi = out
     if lo is not None and hi is not None and hi <= lo:
-        raise TracerError("--window", f"{text!r} ends before it starts")
+        raise TracerError("--window", f"{text!r} " + ("is empty: it ends where it starts" if hi == lo
+                                                     else "ends before it starts"))
     return lo, hi
 
 
@@ -257,6 +258,8 @@ def explain(
         raise TracerError("explain", "give --window or --range, not both")
     if not (0 <= min_gap_us < 1e12):
         raise TracerError("--min-gap-us", f"{min_gap_us:g} is not a duration in µs (0 or more, e.g. 50)")
+    if top < 0:
+        raise TracerError("--top", f"{top} is not a count; give 0 or more")
     min_gap_ns = round(min_gap_us * 1e3)
     if what_if:
         from tracer.explain.replay import parse_plan

@@ -78,7 +78,7 @@ def export(
     warn_left_out(path, timeline.meta.extra)
     with _progress(status, len(timeline.events)) as progress:
         result = export_timeline(timeline, output, exporter.name, force=force, progress=progress)
-    counts = ", ".join(f"{v:,} {k}" for k, v in result.counts.items() if v)
+    counts = ", ".join(f"{v:,} {k}" for k, v in result.counts.items() if v) or "no events (the trace has none)"
     print(f"wrote {result.path} ({result.format}): {counts}", file=sys.stderr)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)

@@ -197,11 +197,16 @@ def summary(
     failed: list[TracerError] = []
     from tracer.discover import expand
 
-    if not job and (scheduler is not None or skip_bad_ranks or ranks is not None):
+    if not job and (scheduler is not None or skip_bad_ranks or ranks is not None or clock_fix):
         from tracer.errors import UsageError
 
-        given = "--scheduler" if scheduler is not None else "--skip-bad-ranks" if skip_bad_ranks else "--ranks"
+        given = ("--scheduler" if scheduler is not None else "--skip-bad-ranks" if skip_bad_ranks
+                 else "--ranks" if ranks is not None else "--clock-fix")
         raise UsageError(given, "applies to a job's traces: add --job")
+    if collectives < 0:
+        from tracer.errors import UsageError
+
+        raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = expand(paths, on_skip=say_skipped_file)
     if job:
         from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped

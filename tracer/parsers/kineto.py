@@ -390,6 +390,7 @@ def _ns(value: decimal.Decimal) -> int:
 #: Reasons an event is skipped for a value outside what a trace can mean (see docs/formats.md).
 _NEGATIVE_DUR = "dur negative"
 _TOO_FAR = "ts beyond int64 ns"
+_TOO_LONG = "ts + dur beyond int64 ns"  # (a ts that fits, a dur that takes the end past it)
 
 
 def _event_times(xs: list[Any], skipped: Counter[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -413,7 +414,8 @@ def _times(ts_raw: list[Any], dur_raw: list[Any], skipped: Counter[str]) -> tupl
     negative = fast & (d_ns < 0)
     too_far = fast & ~negative & ((t_ns >= _MAX_NS - d_ns) | (t_ns <= -_MAX_NS))
     if negative.any() or too_far.any():
-        for reason, rows in ((_NEGATIVE_DUR, negative), (_TOO_FAR, too_far)):
+        far_ts = too_far & ((t_ns >= _MAX_NS) | (t_ns <= -_MAX_NS))  # (else the end is: a dur of 1e20 µs)
+        for reason, rows in ((_NEGATIVE_DUR, negative), (_TOO_FAR, far_ts), (_TOO_LONG, too_far & ~far_ts)):
             if rows.any():
                 skipped[reason] += int(rows.sum())
         t_ns, d_ns = np.where(negative | too_far, 0, t_ns), np.where(negative | too_far, 0, d_ns)
@@ -435,7 +437,7 @@ def _times(ts_raw: list[Any], dur_raw: list[Any], skipped: Counter[str]) -> tupl
             skipped[_NEGATIVE_DUR] += 1
             continue
         if abs(ts) + dur >= _MAX_WHOLE_US:
-            skipped[_TOO_FAR] += 1
+            skipped[_TOO_FAR if abs(ts) >= _MAX_WHOLE_US else _TOO_LONG] += 1
             continue
         start[i], end[i] = _ns(ts), _ns(_EXACT.add(ts, dur))
         usable[i] = True
