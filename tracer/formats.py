@@ -12,8 +12,8 @@ exporter's when it is asked for.
 
 from __future__ import annotations
 
-import importlib
 import errno
+import importlib
 import os
 import stat
 from collections.abc import Callable
