@@ -211,6 +211,7 @@ def _no_correlation_trace(tmp_path):
         (["--window", "9:3"], "ends before it starts"),
         (["--window", "3:3"], "'3:3' is empty: it ends where it starts"),
         (["--top", "-1"], "--top: -1 is not a count; give 0 or more"),
+        (["--instance", "2"], "--instance: picks one instance of --range: give --range NAME too"),
         (["--range", "nope"], "no range or operator named 'nope'"),
         (["--range", "a", "--window", "1:2"], "give --window or --range, not both"),
         (["--window", "1e9:"], "no host or GPU work ran in"),
@@ -222,6 +223,18 @@ def test_cli_explain_bad_options_one_line_exit_2(data_dir, args, phrase):
     err = [line for line in proc.stderr.splitlines() if line.startswith("tracer: error:")]
     assert len(err) == 1 and phrase in err[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_cli_explain_says_when_the_launching_calls_are_missing(tmp_path):
+    # GPU rows with correlation ids but no runtime call in the trace: the message said "no correlation ids"
+    ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
+           "args": {"device": 0, "stream": 7, "correlation": 5}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 20}]
+    p = tmp_path / "gpu_only.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    proc = run_cli("explain", str(p), module=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "none of the CUDA runtime or driver calls that launched it" in proc.stderr
 
 
 def test_cli_explain_says_what_to_record_for_a_trace_without_correlation(tmp_path):

@@ -215,8 +215,9 @@ def explain(
                      "a name that matches none exactly matches every name that contains it)."),
     ] = None,
     instance: Annotated[
-        int, typer.Option("--instance", metavar="I", help="Which instance of --range, in time order (0: the first).")
-    ] = 0,
+        int | None, typer.Option("--instance", metavar="I", help="Which instance of --range, in time order (0: the "
+                                 "first, -1: the last).")
+    ] = None,
     top: Annotated[int, typer.Option("--top", metavar="N", help="Intervals and findings listed, by their time on the "
                                      "path (--json: intervals; it has every finding).")] = 10,
     min_gap_us: Annotated[
@@ -256,6 +257,8 @@ def explain(
 
     if window is not None and range_name is not None:
         raise TracerError("explain", "give --window or --range, not both")
+    if instance is not None and range_name is None:
+        raise TracerError("--instance", "picks one instance of --range: give --range NAME too")
     if not (0 <= min_gap_us < 1e12):
         raise TracerError("--min-gap-us", f"{min_gap_us:g} is not a duration in µs (0 or more, e.g. 50)")
     if top < 0:
@@ -274,11 +277,14 @@ def explain(
     graph = build_graph(timeline)
     is_gpu = graph.nodes["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
     if is_gpu.any() and not (graph.edges["type"] == "launch").any():
-        raise TracerError(path, "no GPU work is tied to the host call that launched it (the trace has no "
-                          "correlation ids), so no path can cross from the host to the GPU: record with "
-                          "torch.profiler (CPU and CUDA activities) or nsys --trace=cuda")
+        calls = ev["kind"].isin(["runtime", "driver"]).any()
+        why = ("the trace has no correlation ids" if calls else
+               "the trace has GPU work but none of the CUDA runtime or driver calls that launched it")
+        raise TracerError(path, f"no GPU work is tied to the host call that launched it ({why}), so no path can "
+                          "cross from the host to the GPU: record with torch.profiler (CPU and CUDA activities) "
+                          "or nsys --trace=cuda")
     if range_name is not None:
-        chosen = window_of_range(timeline, range_name, instance)
+        chosen = window_of_range(timeline, range_name, instance or 0)
     elif window is not None:
         lo, hi = parse_window(window, int(ev["start_ns"].min()))
         chosen = Window(lo, hi, f"the window {window} ms")
