@@ -71,6 +71,24 @@ def test_export_to_a_pipe_with_force_is_one_line_before_the_parse(tmp_path: Path
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+def test_export_to_standard_output_is_the_file_export(tmp_path: Path) -> None:
+    # `-o -` wrote a file named "-"; now the export itself, for a pipe
+    proc = run_cli("export", str(KINETO), "-o", "-", "--to", "chrome", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("wrote standard output (chrome): ") and list(tmp_path.iterdir()) == []
+    piped = tmp_path / "piped.json"
+    piped.write_text(proc.stdout)
+    direct = tmp_path / "direct.json"
+    assert run_cli("export", str(KINETO), "-o", str(direct)).returncode == 0
+    from tracer.analysis.summary import summarize
+
+    assert summarize(load_trace(piped, cache=False))["devices"] == \
+        summarize(load_trace(direct, cache=False))["devices"]
+    proc = run_cli("export", str(KINETO), "-o", "-", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr == ("tracer: error: --to: -o - (standard output) has no suffix to "
+                                                    "tell the format by: give --to\n")
+
+
 def test_failed_export_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An exporter that fails half-way must leave neither the output nor its temporary file."""
     import tracer.exporters.chrome as chrome

@@ -43,7 +43,8 @@ def export(
         Path, typer.Argument(help="A trace (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) or a run directory.")
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="The file to write; its suffix picks the format unless --to.")
+        Path, typer.Option("--output", "-o", help="The file to write; its suffix picks the format unless --to. "
+                           "`-`: standard output (with --to), e.g. `-o - --to chrome | gzip > t.json.gz`.")
     ],
     to: Annotated[
         str | None,
@@ -71,14 +72,54 @@ def export(
     from tracer.parsers import load_trace
 
     # Bad arguments fail before a possibly long parse.
-    check_output(output, force=force)
-    exporter = get_exporter(to, output)
+    to_stdout = str(output) == "-"
+    if to_stdout:
+        from tracer.errors import UsageError
+
+        if to is None:
+            raise UsageError("--to", "-o - (standard output) has no suffix to tell the format by: give --to")
+        exporter = get_exporter(to, output)
+        if exporter.name in _BINARY and sys.stdout.isatty():
+            raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
+    else:
+        check_output(output, force=force)
+        exporter = get_exporter(to, output)
     status = Console(stderr=True)
     timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)
     with _progress(status, len(timeline.events)) as progress:
-        result = export_timeline(timeline, output, exporter.name, force=force, progress=progress)
+        if to_stdout:
+            result = _export_to_stdout(timeline, exporter.name, progress)
+        else:
+            result = export_timeline(timeline, output, exporter.name, force=force, progress=progress)
     counts = ", ".join(f"{v:,} {k}" for k, v in result.counts.items() if v) or "no events (the trace has none)"
-    print(f"wrote {result.path} ({result.format}): {counts}", file=sys.stderr)
+    print(f"wrote {'standard output' if to_stdout else result.path} ({result.format}): {counts}", file=sys.stderr)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
+
+
+#: formats whose bytes are not text: not written to a terminal
+_BINARY = ("nsys-sqlite", "parquet")
+
+
+def _export_to_stdout(timeline: Any, fmt: str, progress: Any) -> Any:
+    """``-o -``: the export written whole to a private temporary file first (SQLite and Parquet need a file they
+    can seek in; and nothing reaches the pipe unless the export succeeded), then copied to standard output."""
+    import shutil
+    import tempfile
+
+    from tracer.errors import OutputError
+    from tracer.exporters import export_timeline
+
+    with tempfile.TemporaryDirectory(prefix="tracer-export-") as tmp:
+        result = export_timeline(timeline, Path(tmp) / "export", fmt, progress=progress)
+        try:
+            with open(result.path, "rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:  # (the reader ended first: `| head`)
+            import os
+
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (so that the exit's flush is quiet)
+            raise OutputError("", "cannot write standard output: the pipe's reader ended first") from None
+    return result
