@@ -717,6 +717,22 @@ def test_server_on_a_port_in_use_is_a_one_line_error():
             make_server(_hello, "127.0.0.1", port)
 
 
+def test_debug_server_on_a_port_in_use_is_the_same_one_line(tmp_path):
+    # --debug runs Flask's development server, which said a busy port in two lines of its own (exit 1)
+    import socket
+
+    from tests.conftest import run_cli
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_cli("dashboard", "--no-examples", "--debug", "--port", str(port), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"tracer: error: 127.0.0.1:{port}: cannot listen there (")
+    assert proc.stderr.count("\n") == 1, proc.stderr
+
+
 def test_dashboard_command_prints_one_line_and_stops_cleanly_on_ctrl_c():
     """`tracer dashboard` says where it serves and nothing else — no development-server warning, no line per
     request — and Ctrl-C (SIGINT) ends it with exit code 0. Waits for the line, not for a fixed time."""

@@ -85,6 +85,7 @@ def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, 
         store.view(first)  # parse now: errors surface as one line and exit 2, and the first page is fast
     dash_app = create_app(store=store)
     if debug:
+        _check_free(host, port)  # (Flask's development server says a busy port in two lines of its own)
         dash_app.run(host=host, port=port, debug=True)
         return
     server = make_server(
@@ -152,6 +153,24 @@ def make_server(
     except ValueError:  # waitress: "Invalid host/port specified." (a name that does not resolve)
         raise UsageError(f"{host}:{port}", "cannot listen there (not an address of this machine); "
                                            "choose another --host") from None
+
+
+def _check_free(host: str, port: int) -> None:
+    """Refuse ``host:port`` in the words :func:`make_server` uses where nothing can listen there now (a port in
+    use, an address of another machine). Bound and let go at once: a race with another program remains, and
+    then Flask says it."""
+    import socket
+
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        with socket.socket(info[0], socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as Werkzeug binds)
+            probe.bind(info[4])
+    except OSError as exc:
+        what = exc.strerror or str(exc)
+        raise UsageError(
+            f"{host}:{port}", f"cannot listen there ({what}); choose another --port or --host"
+        ) from None
 
 
 def _check_host(host: str, port: int) -> None:
