@@ -146,19 +146,22 @@ def make_server(
             ident="tracer",
         )
     except OSError as exc:
-        what = exc.strerror or str(exc)
-        raise UsageError(
-            f"{host}:{port}", f"cannot listen there ({what}); choose another --port or --host"
-        ) from None
+        raise _cannot_listen(host, port, exc) from None
     except ValueError:  # waitress: "Invalid host/port specified." (a name that does not resolve)
         raise UsageError(f"{host}:{port}", "cannot listen there (not an address of this machine); "
                                            "choose another --host") from None
 
 
+def _cannot_listen(host: str, port: int, exc: OSError) -> UsageError:
+    """The one line for an address nothing can listen on (a port in use ...), whichever server was to."""
+    what = exc.strerror or str(exc)
+    return UsageError(f"{host}:{port}", f"cannot listen there ({what}); choose another --port or --host")
+
+
 def _check_free(host: str, port: int) -> None:
-    """Refuse ``host:port`` in the words :func:`make_server` uses where nothing can listen there now (a port in
-    use, an address of another machine). Bound and let go at once: a race with another program remains, and
-    then Flask says it."""
+    """Refuse ``host:port`` as :func:`make_server` does (:func:`_cannot_listen`) where nothing can listen
+    there now (a port in use, an address of another machine). Bound and let go at once: a race with another
+    program remains, and then Flask says it."""
     import socket
 
     try:
@@ -167,10 +170,7 @@ def _check_free(host: str, port: int) -> None:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (as Werkzeug binds)
             probe.bind(info[4])
     except OSError as exc:
-        what = exc.strerror or str(exc)
-        raise UsageError(
-            f"{host}:{port}", f"cannot listen there ({what}); choose another --port or --host"
-        ) from None
+        raise _cannot_listen(host, port, exc) from None
 
 
 def _check_host(host: str, port: int) -> None:

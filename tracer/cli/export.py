@@ -68,22 +68,19 @@ def export(
     from rich.console import Console
 
     from tracer.cli._report import say_cached, warn_left_out
+    from tracer.errors import UsageError
     from tracer.exporters import check_output, export_timeline, get_exporter
     from tracer.parsers import load_trace
 
     # Bad arguments fail before a possibly long parse.
     to_stdout = str(output) == "-"
-    if to_stdout:
-        from tracer.errors import UsageError
-
-        if to is None:
-            raise UsageError("--to", "-o - (standard output) has no suffix to tell the format by: give --to")
-        exporter = get_exporter(to, output)
-        if exporter.name in _BINARY and sys.stdout.isatty():
-            raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
-    else:
+    if to_stdout and to is None:
+        raise UsageError("--to", "-o - (standard output) has no suffix to tell the format by: give --to")
+    if not to_stdout:
         check_output(output, force=force)
-        exporter = get_exporter(to, output)
+    exporter = get_exporter(to, output)
+    if to_stdout and exporter.name in _BINARY and sys.stdout.isatty():
+        raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)

@@ -190,22 +190,19 @@ def summary(
     from rich.console import Console
 
     from tracer.cli._report import left_out_text, say_cached, say_skipped_file
-    from tracer.errors import TraceFormatError
+    from tracer.errors import TraceFormatError, UsageError
 
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
     from tracer.discover import expand
 
-    if not job and (scheduler is not None or skip_bad_ranks or ranks is not None or clock_fix):
-        from tracer.errors import UsageError
-
-        given = ("--scheduler" if scheduler is not None else "--skip-bad-ranks" if skip_bad_ranks
-                 else "--ranks" if ranks is not None else "--clock-fix")
+    job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
+                "--ranks": ranks is not None, "--clock-fix": clock_fix}
+    given = next((option for option, used in job_only.items() if used), None)
+    if not job and given is not None:
         raise UsageError(given, "applies to a job's traces: add --job")
     if collectives < 0:
-        from tracer.errors import UsageError
-
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = expand(paths, on_skip=say_skipped_file)
     if job:
