@@ -219,6 +219,38 @@ def test_a_job_with_split_ranks_equals_the_unsplit_one(plain_job: list[Path], mo
         ranked.combine([w.results for w in whole], serial.meta).to_dict()
 
 
+
+def test_a_split_rank_s_dataset_keys_equal_the_whole_file_s(plain_job: list[Path],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # a merge hashes its file itself, beside the merge (its parts were scanned elsewhere): the key a reload
+    # checks must still be the file's own
+    from tracer.jobstore import source_key
+
+    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(parallel, "_cores", lambda: 6)  # (split, and a core to spare for each worker)
+    done = parallel.parse_groups([[p] for p in plain_job], scheduler=parallel.Scheduler("processes"),
+                                 task=parallel.Task(with_keys=True, analyze=True))
+    for d, p in zip(done, plain_job, strict=True):
+        assert d.error is None and "parts" in d.phases
+        assert d.keys == [source_key(p)]
+
+
+def test_a_merge_s_keys_are_hashed_from_the_start_on_the_side_thread(plain_job: list[Path]) -> None:
+    from tracer.jobstore import source_key
+
+    side = parallel._Side(True)
+    try:
+        keys = parallel._Keys([str(p) for p in plain_job], side, read_now=True)
+        assert sorted(keys.digests) == [0, 1]  # (submitted at once, before the merge runs)
+        assert keys.result() == [source_key(p) for p in plain_job]
+    finally:
+        side.close()
+    inline = parallel._Side(False)
+    try:  # (no side thread: hashed after the rank's steps, as before, not first)
+        assert parallel._Keys([str(p) for p in plain_job], inline, read_now=True).digests == {}
+    finally:
+        inline.close()
+
 # ---------------------------------------------------------------------------------------------------------
 # Early scans: a job's parts scanned on processes forked before the job's process imports pandas
 

@@ -187,12 +187,13 @@ def merge_group(index: int, paths: Sequence[str], task: Task, scanned: Sequence[
 
         return load_kineto_parts(paths[0], [_take(s[0]) for s in scanned])
 
-    return _rank(index, paths, task, load, {"parts": max(s[1] for s in scanned)})
+    return _rank(index, paths, task, load, {"parts": max(s[1] for s in scanned)}, read_now=True)
 
 
 def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | None], Any],
-          laps: dict[str, float]) -> Parsed:
-    """One rank's timeline from ``load`` (on a worker), then ``task``'s steps; ``laps``: phases timed before."""
+          laps: dict[str, float], *, read_now: bool = False) -> Parsed:
+    """One rank's timeline from ``load`` (on a worker), then ``task``'s steps; ``laps``: phases timed before;
+    ``read_now``: ``load`` does not hand the files' bytes over for their keys (:class:`_Keys`)."""
     from tracer.timeline import align
 
     t0 = time.perf_counter()
@@ -204,7 +205,7 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
     # every core runs a worker the thread only takes turns with them: the steps run in line.
     side = _Side(task.side_thread)
     try:
-        keys = _Keys(paths, side) if task.with_keys else None
+        keys = _Keys(paths, side, read_now=read_now) if task.with_keys else None
         clock.lap("key")
         timeline = load(keys)
         if task.align:
@@ -270,10 +271,12 @@ class _Side:
 class _Keys:
     """The dataset's key of each of a rank's files (tracer.jobstore.source_key): each file's stat taken now,
     before it is read, and its hash from the bytes the parse reads (handed over by ``load_trace(on_raw=)``), on
-    the side thread where there is one; a file whose bytes never came (not a Kineto file) is read for it."""
+    the side thread where there is one; a file whose bytes never came (not a Kineto file) is read for it.
+    ``read_now``: the parse will not read the files' bytes here (a merge of parts scanned elsewhere): each file
+    is read and hashed on the side thread from now on, beside the merge, not after the analyses."""
 
-    def __init__(self, paths: Sequence[str], side: _Side) -> None:
-        from tracer.parsers import _stat_key
+    def __init__(self, paths: Sequence[str], side: _Side, *, read_now: bool = False) -> None:
+        from tracer.parsers import _file_digest, _stat_key
 
         self.paths, self.side = paths, side
         self.stats: list[list[int] | None] = []
@@ -284,6 +287,11 @@ class _Keys:
                 self.stats.append(None)
         self.digests: dict[int, Future[str]] = {}
         self.inline_s = 0.0  # seconds spent hashing in this thread (no side thread)
+        # (in this thread, with no side thread, the hash would only come first instead of last: no gain)
+        if read_now and side.threaded:
+            for i, (p, stat) in enumerate(zip(paths, self.stats, strict=True)):
+                if stat is not None:  # (after the stat: a write during the hash does not go unseen)
+                    self.digests[i] = side.submit(_file_digest, Path(p))
 
     def hasher(self, i: int) -> Callable[[bytes], None]:
         def take(raw: bytes) -> None:
