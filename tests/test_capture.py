@@ -75,6 +75,8 @@ def test_a_plain_script_gives_one_trace_with_its_steps_and_ranges(tmp_path: Path
     assert status["ended"] == "exit" and status["optimizer_steps"] == 4 and status["rank"] is None
     (trace,) = out.glob("*.json.gz")
     assert trace.name == status["files"][0] == f"pid{status['pid']}.json.gz"
+    head = trace.read_bytes()[:256]  # (its gzip header names the trace, not the temporary file it was packed as)
+    assert head[10 : head.index(b"\0", 10)] == f"pid{status['pid']}.json".encode()
     counts = _range_counts(trace)
     assert counts["train/step"] == 4
     # torch.profiler's own step ranges: #0 from the start to the first step's end, then one per step

@@ -22,6 +22,7 @@ KINETO = DATA / "copy_side_stream.json.gz"
     ("name", "fmt"),
     [
         ("t.sqlite", "nsys-sqlite"),
+        ("t.sqlite.gz", "nsys-sqlite"),
         ("t.nvtxt", "nvtxt"),
         ("t.json", "chrome"),
         ("t.json.gz", "chrome"),
@@ -120,6 +121,35 @@ def test_cli_writes_each_format(tmp_path: Path) -> None:
         assert proc.stderr.startswith(f"wrote {tmp_path / name} (")
     with gzip.open(tmp_path / "t.json.gz") as f:
         assert f.read(1) == b"{"
+
+
+def _gzip_header_name(path: Path) -> str:
+    """The file name a gzip file's header holds (FNAME, RFC 1952), "" where it has none."""
+    head = path.read_bytes()[:4096]
+    assert head[:2] == b"\x1f\x8b"
+    if not head[3] & 0x08:
+        return ""
+    return head[10 : head.index(b"\0", 10)].decode("latin-1")
+
+
+def test_gzipped_exports_name_their_file_not_the_temporary_one(tmp_path: Path) -> None:
+    timeline = load_trace(KINETO, cache=False)
+    for name in ("t.json.gz", "t.sqlite.gz"):
+        export_timeline(timeline, tmp_path / name)
+        assert _gzip_header_name(tmp_path / name) == name.removesuffix(".gz")  # (gunzip -N restores it)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.json.gz", "t.sqlite.gz"]  # (no temporary left)
+
+
+def test_an_nsys_sqlite_export_gzipped_reads_back_as_the_plain_one(tmp_path: Path) -> None:
+    import pandas as pd
+
+    timeline = load_trace(KINETO, cache=False)
+    export_timeline(timeline, tmp_path / "t.sqlite")
+    export_timeline(timeline, tmp_path / "t.sqlite.gz")
+    with gzip.open(tmp_path / "t.sqlite.gz") as f:
+        assert f.read(16) == b"SQLite format 3\x00"
+    plain, zipped = load_trace(tmp_path / "t.sqlite", cache=False), load_trace(tmp_path / "t.sqlite.gz", cache=False)
+    pd.testing.assert_frame_equal(zipped.events, plain.events, check_exact=True)
 
 
 def test_cli_refuses_to_overwrite_with_one_line_and_exit_2(tmp_path: Path) -> None:

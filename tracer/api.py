@@ -15,7 +15,6 @@ CLI (trace.json.gz, timeline.parquet, meta.json, summary.json; tracer/rundir.py)
 from __future__ import annotations
 
 import datetime as _dt
-import gzip
 import os
 import shutil
 import sys
@@ -52,15 +51,17 @@ def _stem() -> str:
     return command_stem(argv)
 
 
-def _gzip_into(trace: Path, dest: Path) -> None:
-    """Move a Chrome trace to ``dest`` gzipped (moved as it is when it is gzipped already)."""
+def _gzip_into(trace: Path, dest: Path, name: str | None = None) -> None:
+    """Move a Chrome trace to ``dest`` gzipped (moved as it is when it is gzipped already); ``name``: the name
+    its gzip header holds (default: ``dest``'s less ``.gz``)."""
+    from tracer.io import gzip_copy, gzip_name
+
     with open(trace, "rb") as head:
         gzipped = head.read(2) == b"\x1f\x8b"
     if gzipped:
         shutil.move(str(trace), dest)
     else:
-        with open(trace, "rb") as src, gzip.open(dest, "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst)
+        gzip_copy(trace, dest, name=name or gzip_name(dest))
         trace.unlink()
 
 
@@ -220,7 +221,7 @@ def handler(out: str | os.PathLike[str] = "runs", name: str | None = None) -> Ca
             created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
             # gzipped straight into the staging folder, under a name no reader of it counts as a trace
             gz = rank_gather.staging_dir(Path(out), info, cycles[0]) / f".rank{info.rank}.json.gz.tmp"
-            _gzip_into(Path(raw), gz)
+            _gzip_into(Path(raw), gz, f"rank{info.rank}.json")
             arrival = rank_gather.arrive(gz, Path(out), info, cycles[0], _run_name(cycle, created))
             if arrival.complete:
                 path, _ = write_job_run(arrival.staging, out=out, name=arrival.name,

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gzip
 import importlib.abc
 import importlib.machinery
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -351,8 +349,9 @@ class Capture:
         packed = self.out / f".{stem}.json.gz.tmp"
         try:
             prof.export_chrome_trace(str(raw))
-            with open(raw, "rb") as src, gzip.open(packed, "wb", compresslevel=6) as dst:
-                shutil.copyfileobj(src, dst)
+            from tracer.io import gzip_copy, gzip_name
+
+            gzip_copy(raw, packed, name=gzip_name(final))
             os.replace(packed, final)
             self.files.append(final.name)
         finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import os
 import shutil
 import stat
@@ -34,6 +35,30 @@ def file_destination(path: str | os.PathLike[str]) -> Path:
     if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):  # (a directory: said by each caller)
         raise UsageError(path, "is not a regular file (a device, a pipe or a socket); give a file name")
     return Path(os.path.realpath(dest)) if dest.is_symlink() else dest
+
+
+def gzip_name(path: str | os.PathLike[str]) -> str:
+    """The name a gzip file at ``path`` holds in its header: its own less ``.gz`` (what ``gunzip -N`` restores)."""
+    name = Path(path).name
+    return name[:-3] if name.lower().endswith(".gz") else name
+
+
+@contextlib.contextmanager
+def gzip_writer(dest: str | os.PathLike[str], *, name: str, level: int = 6,
+                mtime: float | None = None) -> Iterator[gzip.GzipFile]:
+    """``dest`` opened to be written gzipped, its header naming ``name`` (the finished file's name less
+    ``.gz``), not the temporary file it is written as; ``mtime=0``: no time stamp, equal input gives equal
+    bytes."""
+    with open(dest, "wb") as raw, gzip.GzipFile(filename=name, mode="wb", fileobj=raw, compresslevel=level,
+                                                 mtime=mtime) as out:
+        yield out
+
+
+def gzip_copy(src: str | os.PathLike[str], dest: str | os.PathLike[str], *, name: str, level: int = 6,
+              mtime: float | None = None) -> None:
+    """``src`` written to ``dest`` gzipped (:func:`gzip_writer`)."""
+    with open(src, "rb") as f, gzip_writer(dest, name=name, level=level, mtime=mtime) as out:
+        shutil.copyfileobj(f, out, 1 << 20)
 
 
 @contextlib.contextmanager

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import gzip
 import inspect
 import os
 import platform
@@ -514,12 +513,10 @@ def _open_permissions(run_dir: Path) -> None:
 
 def _gzip_file(path: Path) -> Path:
     """Replace ``path`` by ``path.gz`` (atomically; no time stamp inside, so equal input gives equal bytes)."""
-    from tracer.io import atomic_path
+    from tracer.io import atomic_path, gzip_copy
 
     out = path.with_name(path.name + ".gz")
     with atomic_path(out) as tmp:
-        with open(path, "rb") as src, open(tmp, "wb") as raw, \
-                gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, compresslevel=9, mtime=0) as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
+        gzip_copy(path, tmp, name=path.name, level=9, mtime=0)
     path.unlink()
     return out

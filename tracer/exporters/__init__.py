@@ -75,8 +75,9 @@ EXPORTERS: dict[str, Exporter] = {
     for e in (
         Exporter(
             "nsys-sqlite",
-            (".sqlite",),
-            "SQLite in Nsight Systems' export schema; `nsys stats` reports run on it",
+            (".sqlite", ".sqlite.gz"),
+            "SQLite in Nsight Systems' export schema; `nsys stats` reports run on it (gzip-compressed when OUT "
+            "ends in .gz: gunzip it for nsys)",
             "nsys_sqlite",
         ),
         Exporter("nvtxt", (".nvtxt",), "Nsight Systems' NVTX text format, for its ImportNvtxt tool", "nvtxt"),

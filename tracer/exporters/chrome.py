@@ -35,6 +35,7 @@ import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
 from tracer.exporters._lanes import Track, layout
+from tracer.io import gzip_name, gzip_writer
 from tracer.layout import rank_prefix
 from tracer.timeline import GPU_WORK_KINDS, KINDS, DeviceKey, Timeline, device_title, launch_links
 
@@ -282,10 +283,8 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     """Write ``timeline`` as Chrome trace JSON to ``dest``; gzip it when ``final`` ends in ``.gz``."""
     header, chunks, result = build(timeline, progress=progress)
     head = orjson.dumps(header)[:-1] + b',"traceEvents":['
-    opener = (lambda p: gzip.open(p, "wb", compresslevel=6)) if final.name.lower().endswith(".gz") else (
-        lambda p: open(p, "wb")
-    )
-    with opener(dest) as raw:
+    zipped = final.name.lower().endswith(".gz")
+    with gzip_writer(dest, name=gzip_name(final)) if zipped else open(dest, "wb") as raw:
         f = io.BufferedWriter(raw, buffer_size=1 << 20) if isinstance(raw, gzip.GzipFile) else raw
         f.write(head)
         first = True

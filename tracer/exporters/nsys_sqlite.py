@@ -235,7 +235,22 @@ def _none(values: np.ndarray | pd.Series) -> list[Any]:
 
 
 def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn | None = None) -> ExportResult:
-    """Write ``timeline`` to ``dest`` as an Nsight Systems SQLite export."""
+    """Write ``timeline`` to ``dest`` as an Nsight Systems SQLite export; gzip it when ``final`` ends in ``.gz``
+    (as tracer reads ``.sqlite.gz``, and as the tests' nsys data is kept; ``nsys stats`` needs it gunzipped)."""
+    if not final.name.lower().endswith(".gz"):
+        return _write(timeline, dest, final=final, progress=progress)
+    from tracer.io import gzip_copy, gzip_name
+
+    plain = dest.with_name(dest.name + ".sqlite")  # (beside the temporary file, removed whatever happens)
+    try:
+        result = _write(timeline, plain, final=final, progress=progress)
+        gzip_copy(plain, dest, name=gzip_name(final))
+    finally:
+        plain.unlink(missing_ok=True)
+    return result
+
+
+def _write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn | None = None) -> ExportResult:
     result = ExportResult(format="nsys-sqlite", path=final)
     ev = timeline.events.reset_index(drop=True)
     meta = timeline.meta
