@@ -374,3 +374,24 @@ cli.leave(7)
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 7 and res.stdout == "no newline, not flushed" and res.stderr == "nor this"
     assert marks.read_text() == ("thread handler " if thread else "handler ")
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("summary", "tracer summary [OPTIONS] PATH..."),  # (Typer wrote {PATH}: required, and lost the "...")
+        ("export", "tracer export [OPTIONS] PATH"),  # ({path})
+        ("dashboard", "tracer dashboard [OPTIONS] [PATHS]..."),  # ([paths]...)
+        ("diff", "tracer diff [OPTIONS] A B"),  # ({A} {B})
+        ("record", "tracer record [OPTIONS] [SCENARIO]"),  # ([scenario])
+    ],
+)
+def test_usage_lines_say_arguments_as_click_and_man_pages_do(command: str, usage: str) -> None:
+    from typer.testing import CliRunner
+
+    from tracer.cli import app
+
+    result = CliRunner().invoke(app, [command, "--help"], prog_name="tracer", env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if "Usage:" in line)
+    assert line.strip() == f"Usage: {usage}"

@@ -48,6 +48,19 @@ class _PlainFlags:
 class TracerCommand(_PlainFlags, TyperCommand):
     """Every tracer subcommand."""
 
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        # Typer writes a required argument {PATH}, drops the "..." of one that takes several when it has a
+        # metavar, and keeps the lower-case name of one without: say each as click and man pages do (PATH,
+        # [PATH], PATH... for one or more).
+        pieces: list[str] = super().collect_usage_pieces(ctx)
+        arguments = [p for p in self.get_params(ctx) if p.param_type_name == "argument"]
+        for param in arguments:
+            typer_piece = param.get_usage_pieces(ctx)[0]
+            name = (param.metavar or param.name or "").upper()
+            piece = name if param.required else f"[{name}]"
+            pieces[pieces.index(typer_piece)] = piece + ("..." if param.nargs != 1 else "")
+        return pieces
+
 
 class _Interrupted(Exception):
     """Ctrl-C inside a command, carried past Typer to :func:`main`."""
