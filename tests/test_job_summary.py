@@ -257,3 +257,26 @@ def test_a_clock_fix_is_applied_where_each_rank_is_analysed(job: list[Path], mon
     plain, meta = summarize_job(job, scheduler="sync")  # (the store is unmoved: no shift, the job as it is)
     _assert_same(plain, analyze(whole))
     assert "clock_fix_ns" not in meta.extra
+
+
+def test_a_job_s_run_directory_with_job_is_its_rank_traces(tmp_path: Path) -> None:
+    # `summary --job RUN` of a recorded job took the run for one rank: every row on rank 0, the GPUs merged
+    from tests.job_runs import HTA_RANKS, make_job_run
+
+    run = make_job_run(tmp_path / "run", HTA_RANKS)
+    plain, job = run_cli("summary", "--json", str(run)), run_cli("summary", "--job", "--json", str(run))
+    assert plain.returncode == 0 and job.returncode == 0, plain.stderr + job.stderr
+    as_run, as_job = json.loads(plain.stdout), json.loads(job.stdout)
+    assert sorted(as_job["devices"]) == ["0/0", "1/1"]
+    assert {k: v for k, v in as_job.items() if k not in ("source", "run")} == \
+        {k: v for k, v in as_run.items() if k not in ("source", "run")}
+    one = run_cli("summary", "--job", "--json", "--ranks", "1", str(run))  # (was "the job has no rank 1")
+    assert one.returncode == 0, one.stderr
+    assert sorted(json.loads(one.stdout)["devices"]) == ["1"]  # (one rank: its GPU 1 as a one-rank summary names it)
+    # two jobs' runs are not one job: their ranks collide, said in one line naming both files
+    other = make_job_run(tmp_path / "other", HTA_RANKS)
+    both = run_cli("summary", "--job", str(run), str(other))
+    assert both.returncode == 2
+    assert both.stderr == (f"tracer: error: {other / 'traces' / 'rank0-pid100.json.gz'}: is rank 0 "
+                           f"(distributedInfo), as is {run / 'traces' / 'rank0-pid100.json.gz'}: a job holds one "
+                           "trace per rank\n")

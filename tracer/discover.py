@@ -13,7 +13,7 @@ from pathlib import Path
 from tracer.formats import not_a_regular_file, suffix_patterns, trace_suffixes
 from tracer.rundir import is_run_dir
 
-__all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file"]
+__all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file", "job_traces"]
 
 #: Files that look like traces when a folder is scanned: every format's suffixes (the scan reads the table,
 #: tracer.formats.FORMATS, each time; this is the table's as imported).
@@ -79,4 +79,17 @@ def expand(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
             out += inside
         else:
             out.append(p)
+    return out
+
+
+def job_traces(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
+    """The traces of a job given as ``paths`` (what ``--job`` reads, one per rank): :func:`expand`'s, with a job's
+    run directory (``tracer record`` of several ranks) standing for its rank traces (:data:`tracer.rundir.TRACES_DIR`),
+    not for one rank."""
+    from tracer.rundir import find_rank_traces, find_trace
+
+    out: list[Path] = []
+    for p in expand(paths, on_skip=on_skip):
+        ranks = find_rank_traces(p) if p.is_dir() and find_trace(p) is None else []
+        out += ranks or [p]
     return out

@@ -93,8 +93,9 @@ def assign_ranks(paths: Sequence[Path], timelines: Sequence[Any]) -> list[RankTr
     seen: dict[int, Path] = {}
     for r in out:
         if r.rank in seen:
-            raise UsageError(str(r.path), f"is rank {r.rank} ({r.rank_from}), as is {seen[r.rank].name}: "
-                             "a job holds one trace per rank")
+            other = seen[r.rank]
+            raise UsageError(str(r.path), f"is rank {r.rank} ({r.rank_from}), as is "
+                             f"{other.name if other.name != r.path.name else other}: a job holds one trace per rank")
         seen[r.rank] = r.path
     return out
 

@@ -176,12 +176,14 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool) -> tuple[Path, 
 
     from tracer.cli._job import fix_clocks, job_progress, say_job_cached
     from tracer.cli._report import say_cached, say_skipped_file
-    from tracer.discover import expand
+    from tracer.discover import is_run_dir, job_traces
     from tracer.job import load_job
     from tracer.parsers import load_trace
 
-    found = expand(paths, on_skip=say_skipped_file) if len(paths) > 1 or paths[0].is_dir() else list(paths)
-    if len(found) == 1:  # (a trace, or a run directory: a job's run holds its ranks' timeline already)
+    found = job_traces(paths, on_skip=say_skipped_file) if len(paths) > 1 or paths[0].is_dir() else list(paths)
+    if len(paths) == 1 and is_run_dir(paths[0]):
+        found = list(paths)  # (a run directory, of one trace or of a job: it holds its timeline already)
+    if len(found) == 1:
         label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
     else:
         label = Path(os.path.commonpath([str(p) for p in found]))

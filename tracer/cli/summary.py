@@ -195,7 +195,7 @@ def summary(
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    from tracer.discover import expand
+    from tracer.discover import expand, job_traces
 
     job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
                 "--ranks": ranks is not None, "--clock-fix": clock_fix}
@@ -204,7 +204,7 @@ def summary(
         raise UsageError(given, "applies to a job's traces: add --job")
     if collectives < 0:
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
-    found = expand(paths, on_skip=say_skipped_file)
+    found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
         from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
         from tracer.job import summarize_job
