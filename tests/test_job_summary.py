@@ -280,3 +280,27 @@ def test_a_job_s_run_directory_with_job_is_its_rank_traces(tmp_path: Path) -> No
     assert both.stderr == (f"tracer: error: {other / 'traces' / 'rank0-pid100.json.gz'}: is rank 0 "
                            f"(distributedInfo), as is {run / 'traces' / 'rank0-pid100.json.gz'}: a job holds one "
                            "trace per rank\n")
+
+
+def test_clock_fix_says_what_it_moved_each_rank_by(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    # After --clock-fix the rank table's "clock fix" is what is left to move (0 once moved), and its caption said
+    # "(not applied)": the shift applied was said only on stderr. Now a "moved" column and --json's meta say it.
+    from tracer.cli import main
+
+    files = []
+    for r, p in enumerate(JOBS["gloo-ddp"]):
+        doc = json.loads(gzip.decompress(p.read_bytes()))
+        doc["baseTimeNanoseconds"] -= 50_000_000 * r  # (rank 1's clock 50 ms behind)
+        files.append(tmp_path / p.name)
+        files[-1].write_bytes(gzip.compress(json.dumps(doc).encode()))
+    argv = ["summary", "--no-cache", "--job", *map(str, files)]
+    assert main([*argv, "--clock-fix", "--json"]) == 0
+    moved = orjson.loads(capsys.readouterr().out)["meta"]["clock_fix_ns"]
+    assert list(moved) == ["1"] and 49_000_000 < moved["1"] <= 50_000_000
+    assert main([*argv, "--clock-fix"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "moved µs" in text and f"{moved['1'] / 1e3:,.1f}" in text
+    assert "not applied" not in text and "moved: what --clock-fix moved each rank's clock by" in text
+    assert main(argv) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "moved µs" not in text and "(not applied: summary --clock-fix applies it)" in text

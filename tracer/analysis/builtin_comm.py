@@ -100,21 +100,27 @@ def _collectives_blocks(r: Collectives, s: Summary, o: TextOptions) -> list[Bloc
     table = Table(f"Collectives by start skew (top {min(limit, len(top)):,} of {len(top):,})",
                   tuple(Column(c, justify="left" if c in ("collective", "pg") else "right", no_wrap=True)
                         for c in cols), tuple(map(tuple, rows)), "\n".join(caption))
-    rank_cols = ("rank", "count", "straggler", "mean late µs", "max late µs", "clock bounds µs", "clock fix µs")
+    moved = dict(o.clock_moved_ns)
+    rank_cols: tuple[str, ...] = ("rank", "count", "straggler", "mean late µs", "max late µs", "clock bounds µs",
+                                  "clock fix µs") + (("moved µs",) if moved else ())
     rank_rows = tuple(
         (str(k.rank), f"{k.collectives:,}", f"{k.straggler:,}", _us(k.mean_late_ns), _us(k.max_late_ns),
          "–" if k.offset_lo_ns is None or k.offset_hi_ns is None
          else f"[{k.offset_lo_ns / 1e3:,.1f}, {k.offset_hi_ns / 1e3:,.1f}]",
          "contradict" if k.clock_fix_ns is None and k.offset_lo_ns is not None else _us(k.clock_fix_ns))
+        + ((_us(moved.get(k.rank, 0)),) if moved else ())
         for k in r.ranks
     )
+    fix = ("clock fix: the smallest further shift into them; moved: what --clock-fix moved each rank's clock by "
+           "before every figure here was made" if moved else
+           "clock fix: the smallest shift into them (not applied: summary --clock-fix applies it)")
     rank_table = Table(
         "Skew per rank: count = collectives matched; late = start − the collective's earliest start; "
         "straggler = times it started last",
         tuple(Column(c) for c in rank_cols), rank_rows,
         f"clock bounds: the offsets to rank {r.reference_rank}'s clock that no matched collective contradicts "
-        "(none may end on one rank before it started on another); clock fix: the smallest shift into them "
-        "(not applied); contradict: no one offset fits every match (process groups the trace does not name?)",
+        f"(none may end on one rank before it started on another); {fix}; contradict: no one offset fits every "
+        "match (process groups the trace does not name?)",
     )
     return [table, rank_table]
 

@@ -75,6 +75,8 @@ class TextOptions:
     max_ranges: int = 12
     #: collectives listed (by start skew) before "N more in --json"; -1: all
     max_collectives: int = 10
+    #: (rank, ns) each rank's clock was moved by before the figures were made (``summary --clock-fix``)
+    clock_moved_ns: tuple[tuple[int, int], ...] = ()
 
 
 # ---------------------------------------------------------------------------------------------------- analyses

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -96,15 +96,18 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     return out
 
 
-def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_collectives: int = 10) -> list[Any]:
+def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_collectives: int = 10,
+                   clock_moved_ns: Mapping[int, int] | None = None) -> list[Any]:
     """Rich renderables for a summary (a :class:`tracer.analysis.summary.Summary`, or its JSON as a dict), for a
-    terminal ``width`` characters wide: each registered analysis's text blocks, in text order."""
+    terminal ``width`` characters wide: each registered analysis's text blocks, in text order.
+    ``clock_moved_ns``: rank → ns its clock was moved by before the summary was made (``--clock-fix``)."""
     from tracer.analysis.registry import TextOptions, text_analyses
     from tracer.analysis.summary import Summary
 
     if not isinstance(summary, Summary):
         summary = Summary.from_dict(summary)
-    options = TextOptions(max_ranges=max_ranges, max_collectives=max_collectives)
+    options = TextOptions(max_ranges=max_ranges, max_collectives=max_collectives,
+                          clock_moved_ns=tuple(sorted((clock_moved_ns or {}).items())))
     # (text_analyses() holds only analyses with blocks; the test says so to mypy)
     blocks = [b for a in text_analyses() if a.blocks is not None
               for b in a.blocks(summary.part(a.name), summary, options)]
@@ -263,6 +266,7 @@ def summary(
             continue
         if left_out:
             print(f"tracer: warning: {path}: {left_out}", file=sys.stderr)
+        moved_ns = {int(r): int(ns) for r, ns in (meta.extra.get("clock_fix_ns") or {}).items()}
         notes = meta.extra.get("notes") or []
         for note in notes:  # what the figures mean for this file (CUDA graphs traced whole ...)
             print(f"tracer: note: {path}: {note}", file=sys.stderr)
@@ -272,15 +276,18 @@ def summary(
         if json:
             doc = result.to_dict()
             skipped_ranks = meta.extra.get("skipped_ranks") or {}
-            if skipped or ignored or notes or skipped_ranks:
+            if skipped or ignored or notes or skipped_ranks or moved_ns:
                 doc["meta"] = {"skipped": skipped, "ignored": ignored, "notes": notes}
                 if skipped_ranks:  # (--skip-bad-ranks: the files left out of the job, and why)
                     doc["meta"]["skipped_ranks"] = skipped_ranks
+                if moved_ns:  # (--clock-fix: what each rank was moved by; collective_ranks' fix is what is left)
+                    doc["meta"]["clock_fix_ns"] = {str(r): ns for r, ns in moved_ns.items()}
             sys.stdout.buffer.write(orjson.dumps(doc) + b"\n")
             sys.stdout.flush()
         else:
             shown = -1 if all_collectives else max(collectives, 0)
-            for renderable in render_summary(result, width=console.width, max_collectives=shown):
+            for renderable in render_summary(result, width=console.width, max_collectives=shown,
+                                             clock_moved_ns=moved_ns):
                 console.print(renderable, crop=False)  # (a table wider than the terminal: nothing cut)
             console.print()
     if failed:
