@@ -7,6 +7,7 @@ import collections
 import gzip
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,10 @@ def test_two_gloo_ranks_record_one_job_with_their_collectives(tmp_path: Path,
     assert {p.name for p in run.iterdir()} == {"meta.json", "summary.json", "timeline.parquet", "traces"}
     traces = sorted((run / "traces").iterdir())
     assert [t.name.split("-")[0] for t in traces] == ["rank0", "rank1"]
+    mask = os.umask(0)
+    os.umask(mask)
+    for p in (run, run / "traces", *traces, *run.iterdir()):  # (was 0700: private as its temporary directory)
+        assert stat.S_IMODE(p.stat().st_mode) == (0o777 if p.is_dir() else 0o666) & ~mask, p
     for rank, trace in enumerate(traces):
         names = _names(trace)
         # torch 2.13 with gloo on the CPU writes no record_param_comms: DDP's bucket all-reduce is the c10d op on

@@ -60,3 +60,25 @@ def test_a_symlink_stays_a_link_and_its_file_is_replaced(tmp_path: Path) -> None
     with atomic_path(dangling) as tmp:
         tmp.write_text("made")
     assert dangling.is_symlink() and (tmp_path / "made.json").read_text() == "made"
+
+
+def test_a_published_directory_gets_the_usual_modes(tmp_path: Path) -> None:
+    # made private (mkdtemp 0700, mkstemp 0600), a run stayed so: `tracer record ddp` left drwx------ runs
+    import os
+    import stat
+
+    from tracer.io import publish_dir, temp_dir_beside
+
+    tmp = temp_dir_beside(tmp_path / "run")
+    (tmp / "traces").mkdir(mode=0o700)
+    fd, name = tempfile.mkstemp(dir=tmp / "traces")
+    os.close(fd)
+    (tmp / "link").symlink_to("/")  # (left alone: not ours)
+    old = os.umask(0o022)
+    try:
+        run = publish_dir(tmp, tmp_path / "run")
+    finally:
+        os.umask(old)
+    assert run == tmp_path / "run"
+    assert stat.S_IMODE(run.stat().st_mode) == stat.S_IMODE((run / "traces").stat().st_mode) == 0o755
+    assert stat.S_IMODE((run / "traces" / Path(name).name).stat().st_mode) == 0o644

@@ -163,6 +163,7 @@ def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -
     alone would replace anyone's empty directory, and fail with ENOTEMPTY after the work was done.)
     """
     base = Path(dest)
+    _open_permissions(tmp)
     for i in range(1, tries + 1):
         candidate = base if i == 1 else base.with_name(f"{base.name}-{i}")
         try:
@@ -177,6 +178,18 @@ def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -
             raise
         return candidate
     raise UsageError(base, f"{tries} directories of this name exist already; choose another --out")
+
+
+def _open_permissions(tree: Path) -> None:
+    """The usual modes (0777 / 0666 less the umask) for a directory about to be published and everything in it:
+    it was made private (mkdtemp: 0700), and so were the temporary files renamed into it (mkstemp: 0600)."""
+    mask = _umask()
+    tree.chmod(0o777 & ~mask)
+    for folder, dirs, files in os.walk(tree):
+        for name in dirs + files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):  # (a link's mode is not its own; its target may not be ours)
+                os.chmod(path, (0o777 if name in dirs else 0o666) & ~mask)
 
 
 def _umask() -> int:

@@ -269,7 +269,6 @@ def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_g
     rundir.write_meta(tmp, meta)
     say("parsing the trace")
     derived = rundir.derive(tmp, stages=stages)
-    _open_permissions(tmp)
     return derived.meta, derived.summary
 
 
@@ -499,16 +498,6 @@ def refresh_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     should reach old runs too (the bundled examples are refreshed this way).
     """
     return rundir.derive(run_dir).summary
-
-
-def _open_permissions(run_dir: Path) -> None:
-    """Temporary files and directories are private (0600/0700); a finished run gets the usual umask modes."""
-    mask = os.umask(0)
-    os.umask(mask)
-    run_dir.chmod(0o777 & ~mask)
-    for p in run_dir.iterdir():
-        if p.is_file():
-            p.chmod(0o666 & ~mask)
 
 
 def _gzip_file(path: Path) -> Path:
