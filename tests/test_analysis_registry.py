@@ -62,8 +62,8 @@ def test_the_json_keys_are_the_registry_s_in_its_order(pair: Timeline) -> None:
         pair.meta.extra.pop("run")
     keys = [k for a in registry.analyses() for k in a.json_keys]
     # the communication analyses write nothing for a trace without communication (this one)
-    assert list(doc) == [k for k in keys if k not in ("comm", "collectives", "collective_ranks")]
-    assert keys[-4:] == ["comm", "collectives", "collective_ranks", "launches"]
+    assert list(doc) == [k for k in keys if k not in ("comm", "comm_total", "collectives", "collective_ranks")]
+    assert keys[-5:] == ["comm", "comm_total", "collectives", "collective_ranks", "launches"]
     assert "launches" in doc  # (this trace's kernels were launched by calls in it)
     assert keys[:4] == ["format", "source", "devices", "lanes"]  # the shape docs promise
 

@@ -210,16 +210,23 @@ def test_summary_json_and_text_carry_the_comm_figures_and_the_table(tmp_path: Pa
                                   "exposed_comm_ns": 35_000, "kernels": 2, "comm_kernels": 2}
     assert [c["seq"] for c in doc["collectives"]] == [6, 7, 8]
     assert doc["collective_ranks"]["ranks"][1]["straggler"] == 1
-    assert list(doc)[-4:] == ["comm", "collectives", "collective_ranks", "launches"]  # after every key there was before
+    # after every key there was before
+    assert list(doc)[-5:] == ["comm", "comm_total", "collectives", "collective_ranks", "launches"]
+    # the job's total: every GPU's figures summed, however many GPUs
+    gpus = doc["comm"].values()
+    assert doc["comm_total"] == {**{k: sum(g[k] for g in gpus) for k in doc["comm"]["0/0"]}, "gpus": len(gpus)}
     assert main(["summary", "--no-cache", "--job", *map(str, paths)]) == 0
     text = capsys.readouterr().out
     assert "Per GPU communication" in text and "Collectives by start skew (top 2 of 2)" in text
+    total = doc["comm_total"]
+    assert f"job {total['kernels']:,} {total['comm_kernels']:,} {total['compute_ns'] / 1e6:,.3f}" in " ".join(
+        text.split())
     assert "Skew per rank" in text
 
 
 def test_summary_of_a_trace_without_communication_is_unchanged() -> None:
     doc = analyze(load_trace(DATA / "pair_kineto.json.gz", cache=False)).to_dict()
-    assert not {"comm", "collectives", "collective_ranks"} & set(doc)
+    assert not {"comm", "comm_total", "collectives", "collective_ranks"} & set(doc)
 
 
 # ---------------------------------------------------------------------------------------------------- gloo, CPU

@@ -277,3 +277,16 @@ def _find(component: Any, cid: str) -> Any:
         if found is not None:
             return found
     return None
+
+
+def test_a_job_s_cards_end_with_its_communication_summed(hta: TimelineView) -> None:
+    from tracer.analysis.comm import comm_total
+    from tracer.dashboard.pages import common
+
+    cards = common.device_cards(hta)
+    assert len(cards) == len(hta.devices) + 1
+    text = str(cards[-1])
+    assert "job" in text and f"{len(hta.comm)} GPUs summed" in text and "exposed comm" in text
+    total = comm_total(hta.comm)
+    assert total.comm_ns == sum(c.comm_ns for c in hta.comm) > 0
+    assert f"{total.kernels:,} kernels ({total.comm_kernels:,} communication)" in text

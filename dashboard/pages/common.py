@@ -9,7 +9,7 @@ from typing import Any, Literal
 import numpy as np
 from dash import dcc, html
 
-from tracer.analysis.comm import DeviceComm
+from tracer.analysis.comm import DeviceComm, comm_total
 from tracer.analysis.launches import LaunchStat
 from tracer.analysis.overlap import DeviceOverlap
 from tracer.analysis.summary import Summary
@@ -89,11 +89,42 @@ def device_cards(view: TimelineView) -> list[Any]:
     multi_rank = view.timeline.multi_rank
     comm = {c.key: c for c in view.comm}
     launches = {(x.rank, x.device): x for x in view.launches}
-    return [
+    cards = [
         device_card(d, names.get(d.device, ""), multi_rank=multi_rank, comm=comm.get(d.key),
                     launches=launches.get((d.key.rank, d.key.device)))
         for d in view.devices
     ]
+    if multi_rank and len(view.comm) > 1:
+        cards.append(job_comm_card(view.comm))
+    return cards
+
+
+def job_comm_card(gpus: list[DeviceComm]) -> html.Div:
+    """The job's communication: every GPU's figures summed (``summary``'s ``comm_total``, its ``job`` row)."""
+    t = comm_total(gpus)
+    unit, dec = card_format([t.compute_ns, t.comm_ns, t.overlap_ns, t.exposed_comm_ns])
+    pct = t.comm_hidden_pct
+    return html.Div(
+        [
+            html.Div([html.B("job"), html.Span(f" {len(gpus):,} GPUs summed (GPU-time)", className="muted")],
+                     className="card-title"),
+            html.Div(
+                [
+                    _stat("compute", fmt_in(t.compute_ns, unit, dec), "c-kernel", "every GPU's compute, summed"),
+                    _stat("comm", fmt_in(t.comm_ns, unit, dec), "c-comm", "every GPU's communication, summed"),
+                    _stat("compute ∩ comm", fmt_in(t.overlap_ns, unit, dec), "c-comm",
+                          "communication hidden behind compute, summed"),
+                    _stat("exposed comm", fmt_in(t.exposed_comm_ns, unit, dec), "c-comm",
+                          "comm − compute ∩ comm, summed"),
+                    _stat("of comm time hidden", "–" if pct is None else f"{pct:.0f}%", "c-comm",
+                          "overlap / comm of the sums"),
+                ],
+                className="stats",
+            ),
+            html.Div(f"{t.kernels:,} kernels ({t.comm_kernels:,} communication)", className="muted small"),
+        ],
+        className="card",
+    )
 
 
 def device_card(

@@ -25,6 +25,7 @@ from tracer.analysis.comm import (
     RankSkew,
     collectives,
     comm_rows,
+    comm_total,
     device_comm,
 )
 from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
@@ -42,14 +43,28 @@ def _comm_blocks(r: list[DeviceComm], s: Summary, _o: TextOptions) -> list[Block
     if not r:
         return []
     cols = ("GPU", "kernels", "comm kernels", "compute", "comm", "overlap", "hidden", "exposed")
+    total = [(_TOTAL_LABEL[s.multi_rank], comm_total(r))] if len(r) > 1 else []
     rows = tuple(
-        (device_label(d.key, s.multi_rank), f"{d.kernels:,}", f"{d.comm_kernels:,}", ms(d.compute_ns), ms(d.comm_ns),
-         ms(d.overlap_ns), pct_text(d.comm_hidden_pct), ms(d.exposed_comm_ns))
-        for d in r
+        (label, f"{d.kernels:,}", f"{d.comm_kernels:,}", ms(d.compute_ns), ms(d.comm_ns), ms(d.overlap_ns),
+         pct_text(d.comm_hidden_pct), ms(d.exposed_comm_ns))
+        for label, d in [(device_label(d.key, s.multi_rank), d) for d in r] + total
     )
     return [Table("Per GPU communication (ms): compute = kernels that are not comm, comm = NCCL/RCCL kernels, "
                   "overlap = comm hidden behind compute, exposed = comm − overlap",
-                  tuple(Column(c, no_wrap=True) for c in cols), rows)]
+                  tuple(Column(c, no_wrap=True) for c in cols), rows,
+                  f"{_TOTAL_LABEL[s.multi_rank]}: every GPU's time summed (GPU-time), hidden of that sum" if total
+                  else None)]
+
+
+#: the total row's label: the job's (several ranks), else the process's GPUs'
+_TOTAL_LABEL = {True: "job", False: "all"}
+
+
+def _comm_to_json(r: list[DeviceComm], s: Summary) -> dict[str, Any]:
+    if not r:
+        return {}
+    return {"comm": {device_label(d.key, s.multi_rank): d.as_dict() for d in r},
+            "comm_total": {**comm_total(r).as_dict(), "gpus": len(r)}}
 
 
 def _comm_from_json(d: Mapping[str, Any]) -> list[DeviceComm]:
@@ -59,8 +74,8 @@ def _comm_from_json(d: Mapping[str, Any]) -> list[DeviceComm]:
 COMM = Analysis(
     "comm", "Per GPU: compute beside communication (NCCL/RCCL kernels), their overlap, exposed comm",
     lambda t: device_comm(t.events),
-    to_json=lambda r, s: {"comm": {device_label(d.key, s.multi_rank): d.as_dict() for d in r}} if r else {},
-    from_json=_comm_from_json, json_keys=("comm",), blocks=_comm_blocks, text_order=35,
+    to_json=_comm_to_json, from_json=_comm_from_json, json_keys=("comm", "comm_total"), blocks=_comm_blocks,
+    text_order=35,
     per_rank=lambda t: device_comm(t.events), combine=lambda parts, _job: [d for part in parts for d in part],
 )
 
