@@ -72,6 +72,9 @@ class RunInfo:
     meta: dict[str, Any] = field(default_factory=dict)  # meta.json of a run directory, as read
     summary: dict[str, Any] | None = None  # summary.json, or computed once parsed
     error: str | None = None  # why it could not be summarised, if it could not
+    #: the rank traces of a job given as such (``tracer dashboard --job``), read as one timeline; ``path`` is then
+    #: the folder they share
+    job_files: tuple[Path, ...] = ()
     #: meta.json typed (read once, here): what the pages show of it
     run_meta: RunMeta = field(init=False, repr=False)
 
@@ -80,7 +83,12 @@ class RunInfo:
 
     @property
     def is_run_dir(self) -> bool:
-        return self.path.is_dir()
+        return self.path.is_dir() and not self.job_files
+
+    @property
+    def size(self) -> int:
+        """Bytes of what is parsed to show it: the trace, the run's top-level files, or the job's traces."""
+        return sum(_size(f) for f in self.job_files) if self.job_files else _size(self.path)
 
 
 def _stem(p: Path) -> str:
@@ -145,8 +153,11 @@ class RunStore:
         upload_dir: Path | None = None,
         max_uploads: int = DEFAULT_MAX_UPLOADS,
         max_kept_upload_bytes: int | None = None,
+        jobs: list[list[Path]] | tuple[list[Path], ...] = (),
     ) -> None:
         self.paths = [Path(p) for p in paths]
+        #: each the rank traces of one job, listed as one run (``tracer dashboard --job``)
+        self.jobs = [[Path(p) for p in job] for job in jobs]
         self.examples = examples
         self.runs_dir = runs_dir
         self.cache_size = cache_size
@@ -168,10 +179,30 @@ class RunStore:
     # ----- discovery
     def refresh(self) -> list[RunInfo]:
         """Look for runs again (new ones appear in ``./runs`` while the app runs); keep known ones."""
+        for job in self.jobs:
+            self._register_job(job)
         for origin, root in self._roots():
             for p in discover(root, on_skip=self._say_skipped):
                 self._register(p, origin)
         return self.runs()
+
+    def _register_job(self, files: list[Path]) -> RunInfo:
+        """One run for the rank traces ``files`` of a job, keyed and named by the folder they share."""
+        import os
+
+        folder = Path(os.path.commonpath([str(f.resolve()) for f in files]))
+        folder = folder if folder.is_dir() else folder.parent
+        with self._lock:
+            known = next((i for i in self._runs.values() if i.job_files == tuple(files)), None)
+            if known is not None:
+                return known
+            base = _slug(f"job-{folder.name}")
+            key, n = base, 2
+            while key in self._runs:
+                key, n = f"{base}-{n}", n + 1
+            info = RunInfo(key, folder, f"{folder.name} (job of {len(files)} traces)", "path", job_files=tuple(files))
+            self._runs[key] = info
+            return info
 
     def _say_skipped(self, path: Path, why: str) -> None:
         """A folder entry named like a trace that cannot be one: said on the server's stderr, once."""
@@ -220,7 +251,9 @@ class RunStore:
     @property
     def initial_run(self) -> str | None:
         """The run to open straight away: the only one given on the command line, if exactly one was."""
-        if len(self.paths) != 1:
+        if len(self.jobs) == 1 and not self.paths:
+            return next(i.key for i in self.runs() if i.job_files == tuple(self.jobs[0]))
+        if len(self.paths) != 1 or self.jobs:
             return None
         p = self.paths[0]
         if not (p.is_file() or is_run_dir(p)):
@@ -246,7 +279,12 @@ class RunStore:
                     return self._views[key]
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
-            view = prepare(load_trace(info.path, cache=info.origin != "upload"))
+            if info.job_files:
+                from tracer.job import load_job
+
+                view = prepare(load_job(info.job_files))
+            else:
+                view = prepare(load_trace(info.path, cache=info.origin != "upload"))
             view.source = Path(info.path)
             with self._lock:
                 self._views[key] = view
@@ -267,7 +305,7 @@ class RunStore:
         info = self.get(key)
         if info.summary is not None or info.error is not None:
             return info.summary
-        if not parse or _size(info.path) > parse_max_bytes:
+        if not parse or info.size > parse_max_bytes:
             return None
         try:
             self.view(key)
@@ -439,6 +477,8 @@ def _summarize(timeline: Timeline) -> Any:
 def rank_count(info: RunInfo, summary: dict[str, Any] | None = None) -> int:
     """How many ranks the run holds: a job's run directory's rank traces (``traces/``), else the ranks its
     summary names (a job's timeline stored alone); 1 for a run of one process."""
+    if info.job_files:
+        return len(info.job_files)
     if info.path.is_dir():
         traces = rundir.find_rank_traces(info.path)
         if traces:

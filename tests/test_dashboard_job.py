@@ -290,3 +290,45 @@ def test_a_job_s_cards_end_with_its_communication_summed(hta: TimelineView) -> N
     total = comm_total(hta.comm)
     assert total.comm_ns == sum(c.comm_ns for c in hta.comm) > 0
     assert f"{total.kernels:,} kernels ({total.comm_kernels:,} communication)" in text
+
+
+# ----- a job given as its rank traces (tracer dashboard --job)
+
+
+def test_rank_traces_given_as_a_job_are_one_run(tmp_path: Path) -> None:
+    import shutil
+
+    import pandas as pd
+
+    from tracer.job import load_job
+
+    files = []
+    for p in HTA_RANKS:
+        shutil.copy(p, tmp_path / p.name)
+        files.append(tmp_path / p.name)
+    apart = RunStore(files, examples=False, runs_dir=None)  # (without --job: each rank a run of its own)
+    assert len(apart.runs()) == 2 and apart.initial_run is None
+    store = RunStore(examples=False, runs_dir=None, jobs=[files])
+    (info,) = store.runs()
+    assert store.initial_run == info.key and info.job_files == tuple(files) and info.path == tmp_path
+    assert not info.is_run_dir and info.size == sum(f.stat().st_size for f in files)
+    view = store.view(info.key)
+    want = load_job(files, cache=False)
+    pd.testing.assert_frame_equal(view.timeline.events, want.events, check_exact=True)
+    assert runs.table_rows(store)[0]["ranks"] == 2
+    assert view.collectives.rows and len(common_cards(view)) == len(view.devices) + 1
+
+
+def common_cards(view: TimelineView) -> list[Any]:
+    from tracer.dashboard.pages import common
+
+    return common.device_cards(view)
+
+
+def test_dashboard_job_needs_its_traces() -> None:
+    from tests.conftest import run_cli
+
+    proc = run_cli("dashboard", "--job")
+    assert proc.returncode == 2
+    assert proc.stderr == ("tracer: error: --job: give the job's rank traces, a folder of them or its run "
+                           "directory\n")

@@ -133,3 +133,34 @@ def test_chrome_export_of_a_job_reads_back_with_every_row_on_its_rank(hta_job: P
     assert back.groupby(key, observed=True).size().to_dict() == job.groupby(key, observed=True).size().to_dict()
     assert _nccl_per_rank(back) == {0: 10, 1: 10}
     assert device_overlap(back) == device_overlap(job)
+
+
+@pytest.mark.parametrize("given", ["files", "folder", "run"])
+def test_export_job_of_rank_traces_reads_back_as_the_job(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                           given: str) -> None:
+    # `export` took one trace or a job's run directory; a job's rank traces (or a folder of them) were refused
+    import shutil
+
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for p in HTA_RANKS:
+        shutil.copy(p, folder / p.name)
+    files = sorted(folder.iterdir())
+    paths = {"files": files, "folder": [folder], "run": [make_job_run(tmp_path / "run", HTA_RANKS)]}[given]
+    out = tmp_path / "job.sqlite"
+    assert main(["export", "--job", "--no-cache", *map(str, paths), "-o", str(out)]) == 0
+    assert capsys.readouterr().err.startswith(f"wrote {out} (nsys-sqlite): 2,258 kernels")
+    assert main(["summary", "--json", str(out)]) == 0
+    back = json.loads(capsys.readouterr().out)
+    assert main(["summary", "--json", "--no-cache", "--job", *map(str, files)]) == 0
+    want = json.loads(capsys.readouterr().out)
+    assert sorted(back["devices"]) == ["0/0", "1/1"]
+    assert {k: v for k, v in back.items() if k not in ("format", "source")} == \
+        {k: v for k, v in want.items() if k not in ("format", "source")}
+
+
+def test_export_of_several_paths_needs_job(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["export", *map(str, HTA_RANKS), "-o", str(tmp_path / "j.sqlite")]) == 2
+    assert capsys.readouterr().err == (f"tracer: error: {HTA_RANKS[1]}: one PATH is exported at a time; several "
+                                       "that are one job's ranks: add --job\n")
+    assert not (tmp_path / "j.sqlite").exists()

@@ -45,6 +45,10 @@ def dashboard(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log every request (method, path, status) to stderr.")
     ] = False,
+    job: Annotated[
+        bool, typer.Option("--job", help="Read every trace found in PATHS as the ranks of ONE job (as `tracer "
+                           "summary --job` does), shown as one run and opened straight away.")
+    ] = False,
 ) -> None:
     """Browse runs and their timelines in the browser: compute, copies and their overlap per GPU and stream.
 
@@ -61,10 +65,18 @@ def dashboard(
     for p in paths:
         if not p.exists():
             raise InputNotFoundError(p, "no such file or directory")
+    jobs = []
+    if job:
+        from tracer.cli._report import say_skipped_file
+        from tracer.discover import job_traces
+
+        if not paths:
+            raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")
+        jobs, paths = [job_traces(paths, on_skip=say_skipped_file)], []
 
     from tracer.dashboard.data import RunStore
 
-    store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000)
+    store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000, jobs=jobs)
     atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
     # SIGTERM stops the server as Ctrl-C does (waitress ends on a KeyboardInterrupt, closing its sockets), exit 0:
     # the way a service manager or `docker stop` ends a server, not a failure
@@ -81,7 +93,7 @@ def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, 
 
     first = store.initial_run
     if first is not None:
-        typer.echo(f"loading {paths[0]} ...", err=True)
+        typer.echo(f"loading {store.get(first).path} ...", err=True)
         store.view(first)  # parse now: errors surface as one line and exit 2, and the first page is fast
     dash_app = create_app(store=store)
     if debug:

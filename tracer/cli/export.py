@@ -39,8 +39,9 @@ def _progress(console: Any, events: int) -> Iterator[Any]:
 
 @app.command(cls=TracerCommand)
 def export(
-    path: Annotated[
-        Path, typer.Argument(help="A trace (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) or a run directory.")
+    paths: Annotated[
+        list[Path], typer.Argument(metavar="PATH", help="A trace (Kineto JSON[.gz], nsys .sqlite/.nsys-rep, Parquet) "
+                                   "or a run directory; with --job, a job's rank traces, a folder of them or its run.")
     ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The file to write; its suffix picks the format unless --to. "
@@ -58,21 +59,28 @@ def export(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,
+    job: Annotated[
+        bool, typer.Option("--job", help="Read every trace found in PATHS as the ranks of ONE job (as `tracer summary "
+                           "--job` does) and export the job's timeline, its rows on their ranks.")
+    ] = False,
 ) -> None:
     """Write a trace in another tool's format, for Nsight Systems (`nsys stats`, ImportNvtxt), Perfetto or
     DataFrame tools. The file appears only when it is complete; an existing OUTPUT needs --force.
 
     Examples: `tracer export trace.json.gz -o trace.sqlite` then `nsys stats -r cuda_gpu_kern_sum trace.sqlite`;
-    `tracer export report.sqlite -o trace.json.gz` then open it in ui.perfetto.dev.
+    `tracer export report.sqlite -o trace.json.gz` then open it in ui.perfetto.dev;
+    `tracer export --job traces/ -o job.sqlite`: a job's rank traces as one report.
     """
     from rich.console import Console
 
-    from tracer.cli._report import say_cached, warn_left_out
+    from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
     from tracer.errors import UsageError
     from tracer.exporters import check_output, export_timeline, get_exporter
     from tracer.parsers import load_trace
 
     # Bad arguments fail before a possibly long parse.
+    if len(paths) > 1 and not job:
+        raise UsageError(str(paths[1]), "one PATH is exported at a time; several that are one job's ranks: add --job")
     to_stdout = str(output) == "-"
     if to_stdout and to is None:
         raise UsageError("--to", "-o - (standard output) has no suffix to tell the format by: give --to")
@@ -82,7 +90,20 @@ def export(
     if to_stdout and exporter.name in _BINARY and sys.stdout.isatty():
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
-    timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+    if job:
+        import os
+
+        from tracer.cli._job import job_progress, say_job_cached
+        from tracer.discover import job_traces
+        from tracer.job import load_job
+
+        traces = job_traces(paths, on_skip=say_skipped_file)
+        path = Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]
+        timeline = load_job(traces, cache=not no_cache, on_rank=job_progress(traces, status),
+                            on_cache_write=say_job_cached)
+    else:
+        path = paths[0]
+        timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)
     with _progress(status, len(timeline.events)) as progress:
         if to_stdout:
