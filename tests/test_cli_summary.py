@@ -380,7 +380,7 @@ cli.leave(7)
     ("command", "usage"),
     [
         ("summary", "tracer summary [OPTIONS] PATH..."),  # (Typer wrote {PATH}: required, and lost the "...")
-        ("export", "tracer export [OPTIONS] PATH"),  # ({path})
+        ("export", "tracer export [OPTIONS] PATH..."),  # ({path})
         ("dashboard", "tracer dashboard [OPTIONS] [PATHS]..."),  # ([paths]...)
         ("diff", "tracer diff [OPTIONS] A B"),  # ({A} {B})
         ("record", "tracer record [OPTIONS] [SCENARIO]"),  # ([scenario])
