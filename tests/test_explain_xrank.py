@@ -402,3 +402,32 @@ def test_a_job_s_kernel_demand_is_read_per_rank(tmp_path: Path) -> None:
         mine = (nodes["rank"] == rank).to_numpy()
         assert np.array_equal(np.sort(got[mine][~np.isnan(got[mine])]), np.sort(want[~np.isnan(want)]))
         assert (~np.isnan(want)).sum() > 0
+
+
+def test_explain_takes_the_job_options_of_summary(tmp_path: Path) -> None:
+    # explain read a job without --ranks / --skip-bad-ranks / --scheduler (yet obeyed $TRACER_DASK_SCHEDULER)
+    import gzip
+    import shutil
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for p in HTA_RANKS:
+        shutil.copy(p, folder / p.name)
+    one = run_cli("explain", "--json", "--no-cache", str(folder), "--ranks", "1", "--scheduler", "sync")
+    alone = run_cli("explain", "--json", "--no-cache", str(folder / HTA_RANKS[1].name))
+    assert one.returncode == alone.returncode == 0, one.stderr + alone.stderr
+    keys = ("start_ns", "end_ns", "length_ns", "pieces")
+    assert {k: json.loads(one.stdout)[k] for k in keys} == {k: json.loads(alone.stdout)[k] for k in keys}
+    # a damaged rank: one line naming it, or left out and said
+    bad = folder / "HTA_trace_filter_sampled_rank-2.json.gz"
+    bad.write_bytes(gzip.compress(b'{"distributedInfo": {"rank": 2}, "traceEvents": [')[:-8])
+    failed = run_cli("explain", "--no-cache", str(folder))
+    assert failed.returncode == 2 and failed.stderr.startswith(f"tracer: error: {bad}: ")
+    skipped = run_cli("explain", "--json", "--no-cache", "--skip-bad-ranks", str(folder))
+    assert skipped.returncode == 0, skipped.stderr
+    assert f"tracer: warning: {bad}: " in skipped.stderr and "(--skip-bad-ranks)" in skipped.stderr
+    # on one trace they mean nothing: one line
+    plain = run_cli("explain", str(HTA_RANKS[0]), "--ranks", "0")
+    assert plain.returncode == 2
+    assert plain.stderr == ("tracer: error: --ranks: applies to a job: give its rank traces, a folder of them or "
+                            "its run directory\n")

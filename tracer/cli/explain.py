@@ -168,27 +168,33 @@ def job_info(timeline: Any, graph: Any, clock_fix: bool = False) -> dict[str, An
             "instances": int(graph.collectives["key"].nunique()), "clock": clock}
 
 
-def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool) -> tuple[Path, Any]:
+def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, Any]) -> tuple[Path, Any]:
     """The timeline to explain and the path that names it: one trace or run directory as it is; several traces,
     or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load_job`, the ranks on
-    the Unix clock, moved by the collectives' fix with ``clock_fix``)."""
+    the Unix clock, moved by the collectives' fix with ``clock_fix``); ``job``: ``load_job``'s ``scheduler``,
+    ``skip_bad_ranks`` and ``ranks``, where given (a job's run directory is then read from its rank traces)."""
     from rich.console import Console
 
-    from tracer.cli._job import fix_clocks, job_progress, say_job_cached
+    from tracer.cli._job import fix_clocks, job_progress, say_job_cached, say_skipped
     from tracer.cli._report import say_cached, say_skipped_file
     from tracer.discover import is_run_dir, job_traces
     from tracer.job import load_job
     from tracer.parsers import load_trace
 
+    given = {option: value for option, value in job.items() if value not in (None, False)}
     found = job_traces(paths, on_skip=say_skipped_file) if len(paths) > 1 or paths[0].is_dir() else list(paths)
-    if len(paths) == 1 and is_run_dir(paths[0]):
+    if len(paths) == 1 and is_run_dir(paths[0]) and not (given and len(found) > 1):
         found = list(paths)  # (a run directory, of one trace or of a job: it holds its timeline already)
+    if len(found) == 1 and given:
+        option = {"scheduler": "--scheduler", "skip_bad_ranks": "--skip-bad-ranks", "ranks": "--ranks"}
+        raise TracerError(option[next(iter(given))], "applies to a job: give its rank traces, a folder of them or "
+                          "its run directory")
     if len(found) == 1:
         label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
     else:
         label = Path(os.path.commonpath([str(p) for p in found]))
         timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
-                            on_cache_write=say_job_cached)
+                            on_cache_write=say_job_cached, on_skip=say_skipped, **given)
     if clock_fix:
         if timeline.events["rank"].nunique() < 2:
             raise TracerError("--clock-fix", "applies to a job: give its rank traces, a folder of them or its run "
@@ -242,6 +248,21 @@ def explain(
                      "matched collective consistent (as `tracer summary --job --clock-fix`); without it the ranks "
                      "stay on the clocks their traces were written with."),
     ] = False,
+    scheduler: Annotated[
+        str | None,
+        typer.Option("--scheduler", metavar="ADDRESS", help="A job: parse its ranks on this running Dask cluster, or "
+                     "a local scheduler, as `tracer summary --job --scheduler`. Default: $TRACER_DASK_SCHEDULER."),
+    ] = None,
+    skip_bad_ranks: Annotated[
+        bool,
+        typer.Option("--skip-bad-ranks", help="A job: open it without a rank whose trace cannot be read (and say "
+                     "which), instead of failing on it."),
+    ] = False,
+    ranks: Annotated[
+        str | None,
+        typer.Option("--ranks", metavar="LIST", help="A job: only these ranks (0,2,4-7); the path crosses only "
+                     "between them."),
+    ] = None,
 ) -> None:
     """The critical path: the chain of dependent intervals that set the end-to-end time, each piece labelled
     (gpu compute, communication, copy, launch overhead, host work, waiting on a sync, waiting on another stream,
@@ -270,7 +291,11 @@ def explain(
         from tracer.explain.replay import parse_plan
 
         parse_plan(what_if)  # a plan that is not one: refused before the trace is read
-    path, timeline = _read(paths, no_cache=no_cache, clock_fix=clock_fix)
+    from tracer.cli._job import parse_ranks
+
+    job_options = {"scheduler": scheduler, "skip_bad_ranks": skip_bad_ranks,
+                   "ranks": parse_ranks(ranks) if ranks is not None else None}
+    path, timeline = _read(paths, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
     warn_left_out(path, timeline.meta.extra)
     ev = timeline.events
     if not ev["kind"].isin(["kernel", "memcpy", "memset", "cpu_op", "runtime", "driver"]).any():
