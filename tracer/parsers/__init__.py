@@ -51,7 +51,8 @@ CACHE_MIN_BYTES = 4 * 1024 * 1024
 #: 6: meta.extra["stream_flags"]: each CUDA stream's kind (null, blocking, non-blocking) from nsys'
 #:    TARGET_INFO_CUDA_STREAM, for the legacy default stream's implicit synchronisation (issue 10).
 #: 7: an event whose end (ts + dur) is past int64 ns is counted as "ts + dur beyond int64 ns", not as its ts.
-KINETO_PARSER_VERSION = 7
+#: 8: an nsys report's processes that ran GPU work are the ranks of one job (the rank column).
+KINETO_PARSER_VERSION = 8
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:

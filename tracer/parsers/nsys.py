@@ -40,6 +40,7 @@ from tracer.timeline import (
     validate,
 )
 from tracer.timeline.comm import mark_by_name
+from tracer.vocabulary import GPU_WORK_KINDS
 
 #: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
 _COLUMN_RE = re.compile(r'"([^"]+)"')
@@ -352,8 +353,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
     nsys_rows = [part for part in parts if part.get("from_tracer_events") is None]
-    if not _restore_ranks(con, tables, nsys_rows):
-        _own_rank(meta, nsys_rows)
+    if not _restore_ranks(con, tables, nsys_rows) and not _own_rank(meta, nsys_rows):
+        _process_ranks(nsys_rows, notes)
     for part in parts:
         part.pop("from_tracer_events", None)
     sync = _cuda_sync(con, tables)
@@ -405,14 +406,50 @@ def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[s
     return True
 
 
-def _own_rank(meta: TraceMeta, parts: list[dict[str, object]]) -> None:
+def _own_rank(meta: TraceMeta, parts: list[dict[str, object]]) -> bool:
     """In tracer's export of one rank's trace (a Kineto trace with ``distributedInfo``, kept in TRACER_META's
-    timeline metadata): that rank on every row of ``parts``, as the trace itself gave it (they read 0)."""
+    timeline metadata): that rank on every row of ``parts``, as the trace itself gave it (they read 0); returns
+    whether it had one."""
     info = meta.extra.get("distributed_info")
     rank = info.get("rank") if isinstance(info, dict) else None
     if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**15:
         for part in parts:
             part["rank"] = np.full(len(np.asarray(part["rank"])), rank, dtype=np.int64)
+        return True
+    return False
+
+
+def _process_ranks(parts: list[dict[str, object]], notes: list[str]) -> None:
+    """A report of several processes that each ran GPU work (``nsys profile`` of torchrun, of mp.spawn, of a
+    launcher) holds the ranks of one job: each such process becomes a rank, numbered by the lowest GPU it used,
+    then by pid (torchrun gives local rank r the GPU r), and every row of it (its GPU work, its CUDA calls, its
+    NVTX ranges) moves to that rank, so that its GPUs and streams are its own (two processes' stream 7 on one
+    GPU are two lanes) and the job's figures are per rank. Processes without GPU work (the launcher) stay on
+    rank 0. Said in ``notes``. One process with GPU work: nothing changes."""
+    first_gpu: dict[int, int] = {}
+    for part in parts:
+        kinds = part["kind"]
+        if not (isinstance(kinds, list) and kinds and kinds[0] in GPU_WORK_KINDS):
+            continue
+        for pid, device in zip(np.asarray(part["pid"]).tolist(), np.asarray(part["device"]).tolist()):
+            if device >= 0 and pid > 0:
+                first_gpu[pid] = min(device, first_gpu.get(pid, device))
+    if len(first_gpu) < 2:
+        return
+    order = sorted(first_gpu, key=lambda p: (first_gpu[p], p))
+    pids = np.array(sorted(order), dtype=np.int64)
+    rank_of = np.array([order.index(p) for p in pids.tolist()], dtype=np.int64)
+    for part in parts:
+        pid = np.asarray(part["pid"], dtype=np.int64)
+        at = np.clip(np.searchsorted(pids, pid), 0, pids.size - 1)
+        hit = pids[at] == pid
+        if hit.any():
+            rank = np.asarray(part["rank"], dtype=np.int64).copy()
+            rank[hit] = rank_of[at[hit]]
+            part["rank"] = rank
+    notes.append(f"{len(order)} processes ran GPU work: read as the ranks of one job ("
+                 + ", ".join(f"rank {r} = pid {p}" for r, p in enumerate(order))
+                 + "; numbered by the first GPU each used, then pid)")
 
 
 #: CUPTI's synchronisation types (ENUM_CUPTI_SYNC_TYPE) as Kineto names its cuda_sync rows
