@@ -218,6 +218,8 @@ def test_summary_json_and_text_carry_the_comm_figures_and_the_table(tmp_path: Pa
     assert main(["summary", "--no-cache", "--job", *map(str, paths)]) == 0
     text = capsys.readouterr().out
     assert "Per GPU communication" in text and "Collectives by start skew (top 2 of 2)" in text
+    # the per-GPU table's kernels count the comm kernels too: its title says so where there are some
+    assert "kernels: all, comm included" in " ".join(text.split())
     total = doc["comm_total"]
     assert f"job {total['kernels']:,} {total['comm_kernels']:,} {total['compute_ns'] / 1e6:,.3f}" in " ".join(
         text.split())

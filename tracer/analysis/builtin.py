@@ -125,8 +125,11 @@ def _devices_blocks(r: list[DeviceOverlap], s: Summary, _o: TextOptions) -> list
          pct_text(d.copy_hidden_pct), ms(d.busy_ns))
         for d in r
     )
-    return [Table("Per GPU (ms): compute = kernels (not comm), copy = memcpys, overlap = copy hidden behind compute",
-                  tuple(Column(c, no_wrap=True) for c in cols), rows, gpus or None)]
+    # (kernels counts every kernel: where some are communication, the comm table below splits the count)
+    title = "Per GPU (ms): compute = kernels (not comm), copy = memcpys, overlap = copy hidden behind compute"
+    if s.part("comm"):
+        title += "; kernels: all, comm included"
+    return [Table(title, tuple(Column(c, no_wrap=True) for c in cols), rows, gpus or None)]
 
 
 def _devices_from_json(d: Mapping[str, Any]) -> list[DeviceOverlap]:
