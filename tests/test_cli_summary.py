@@ -395,3 +395,17 @@ def test_usage_lines_say_arguments_as_click_and_man_pages_do(command: str, usage
     assert result.exit_code == 0, result.output
     line = next(line for line in result.output.splitlines() if "Usage:" in line)
     assert line.strip() == f"Usage: {usage}"
+
+
+def test_run_failures_say_each_rank_that_did_not_end_well() -> None:
+    from tracer.cli._report import run_failures
+
+    run = {"processes": [{"rank": 0, "exit_code": 0}, {"rank": 1, "exit_code": -9, "timed_out": True},
+                         {"rank": 2, "exit_code": 1, "last_line": "RuntimeError: boom"},
+                         {"rank": 3, "exit_code": -15, "torn_down": True}],
+           "missing_ranks": [1, 3]}
+    assert run_failures({"run": run}) == [
+        "rank 1 hung (ended at the timeout)", "rank 2 exited with 1: RuntimeError: boom",
+        "rank 3 was torn down after another rank failed", "no trace from ranks 1, 3: the figures are the other ranks'"]
+    assert run_failures({"run": {"processes": [{"rank": 0, "exit_code": 0}], "missing_ranks": []}}) == []
+    assert run_failures({}) == [] and run_failures({"run": "damaged"}) == []

@@ -36,3 +36,24 @@ def warn_left_out(path: Any, meta_extra: dict[str, Any]) -> None:
     text = left_out_text(meta_extra.get("skipped") or {}, meta_extra.get("ignored") or {})
     if text:
         print(f"tracer: warning: {path}: {text}", file=sys.stderr)
+
+
+def run_failures(meta_extra: dict[str, Any]) -> list[str]:
+    """What a recorded run's meta.json (``meta.extra["run"]``) says went wrong with its processes, one sentence
+    each: a rank that failed, hung or was torn down, and the ranks with no trace (the figures are the others')."""
+    run = meta_extra.get("run")
+    if not isinstance(run, dict):
+        return []
+    out = []
+    for p in run.get("processes") or []:
+        if not isinstance(p, dict) or not (p.get("exit_code") or p.get("timed_out") or p.get("torn_down")):
+            continue
+        how = ("hung (ended at the timeout)" if p.get("timed_out") else "was torn down after another rank failed"
+               if p.get("torn_down") else f"exited with {p.get('exit_code')}")
+        last = f": {p['last_line']}" if p.get("last_line") else ""
+        out.append(f"rank {p.get('rank')} {how}{last}")
+    missing = [r for r in run.get("missing_ranks") or [] if isinstance(r, int)]
+    if missing:
+        out.append(f"no trace from rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}: the "
+                   "figures are the other ranks'")
+    return out

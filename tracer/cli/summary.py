@@ -192,7 +192,7 @@ def summary(
     """
     from rich.console import Console
 
-    from tracer.cli._report import left_out_text, say_cached, say_skipped_file
+    from tracer.cli._report import left_out_text, run_failures, say_cached, say_skipped_file
     from tracer.errors import TraceFormatError, UsageError
 
     console = Console()
@@ -266,6 +266,8 @@ def summary(
             continue
         if left_out:
             print(f"tracer: warning: {path}: {left_out}", file=sys.stderr)
+        for failure in run_failures(meta.extra):  # (a recorded job whose ranks did not all end well)
+            print(f"tracer: warning: {path}: {failure}", file=sys.stderr)
         moved_ns = {int(r): int(ns) for r, ns in (meta.extra.get("clock_fix_ns") or {}).items()}
         notes = meta.extra.get("notes") or []
         for note in notes:  # what the figures mean for this file (CUDA graphs traced whole ...)
