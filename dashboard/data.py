@@ -192,6 +192,8 @@ class RunStore:
 
         folder = Path(os.path.commonpath([str(f.resolve()) for f in files]))
         folder = folder if folder.is_dir() else folder.parent
+        if folder.name == rundir.TRACES_DIR and is_run_dir(folder.parent):
+            folder = folder.parent  # (a recorded job's run: named as the run is)
         with self._lock:
             known = next((i for i in self._runs.values() if i.job_files == tuple(files)), None)
             if known is not None:

@@ -381,7 +381,7 @@ cli.leave(7)
     [
         ("summary", "tracer summary [OPTIONS] PATH..."),  # (Typer wrote {PATH}: required, and lost the "...")
         ("export", "tracer export [OPTIONS] PATH..."),  # ({path})
-        ("dashboard", "tracer dashboard [OPTIONS] [PATHS]..."),  # ([paths]...)
+        ("dashboard", "tracer dashboard [OPTIONS] [PATH]..."),  # ([paths]...)
         ("diff", "tracer diff [OPTIONS] A B"),  # ({A} {B})
         ("record", "tracer record [OPTIONS] [SCENARIO]"),  # ([scenario])
     ],

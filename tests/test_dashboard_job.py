@@ -289,7 +289,9 @@ def test_a_job_s_cards_end_with_its_communication_summed(hta: TimelineView) -> N
     assert "job" in text and f"{len(hta.comm)} GPUs summed" in text and "exposed comm" in text
     total = comm_total(hta.comm)
     assert total.comm_ns == sum(c.comm_ns for c in hta.comm) > 0
-    assert f"{total.kernels:,} kernels ({total.comm_kernels:,} communication)" in text
+    # every kernel, as the GPU cards count them (the comm table's "kernels" are the compute ones)
+    assert f"{sum(d.kernels for d in hta.devices):,} kernels ({total.comm_kernels:,} communication)" in text
+    assert sum(d.kernels for d in hta.devices) == total.kernels + total.comm_kernels
 
 
 # ----- a job given as its rank traces (tracer dashboard --job)
@@ -332,3 +334,11 @@ def test_dashboard_job_needs_its_traces() -> None:
     assert proc.returncode == 2
     assert proc.stderr == ("tracer: error: --job: give the job's rank traces, a folder of them or its run "
                            "directory\n")
+
+
+def test_a_recorded_job_given_as_a_job_is_named_as_its_run(jobs: dict[str, Path]) -> None:
+    from tracer.discover import job_traces
+
+    store = RunStore(examples=False, runs_dir=None, jobs=[job_traces([jobs["hta"]])])
+    (info,) = store.runs()
+    assert info.path == jobs["hta"].resolve() and info.key == "job-hta" and info.name.startswith("hta (job of 2")

@@ -107,9 +107,10 @@ def test_a_failing_rank_is_named_and_the_other_rank_kept(tmp_path: Path, capsys:
     assert by_rank[0]["files"] and (run / "traces" / by_rank[0]["files"][0]).exists()
     assert 0 in read_timeline_parquet(run / "timeline.parquet").events["rank"].unique().tolist()
     # its summary says so too (only meta.json said it): each rank that failed, and the ranks with no trace
-    assert main(["summary", str(run)]) == 0
-    warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith(f"tracer: warning: {run}: rank")]
-    assert any("rank 1 exited with 1: " in w and "fails on purpose" in w for w in warnings), warnings
+    for argv in (["summary", str(run)], ["summary", "--job", str(run)]):
+        assert main(argv) == 0
+        warnings = [w for w in capsys.readouterr().err.splitlines() if w.startswith("tracer: warning: ")]
+        assert any("rank 1 exited with 1: " in w and "fails on purpose" in w for w in warnings), (argv, warnings)
 
 
 def test_the_launcher_tears_down_the_job_when_a_rank_fails(tmp_path: Path) -> None:

@@ -82,3 +82,29 @@ def test_a_published_directory_gets_the_usual_modes(tmp_path: Path) -> None:
     assert run == tmp_path / "run"
     assert stat.S_IMODE(run.stat().st_mode) == stat.S_IMODE((run / "traces").stat().st_mode) == 0o755
     assert stat.S_IMODE((run / "traces" / Path(name).name).stat().st_mode) == 0o644
+
+
+def test_opening_a_run_follows_no_link_and_keeps_going(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    from tracer.io import publish_dir, temp_dir_beside
+
+    theirs = tmp_path / "theirs.txt"
+    theirs.write_text("x")
+    theirs.chmod(0o600)
+    tmp = temp_dir_beside(tmp_path / "run")
+    (tmp / "a_link").symlink_to(theirs)  # (a file elsewhere: never chmodded through the link)
+    (tmp / "tool").write_text("#!/bin/sh\n")
+    (tmp / "tool").chmod(0o700)
+    unreadable = tmp / "unreadable"
+    unreadable.write_text("x")
+    unreadable.chmod(0o000)  # (cannot be opened by a non-root user: left as it is, publishing goes on)
+    old = os.umask(0o022)
+    try:
+        run = publish_dir(tmp, tmp_path / "run")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(theirs.stat().st_mode) == 0o600
+    assert stat.S_IMODE((run / "tool").stat().st_mode) == 0o755  # (an executable keeps its x bits)
+    assert stat.S_IMODE(run.stat().st_mode) == 0o755

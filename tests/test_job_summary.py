@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+import tracer.errors
 import tracer.job
 from tests.conftest import run_cli
 from tracer import jobstore
@@ -304,3 +305,20 @@ def test_clock_fix_says_what_it_moved_each_rank_by(tmp_path: Path, capsys: pytes
     assert main(argv) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "moved µs" not in text and "(not applied: summary --clock-fix applies it)" in text
+    # asked for, and nothing to move (the ranks as recorded): said so, not "not applied"
+    assert main(["summary", "--no-cache", "--clock-fix", "--job", *map(str, JOBS["gloo-ddp"])]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "not applied" not in text and "(--clock-fix moved no rank: none needed it, or none fits)" in text
+
+
+def test_a_file_that_holds_several_ranks_is_not_one_rank_of_a_job(tmp_path: Path) -> None:
+    # --job stamps one rank on every row of each file: an nsys report of two processes (read as ranks 0 and 1 on its
+    # own) had its two GPUs' figures summed into one; refused in one line (or left out, --skip-bad-ranks)
+    two = DATA / "nsys_two_ranks.sqlite.gz"
+    alone = run_cli("summary", "--json", str(two))
+    assert alone.returncode == 0 and sorted(json.loads(alone.stdout)["devices"]) == ["0/0", "1/0"]
+    proc = run_cli("summary", "--job", "--no-cache", str(two))
+    assert proc.returncode == 2
+    assert proc.stderr == f"tracer: error: {two}: holds 2 ranks already (a whole job in one file): read it without --job\n"
+    with pytest.raises(tracer.errors.UsageError, match="holds 2 ranks already"):
+        load_job([two, DATA / "pair.sqlite.gz"], load=lambda p: load_trace(p, cache=False))

@@ -221,7 +221,7 @@ def handler(out: str | os.PathLike[str] = "runs", name: str | None = None) -> Ca
             created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
             # gzipped straight into the staging folder, under a name no reader of it counts as a trace
             gz = rank_gather.staging_dir(Path(out), info, cycles[0]) / f".rank{info.rank}.json.gz.tmp"
-            _gzip_into(Path(raw), gz, f"rank{info.rank}.json")
+            _gzip_into(Path(raw), gz, f"rank{info.rank}-pid{os.getpid()}.json")  # (as rank_gather names it)
             arrival = rank_gather.arrive(gz, Path(out), info, cycles[0], _run_name(cycle, created))
             if arrival.complete:
                 path, _ = write_job_run(arrival.staging, out=out, name=arrival.name,

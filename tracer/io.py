@@ -181,15 +181,34 @@ def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -
 
 
 def _open_permissions(tree: Path) -> None:
-    """The usual modes (0777 / 0666 less the umask) for a directory about to be published and everything in it:
-    it was made private (mkdtemp: 0700), and so were the temporary files renamed into it (mkstemp: 0600)."""
+    """The usual modes (0777 / 0666 less the umask; an executable file keeps its x bits) for a directory about to
+    be published and everything in it: it was made private (mkdtemp: 0700), and so were the temporary files
+    renamed into it (mkstemp: 0600). Its contents first and the directory itself last, so that nobody else can
+    enter it while it changes; each entry opened without following a link (a link's target may not be ours);
+    an entry that cannot be changed is left as it is (the run is complete either way)."""
     mask = _umask()
-    tree.chmod(0o777 & ~mask)
-    for folder, dirs, files in os.walk(tree):
-        for name in dirs + files:
-            path = os.path.join(folder, name)
-            if not os.path.islink(path):  # (a link's mode is not its own; its target may not be ours)
-                os.chmod(path, (0o777 if name in dirs else 0o666) & ~mask)
+    for folder, dirs, files in os.walk(tree, topdown=False):
+        for name in files:
+            _chmod_own(os.path.join(folder, name), mask, directory=False)
+        for name in dirs:
+            _chmod_own(os.path.join(folder, name), mask, directory=True)
+    _chmod_own(str(tree), mask, directory=True)
+
+
+def _chmod_own(path: str, mask: int, *, directory: bool) -> None:
+    flags = os.O_RDONLY | os.O_NOFOLLOW | (os.O_DIRECTORY if directory else 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # (a link: ELOOP; gone, or not ours to read: left as it is)
+        return
+    try:
+        mode = os.fstat(fd).st_mode
+        full = 0o777 if directory or mode & 0o100 else 0o666
+        os.fchmod(fd, full & ~mask)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _umask() -> int:

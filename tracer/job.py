@@ -76,6 +76,17 @@ def _trace_rank(meta: TraceMeta) -> int | None:
     return rank if type(rank) is int and 0 <= rank < 2**15 else None
 
 
+def one_rank(timeline: Timeline, path: str | os.PathLike[str]) -> Timeline:
+    """``timeline`` itself, where it holds one rank: joined into a job, all its rows take that job's rank for it,
+    so a file that holds several ranks already (an nsys report of several processes, tracer's export of a job)
+    would have them merged into one (its GPUs' figures summed, their streams one lane): refused in one line."""
+    ranks = timeline.events["rank"].to_numpy()
+    if len(ranks) and ranks.min() != ranks.max():
+        n = len(set(ranks.tolist()))
+        raise UsageError(str(path), f"holds {n} ranks already (a whole job in one file): read it without --job")
+    return timeline
+
+
 def rank_of(meta: TraceMeta, path: str | os.PathLike[str], index: int) -> tuple[int, str]:
     """The rank of the trace ``path`` whose meta is ``meta``, ``index``-th of its job, and where it came from (see
     the module's docstring)."""
@@ -431,6 +442,8 @@ def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[
               ranks: Sequence[int] | None) -> Timeline:
     from tracer.timeline import align
 
+    for f, t in zip(files, timelines):
+        one_rank(t, f)
     found = assign_ranks(files, timelines)
     _check_ranks_exist(given, found, ranks)
     aligned = [align(t) for t in timelines] if len(timelines) > 1 else list(timelines)

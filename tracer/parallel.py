@@ -208,6 +208,9 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
         keys = _Keys(paths, side, read_now=read_now) if task.with_keys else None
         clock.lap("key")
         timeline = load(keys)
+        from tracer.job import one_rank
+
+        one_rank(timeline, paths[0])
         if task.align:
             timeline = align(timeline)
         clock.lap("parse")

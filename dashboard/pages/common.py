@@ -121,7 +121,9 @@ def job_comm_card(gpus: list[DeviceComm]) -> html.Div:
                 ],
                 className="stats",
             ),
-            html.Div(f"{t.kernels:,} kernels ({t.comm_kernels:,} communication)", className="muted small"),
+            # (DeviceComm.kernels counts the compute kernels only: the GPU cards' count is every kernel)
+            html.Div(f"{t.kernels + t.comm_kernels:,} kernels ({t.comm_kernels:,} communication)",
+                     className="muted small"),
         ],
         className="card",
     )

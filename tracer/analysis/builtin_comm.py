@@ -115,7 +115,7 @@ def _collectives_blocks(r: Collectives, s: Summary, o: TextOptions) -> list[Bloc
     table = Table(f"Collectives by start skew (top {min(limit, len(top)):,} of {len(top):,})",
                   tuple(Column(c, justify="left" if c in ("collective", "pg") else "right", no_wrap=True)
                         for c in cols), tuple(map(tuple, rows)), "\n".join(caption))
-    moved = dict(o.clock_moved_ns)
+    moved = dict(o.clock_moved_ns or ())
     rank_cols: tuple[str, ...] = ("rank", "count", "straggler", "mean late µs", "max late µs", "clock bounds µs",
                                   "clock fix µs") + (("moved µs",) if moved else ())
     rank_rows = tuple(
@@ -126,9 +126,13 @@ def _collectives_blocks(r: Collectives, s: Summary, o: TextOptions) -> list[Bloc
         + ((_us(moved.get(k.rank, 0)),) if moved else ())
         for k in r.ranks
     )
-    fix = ("clock fix: the smallest further shift into them; moved: what --clock-fix moved each rank's clock by "
-           "before every figure here was made" if moved else
-           "clock fix: the smallest shift into them (not applied: summary --clock-fix applies it)")
+    if moved:
+        fix = ("clock fix: the smallest further shift into them; moved: what --clock-fix moved each rank's clock by "
+               "before every figure here was made")
+    elif o.clock_moved_ns is not None:
+        fix = "clock fix: the smallest shift into them (--clock-fix moved no rank: none needed it, or none fits)"
+    else:
+        fix = "clock fix: the smallest shift into them (not applied: summary --clock-fix applies it)"
     rank_table = Table(
         "Skew per rank: count = collectives matched; late = start − the collective's earliest start; "
         "straggler = times it started last",

@@ -75,8 +75,9 @@ class TextOptions:
     max_ranges: int = 12
     #: collectives listed (by start skew) before "N more in --json"; -1: all
     max_collectives: int = 10
-    #: (rank, ns) each rank's clock was moved by before the figures were made (``summary --clock-fix``)
-    clock_moved_ns: tuple[tuple[int, int], ...] = ()
+    #: (rank, ns) each rank's clock was moved by before the figures were made (``summary --clock-fix``; empty:
+    #: it moved none); None: no fix was asked for
+    clock_moved_ns: tuple[tuple[int, int], ...] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------- analyses

@@ -27,6 +27,7 @@ def dashboard(
     paths: Annotated[
         list[Path] | None,
         typer.Argument(
+            metavar="PATH",
             help="Run directories, trace files (Kineto, nsys) or folders of them. Default: the bundled "
             "examples and ./runs."
         ),
@@ -46,7 +47,7 @@ def dashboard(
         bool, typer.Option("--verbose", "-v", help="Log every request (method, path, status) to stderr.")
     ] = False,
     job: Annotated[
-        bool, typer.Option("--job", help="Read every trace found in PATHS as the ranks of ONE job (as `tracer "
+        bool, typer.Option("--job", help="Read every trace found in the PATHs as the ranks of ONE job (as `tracer "
                            "summary --job` does), shown as one run and opened straight away.")
     ] = False,
 ) -> None:

@@ -196,10 +196,13 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
         timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
                             on_cache_write=say_job_cached, on_skip=say_skipped, **given)
     if clock_fix:
-        if timeline.events["rank"].nunique() < 2:
+        if timeline.events["rank"].nunique() >= 2:
+            timeline = fix_clocks(timeline)
+        elif len(found) > 1:  # (a job, of which --ranks kept one: no other clock to set it by)
+            print("tracer: note: --clock-fix: one rank read (--ranks): no clock to move", file=sys.stderr)
+        else:
             raise TracerError("--clock-fix", "applies to a job: give its rank traces, a folder of them or its run "
                               "directory")
-        timeline = fix_clocks(timeline)
     return label, timeline
 
 

@@ -51,7 +51,7 @@ def export(
         str | None,
         typer.Option(
             "--to",
-            help="nsys-sqlite (.sqlite), nvtxt (.nvtxt), chrome (.json, .json.gz) or parquet (.parquet); "
+            help="nsys-sqlite (.sqlite, .sqlite.gz), nvtxt (.nvtxt), chrome (.json, .json.gz) or parquet (.parquet); "
             "default: from OUTPUT's suffix.",
         ),
     ] = None,
@@ -60,8 +60,8 @@ def export(
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,
     job: Annotated[
-        bool, typer.Option("--job", help="Read every trace found in PATHS as the ranks of ONE job (as `tracer summary "
-                           "--job` does) and export the job's timeline, its rows on their ranks.")
+        bool, typer.Option("--job", help="Read every trace found in the PATHs as the ranks of ONE job (as `tracer "
+                           "summary --job` does) and export the job's timeline, its rows on their ranks.")
     ] = False,
 ) -> None:
     """Write a trace in another tool's format, for Nsight Systems (`nsys stats`, ImportNvtxt), Perfetto or

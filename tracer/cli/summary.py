@@ -100,14 +100,15 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_
                    clock_moved_ns: Mapping[int, int] | None = None) -> list[Any]:
     """Rich renderables for a summary (a :class:`tracer.analysis.summary.Summary`, or its JSON as a dict), for a
     terminal ``width`` characters wide: each registered analysis's text blocks, in text order.
-    ``clock_moved_ns``: rank → ns its clock was moved by before the summary was made (``--clock-fix``)."""
+    ``clock_moved_ns``: rank → ns its clock was moved by before the summary was made (``--clock-fix``; empty: it
+    moved none; None: not asked for)."""
     from tracer.analysis.registry import TextOptions, text_analyses
     from tracer.analysis.summary import Summary
 
     if not isinstance(summary, Summary):
         summary = Summary.from_dict(summary)
     options = TextOptions(max_ranges=max_ranges, max_collectives=max_collectives,
-                          clock_moved_ns=tuple(sorted((clock_moved_ns or {}).items())))
+                          clock_moved_ns=None if clock_moved_ns is None else tuple(sorted(clock_moved_ns.items())))
     # (text_analyses() holds only analyses with blocks; the test says so to mypy)
     blocks = [b for a in text_analyses() if a.blocks is not None
               for b in a.blocks(summary.part(a.name), summary, options)]
@@ -198,7 +199,7 @@ def summary(
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    from tracer.discover import expand, job_traces
+    from tracer.discover import expand, is_run_dir, job_traces
 
     job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
                 "--ranks": ranks is not None, "--clock-fix": clock_fix}
@@ -222,6 +223,11 @@ def summary(
                                        on_cache_write=say_job_cached, on_skip=say_skipped)
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
+            runs = [p for p in paths if is_run_dir(p)]
+            if len(runs) == 1 and len(paths) == 1:  # (a recorded job's run: its meta.json, as without --job)
+                from tracer.rundir import load_meta_json
+
+                meta.extra["run"] = load_meta_json(runs[0])
             if clock_fix:
                 fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
                 say_fixes(fixes)
@@ -289,7 +295,7 @@ def summary(
         else:
             shown = -1 if all_collectives else max(collectives, 0)
             for renderable in render_summary(result, width=console.width, max_collectives=shown,
-                                             clock_moved_ns=moved_ns):
+                                             clock_moved_ns=moved_ns if clock_fix else None):
                 console.print(renderable, crop=False)  # (a table wider than the terminal: nothing cut)
             console.print()
     if failed:
