@@ -188,9 +188,9 @@ class RunStore:
 
     def _register_job(self, files: list[Path]) -> RunInfo:
         """One run for the rank traces ``files`` of a job, keyed and named by the folder they share."""
-        import os
+        from tracer.discover import job_label
 
-        folder = Path(os.path.commonpath([str(f.resolve()) for f in files]))
+        folder = job_label([f.resolve() for f in files])
         folder = folder if folder.is_dir() else folder.parent
         if folder.name == rundir.TRACES_DIR and is_run_dir(folder.parent):
             folder = folder.parent  # (a recorded job's run: named as the run is)

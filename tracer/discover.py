@@ -13,7 +13,8 @@ from pathlib import Path
 from tracer.formats import not_a_regular_file, suffix_patterns, trace_suffixes
 from tracer.rundir import is_run_dir
 
-__all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file", "job_traces"]
+__all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file", "job_label",
+           "job_traces"]
 
 #: Files that look like traces when a folder is scanned: every format's suffixes (the scan reads the table,
 #: tracer.formats.FORMATS, each time; this is the table's as imported).
@@ -93,3 +94,11 @@ def job_traces(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
         ranks = find_rank_traces(p) if p.is_dir() and find_trace(p) is None else []
         out += ranks or [p]
     return out
+
+
+def job_label(traces: list[Path]) -> Path:
+    """The path that names a job read from ``traces`` in messages and output: the folder they share, or the one
+    trace."""
+    import os
+
+    return Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]

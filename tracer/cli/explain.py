@@ -3,7 +3,6 @@ why copies and GPU idle gaps did not overlap compute, ranked by what they cost."
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -177,7 +176,7 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
 
     from tracer.cli._job import fix_clocks, job_progress, say_job_cached, say_skipped
     from tracer.cli._report import say_cached, say_skipped_file
-    from tracer.discover import is_run_dir, job_traces
+    from tracer.discover import is_run_dir, job_label, job_traces
     from tracer.job import load_job
     from tracer.parsers import load_trace
 
@@ -192,7 +191,7 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
     if len(found) == 1:
         label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
     else:
-        label = Path(os.path.commonpath([str(p) for p in found]))
+        label = job_label(found)
         timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
                             on_cache_write=say_job_cached, on_skip=say_skipped, **given)
     if clock_fix:

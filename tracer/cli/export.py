@@ -91,14 +91,12 @@ def export(
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     if job:
-        import os
-
         from tracer.cli._job import job_progress, say_job_cached
-        from tracer.discover import job_traces
+        from tracer.discover import job_label, job_traces
         from tracer.job import load_job
 
         traces = job_traces(paths, on_skip=say_skipped_file)
-        path = Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]
+        path = job_label(traces)
         timeline = load_job(traces, cache=not no_cache, on_rank=job_progress(traces, status),
                             on_cache_write=say_job_cached)
     else:

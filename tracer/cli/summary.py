@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -199,7 +198,7 @@ def summary(
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    from tracer.discover import expand, is_run_dir, job_traces
+    from tracer.discover import expand, is_run_dir, job_label, job_traces
 
     job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
                 "--ranks": ranks is not None, "--clock-fix": clock_fix}
@@ -214,7 +213,7 @@ def summary(
         from tracer.job import summarize_job
 
         traces = list(found)
-        found = [Path(os.path.commonpath([str(p) for p in traces])) if len(traces) > 1 else traces[0]]
+        found = [job_label(traces)]
         wanted = parse_ranks(ranks) if ranks is not None else None
 
         def read(_path: Path) -> tuple[Any, Callable[[], Any]]:  # (one job: every path at once)
@@ -223,11 +222,10 @@ def summary(
                                        on_cache_write=say_job_cached, on_skip=say_skipped)
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
-            runs = [p for p in paths if is_run_dir(p)]
-            if len(runs) == 1 and len(paths) == 1:  # (a recorded job's run: its meta.json, as without --job)
+            if len(paths) == 1 and is_run_dir(paths[0]):  # (a recorded job's run: its meta.json, as without --job)
                 from tracer.rundir import load_meta_json
 
-                meta.extra["run"] = load_meta_json(runs[0])
+                meta.extra["run"] = load_meta_json(paths[0])
             if clock_fix:
                 fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
                 say_fixes(fixes)

@@ -391,8 +391,17 @@ def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[s
         return False
     if not pids.size:
         return False
+    _move_by_pid(parts, pids, ranks, own)
+    return True
+
+
+def _move_by_pid(parts: list[dict[str, object]], pids: np.ndarray, ranks: np.ndarray,
+                 new_pids: np.ndarray | None = None) -> None:
+    """Every row of ``parts`` whose pid is ``pids[i]`` put on rank ``ranks[i]`` (and, given ``new_pids``, its pid
+    made ``new_pids[i]``); rows of other pids left as they are."""
     order = np.argsort(pids)
-    pids, ranks, own = pids[order], ranks[order], own[order]
+    pids, ranks = pids[order], ranks[order]
+    new_pids = new_pids[order] if new_pids is not None else None
     for part in parts:
         pid = np.asarray(part["pid"], dtype=np.int64)
         at = np.clip(np.searchsorted(pids, pid), 0, pids.size - 1)
@@ -400,10 +409,11 @@ def _restore_ranks(con: sqlite3.Connection, tables: set[str], parts: list[dict[s
         if hit.any():
             rank = np.asarray(part["rank"], dtype=np.int64).copy()
             rank[hit] = ranks[at[hit]]
-            new_pid = pid.copy()
-            new_pid[hit] = own[at[hit]]
-            part["rank"], part["pid"] = rank, new_pid
-    return True
+            part["rank"] = rank
+            if new_pids is not None:
+                moved = pid.copy()
+                moved[hit] = new_pids[at[hit]]
+                part["pid"] = moved
 
 
 def _own_rank(meta: TraceMeta, parts: list[dict[str, object]]) -> bool:
@@ -437,16 +447,7 @@ def _process_ranks(parts: list[dict[str, object]], notes: list[str]) -> None:
     if len(first_gpu) < 2:
         return
     order = sorted(first_gpu, key=lambda p: (first_gpu[p], p))
-    pids = np.array(sorted(order), dtype=np.int64)
-    rank_of = np.array([order.index(p) for p in pids.tolist()], dtype=np.int64)
-    for part in parts:
-        pid = np.asarray(part["pid"], dtype=np.int64)
-        at = np.clip(np.searchsorted(pids, pid), 0, pids.size - 1)
-        hit = pids[at] == pid
-        if hit.any():
-            rank = np.asarray(part["rank"], dtype=np.int64).copy()
-            rank[hit] = rank_of[at[hit]]
-            part["rank"] = rank
+    _move_by_pid(parts, np.array(order, dtype=np.int64), np.arange(len(order), dtype=np.int64))
     notes.append(f"{len(order)} processes ran GPU work: read as the ranks of one job ("
                  + ", ".join(f"rank {r} = pid {p}" for r, p in enumerate(order))
                  + "; numbered by the first GPU each used, then pid)")
