@@ -21,8 +21,8 @@ from pathlib import Path
 from tracer.cli import main as tracer_main
 from tracer.explain import build_graph
 from tracer.explain.replay import Plan, replay
-from tracer.rundir import read_meta
-from tracer.storage import read_timeline_parquet
+from tracer.files.rundir import read_meta
+from tracer.files.storage import read_timeline_parquet
 
 #: big enough that the ranks' compute, not their start-up, fills the profiled steps (~70 ms a step on rank 0 at
 #: skew 0.6 on a 2-core machine), small enough to record in ~15 s

@@ -3,7 +3,7 @@ process so that the run-to-run spread of separate processes (±10% on a 3 ms GPU
 
     python bench/capture_overhead.py [--blocks 40] [--block-steps 25] [--batch 256] [--json F]
 
-The capture that `tracer record` starts in a user's process (tracer.capture: torch.profiler with tracer's
+The capture that `tracer record` starts in a user's process (tracer.record.capture: torch.profiler with tracer's
 settings, every thread, a schedule that records every step) runs once for the whole bench. Blocks of training
 steps then alternate between two ways of stepping that same profiler:
 
@@ -73,7 +73,7 @@ def _block(step: Callable[[], None], n: int, sync: Callable[[], None], after: Ca
 
 def _micro(calls: int) -> tuple[float, float]:
     """µs per call of Capture.step over a profiler whose step() does nothing, and of that step() alone."""
-    from tracer.capture import Capture
+    from tracer.record.capture import Capture
 
     class _Nothing:
         def step(self) -> None:
@@ -112,7 +112,7 @@ def main() -> None:
     import torch
     from torch.optim import optimizer as optim_mod
 
-    from tracer import capture
+    from tracer.record import capture
 
     step, dev = _train_step_fn(args.batch)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -127,7 +127,7 @@ def main() -> None:
         cap = capture.current()
         assert cap is not None and cap.prof is not None
         hooks = optim_mod._global_optimizer_post_hooks
-        (hook_id,) = [k for k, h in hooks.items() if getattr(h, "__module__", "") == "tracer.capture"]
+        (hook_id,) = [k for k, h in hooks.items() if getattr(h, "__module__", "") == "tracer.record.capture"]
         ours = hooks[hook_id]
 
         def direct_step() -> None:

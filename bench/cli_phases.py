@@ -3,7 +3,7 @@
 ``bench/job_phases.py`` times ``summarize_job`` inside a harness; this runs the real command (``tracer.cli.main``
 then ``tracer.cli.leave``, as the ``tracer`` script does) in a fresh child process per run, with marks at its
 steps, in ms since the child's process started (``/proc/self/stat``): the CLI imported, the early scans started
-(``tracer.parallel.start_early_scans``), the first and the last scan's start and end (on the workers), every scan
+(``tracer.job.parallel.start_early_scans``), the first and the last scan's start and end (on the workers), every scan
 back in the command's process, the merges' first start and last end, ``summarize_job`` back, ``main`` back — and
 the child's wall time as its parent saw it (its exit included). Each row: the median over ``--repeat`` runs.
 
@@ -61,8 +61,8 @@ def child(log: Path, argv: list[str]) -> None:
     import tracer.cli as cli
 
     mark("tracer.cli imported")
-    import tracer.job as job
-    import tracer.parallel as parallel
+    import tracer.job.load as job
+    import tracer.job.parallel as parallel
 
     def around(owner: Any, name: str, before: str | None, after: str | None) -> None:
         fn = getattr(owner, name)
@@ -97,7 +97,7 @@ def child(log: Path, argv: list[str]) -> None:
 
 def solo(job: Path) -> None:
     """One part's scan (of 2) and the rank's merge of both parts, alone in this process: best of 3, ms."""
-    import tracer.parallel as parallel
+    import tracer.job.parallel as parallel
 
     path = str(sorted(p for p in job.iterdir() if p.suffix == ".json")[0])
     best = {}

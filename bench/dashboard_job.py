@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 from tracer.dashboard.figures import timeline_figure  # noqa: E402
 from tracer.dashboard.model import prepare  # noqa: E402
-from tracer.job import load_job  # noqa: E402
+from tracer.job.load import load_job  # noqa: E402
 from tracer.timeline import Timeline, concat  # noqa: E402
 
 PAIR = [ROOT / "tests" / "data" / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]

@@ -1,5 +1,5 @@
 """The predicted gain of `tracer explain`'s fixes checked against real "after" parts (issue 10, parts 3-6): for the
-finding kinds priced by the fix_gains of ``tracer/cli/_whatif.py``, the prediction made from the "before" part
+finding kinds priced by the fix_gains of ``tracer/explain/whatif.py``, the prediction made from the "before" part
 alone beside what the same run measured for its "after" part.
 
     PYTHONPATH=. python bench/fix_gains.py [RUN_DIR_OR_TRACE ...]
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from tracer.cli._whatif import Replays, fix_gains
 from tracer.explain import Window, build_graph, critical_path
 from tracer.explain.findings import findings
 from tracer.explain.graph import Graph
 from tracer.explain.occupancy import read_demand
 from tracer.explain.replay import parse_plan, replay
+from tracer.explain.whatif import Replays, fix_gains
 from tracer.parsers import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent

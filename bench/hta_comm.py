@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tracer.analysis.comm import device_comm  # noqa: E402
-from tracer.job import load_job  # noqa: E402
+from tracer.job.load import load_job  # noqa: E402
 
 EXTERNAL = ROOT / "tests" / "data" / "external"
 JOBS = {

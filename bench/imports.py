@@ -27,7 +27,7 @@ LINES = (
     "import numpy, pandas, pyarrow.parquet",
     "import dask.delayed, dask.local",
     "import tracer.cli",
-    "import tracer.job, tracer.analysis.summary",
+    "import tracer.job.load, tracer.analysis.summary",
 )
 
 

@@ -4,7 +4,7 @@ Prints, in ms since this interpreter started (``time.time()`` against the proces
 ``/proc/self/stat``): when the main process's imports were done, when the job was handed to the workers, each
 worker task's start and end (which process, which rank, which kind: ``parse`` a whole rank, ``scan`` one part
 of a split rank, ``merge`` its parts) with the rank's phases, and when the combined summary was back. The
-tasks are timed by wrapping :mod:`tracer.parallel`'s task functions before the workers fork, so it measures
+tasks are timed by wrapping :mod:`tracer.job.parallel`'s task functions before the workers fork, so it measures
 the local-process path only (``--whole`` parses every rank whole, as ``bench/multirank.py``'s tracer-whole).
 
     python bench/multirank.py --tools tracer --scale 100        # writes the job once
@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     from tracer._blas import quiet_blas
 
     quiet_blas()
-    import tracer.parallel as parallel
-    from tracer.discover import expand
-    from tracer.job import summarize_job
+    import tracer.job.parallel as parallel
+    from tracer.files.discover import expand
+    from tracer.job.load import summarize_job
 
     if args.whole:
         parse_every_rank_whole()

@@ -1,5 +1,5 @@
 """How long one rank's timeline takes to write and read back as Parquet with each codec, and how large it is: what
-chose snappy for caches (tracer.storage.CACHE_COMPRESSION) and zstd for what a user keeps.
+chose snappy for caches (tracer.files.storage.CACHE_COMPRESSION) and zstd for what a user keeps.
 
 The timeline is parsed once from ``TRACE``; each codec is then written with tracer's own settings (dictionaries
 on the categorical columns only, statistics on the columns a query filters by) ``--repeat`` times, best kept.
@@ -27,8 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from tracer.files.storage import STATISTICS_COLUMNS
     from tracer.parsers import load_trace
-    from tracer.storage import STATISTICS_COLUMNS
 
     timeline = load_trace(args.trace, cache=False)
     table = pa.Table.from_pandas(timeline.events, preserve_index=False)

@@ -10,7 +10,7 @@ timed variants; set-up, warm-up and checks are outside it) — measured by the s
 * unprofiled:      ``run_scenario(...)`` with no profiler;
 * torch.profiler:  ``run_scenario(..., profiler=lambda: torch.profiler.profile(**same settings))``; the window
   includes the profiler's own start and stop;
-* tracer record:   ``tracer.record.record(...)``, the function behind the CLI (same profiler settings).
+* tracer record:   ``tracer.record.scenario.record(...)``, the function behind the CLI (same profiler settings).
 
 tracer's own cost beyond torch.profiler is the difference of the last two medians. The work done *after* the
 window (trace export, parsing, Parquet and JSON writing) is reported separately: torch.profiler's export is
@@ -29,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tracer.record import record, torch_profiler_settings  # noqa: E402
+from tracer.record.profiler import torch_profiler_settings
+from tracer.record.scenario import record  # noqa: E402
 from tracer.scenarios import parse_param_args, prepare, run_scenario  # noqa: E402
 
 

@@ -1,8 +1,8 @@
 """A job's first open with its ranks split into parts, as on a many-core host, on any machine: wall time and the
 main process's own CPU time.
 
-``tracer.parallel`` splits a rank's file only where the cores outnumber the ranks; ``--cores N`` makes it believe
-it has N (``tracer.parallel._cores``), so that a 2-core machine runs the split path too (with N workers sharing
+``tracer.job.parallel`` splits a rank's file only where the cores outnumber the ranks; ``--cores N`` makes it believe
+it has N (``tracer.job.parallel._cores``), so that a 2-core machine runs the split path too (with N workers sharing
 its cores: the main process's CPU time, where the scanned parts used to queue, is the figure to compare). Each
 run is a fresh child process; the job is opened with ``cache=False`` (nothing stored, nothing read back).
 Interleave two versions of tracer by running the script from each tree with ``PYTHONPATH`` set to it:
@@ -25,10 +25,10 @@ from _common import median, run_child
 
 
 def child(job: Path, ranks: int, cores: int) -> dict[str, float]:
-    import tracer.parallel as parallel
+    import tracer.job.parallel as parallel
 
     parallel._cores = lambda: cores  # (the point of the bench)
-    from tracer.job import summarize_job
+    from tracer.job.load import summarize_job
 
     paths = sorted(job.glob("rank-*.json"))[:ranks]
     t0 = time.perf_counter()

@@ -60,7 +60,7 @@ def main() -> None:
     trainer = Trainer(dev)
     prof = None
     if args.self_profile:
-        from tracer.record import torch_profiler_settings
+        from tracer.record.profiler import torch_profiler_settings
 
         settings = torch_profiler_settings(all_threads=True)
         settings["schedule"] = lambda _step: torch.profiler.ProfilerAction.RECORD

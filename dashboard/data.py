@@ -25,13 +25,13 @@ from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
-from tracer import rundir
 from tracer.dashboard.model import TimelineView, prepare
-from tracer.discover import discover, is_run_dir
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
-from tracer.formats import GZIP_MAGIC, not_a_regular_file, stem
+from tracer.files import rundir
+from tracer.files.discover import discover, is_run_dir
+from tracer.files.formats import GZIP_MAGIC, not_a_regular_file, stem
+from tracer.files.rundir import RunMeta, as_run_meta
 from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
-from tracer.rundir import RunMeta, as_run_meta
 from tracer.timeline import Timeline
 
 #: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
@@ -92,7 +92,7 @@ class RunInfo:
 
 
 def _stem(p: Path) -> str:
-    # the format's suffixes (tracer.formats), then the one tensorboard_trace_handler adds: host_pid.pt.trace.json
+    # the format's suffixes (tracer.files.formats), then the one tensorboard_trace_handler adds: host_pid.pt.trace.json
     return stem(p.name).removesuffix(".pt.trace").removesuffix(".pt.trace") or p.name
 
 
@@ -188,7 +188,7 @@ class RunStore:
 
     def _register_job(self, files: list[Path]) -> RunInfo:
         """One run for the rank traces ``files`` of a job, keyed and named by the folder they share."""
-        from tracer.discover import job_label
+        from tracer.files.discover import job_label
 
         folder = job_label([f.resolve() for f in files])
         folder = folder if folder.is_dir() else folder.parent
@@ -282,7 +282,7 @@ class RunStore:
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
             if info.job_files:
-                from tracer.job import load_job
+                from tracer.job.load import load_job
 
                 view = prepare(load_job(info.job_files))
             else:

@@ -23,8 +23,8 @@ import plotly.graph_objects as go
 
 from tracer.dashboard.lod import Blocks, merge_blocks
 from tracer.dashboard.model import CLASS_INDEX, CLASSES, N_CLASSES, Row, TimelineView, prepare
-from tracer.layout import rank_prefix
 from tracer.timeline import Timeline
+from tracer.timeline.layout import rank_prefix
 
 #: Default plot width in pixels when the browser has not said (the level of detail depends on it).
 DEFAULT_WIDTH_PX = 1200

@@ -2,7 +2,7 @@
 
 :func:`prepare` is pure and runs once per run (the data layer caches its result); every zoom then only
 slices the arrays it built. The lanes — GPU streams and host threads of each rank, their order and their
-titles — are :func:`tracer.layout.lay_out`'s, the same as the exporters'. What is the dashboard's own, top to
+titles — are :func:`tracer.timeline.layout.lay_out`'s, the same as the exporters'. What is the dashboard's own, top to
 bottom:
 
 - per GPU: a band where its compute and copies overlap, a band where its compute and its communication
@@ -32,9 +32,9 @@ from tracer.analysis import intervals as iv
 from tracer.analysis.comm import Collectives, DeviceComm, collectives, device_comm
 from tracer.analysis.launches import LaunchStat, launch_table
 from tracer.analysis.overlap import IDLE, DeviceOverlap, all_device_sets, device_overlap
-from tracer.layout import Lane, Layout, lay_out, nesting_depth
 from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
 from tracer.timeline.keys import ranks
+from tracer.timeline.layout import Lane, Layout, lay_out, nesting_depth
 from tracer.timeline.links import launch_of
 
 __all__ = [
@@ -279,7 +279,7 @@ def _lane_key(rank: int, multi_rank: bool, key: str) -> str:
 def prepare(timeline: Timeline) -> TimelineView:
     """Lay ``timeline`` out in rows and sort its drawable intervals by (row, class, start).
 
-    The lanes, their order and their titles are :func:`tracer.layout.lay_out`'s, shared with the exporters;
+    The lanes, their order and their titles are :func:`tracer.timeline.layout.lay_out`'s, shared with the exporters;
     what is the dashboard's own is the overlap band per GPU, the sub-rows (a stream's kernels and copies; a
     thread's ranges and ops by nesting depth, and its CUDA API calls) and the colour classes.
     """

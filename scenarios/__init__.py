@@ -33,3 +33,16 @@ __all__ = [
     "resolve_devices",
     "run_scenario",
 ]
+
+# Every scenario of the package, imported (so registered: tracer.scenarios.registry.register) with the package,
+# before anything can look one up. They import torch, as the registry does already.
+from tracer.scenarios import (  # noqa: E402, F401, I001
+    compute_copy,
+    cpu_gpu_copy,
+    ddp,
+    dependency_graph,
+    independent_ops,
+    mlp_data_parallel,
+    multi_device,
+    small_ops,
+)

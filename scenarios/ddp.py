@@ -15,7 +15,7 @@ and not applied.
 
 Backends: NCCL when each rank has a GPU of its own (``cuda:<LOCAL_RANK>``), else gloo on the CPU. This module is
 one rank's work; ``tracer record ddp -p ranks=N`` starts the N rank processes with torchrun's environment (RANK,
-WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: tracer/record_ranks.py) and each profiles itself. ``fail``
+WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT: tracer/record/ranks.py) and each profiles itself. ``fail``
 makes one rank fail on purpose, to see how a job with a dead rank is recorded: ``-p fail=1`` raises on rank 1 in
 the middle of training, ``-p fail=1:hang`` stops it there until the job's ``timeout``.
 """

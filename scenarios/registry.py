@@ -94,7 +94,7 @@ class Scenario:
     #: variants that need two or more GPUs (left out of "all" otherwise)
     multi_gpu_variants: tuple[str, ...] = field(default=())
     #: one process per rank (its ``ranks`` parameter): ``run`` is one rank's work, and the recorder starts the
-    #: ranks with torchrun's environment (tracer/record_ranks.py) instead of calling :func:`run_scenario` itself
+    #: ranks with torchrun's environment (tracer/record/ranks.py) instead of calling :func:`run_scenario` itself
     multi_process: bool = False
     #: checks the parameters together before anything runs (ParamError), where one alone cannot tell
     check: Callable[[dict[str, Any]], None] | None = None
@@ -160,20 +160,7 @@ def register(scenario: Scenario) -> Scenario:
     return scenario
 
 
-def _load_all() -> None:
-    # Importing the modules registers them; the order here is the order `tracer scenarios` lists them in.
-    from tracer.scenarios import (  # noqa: F401
-        compute_copy,
-        cpu_gpu_copy,
-        ddp,
-        dependency_graph,
-        independent_ops,
-        mlp_data_parallel,
-        multi_device,
-        small_ops,
-    )
-
-
+#: the order `tracer scenarios` lists them in (any other registered scenario after these)
 ORDER = (
     "multi-device",
     "compute-copy",
@@ -187,14 +174,12 @@ ORDER = (
 
 
 def all_scenarios() -> list[Scenario]:
-    _load_all()
     return [_REGISTRY[n] for n in ORDER if n in _REGISTRY] + [
         s for n, s in _REGISTRY.items() if n not in ORDER
     ]
 
 
 def get(name: str) -> Scenario:
-    _load_all()
     key = name.strip().lower().replace("_", "-")
     if key not in _REGISTRY:
         raise ScenarioError(

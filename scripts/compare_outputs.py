@@ -5,11 +5,12 @@ should change no behaviour (a move of modules, a refactor) left every byte as it
     .venv/bin/python scripts/compare_outputs.py check /tmp/before.json    # on the new code: exit 1 on any change
 
 What is run, in this process through the CLI (Typer's test runner, a fixed terminal width): ``summary`` (text and
-``--json``), ``explain --json``, ``sql`` and ``export`` to every format (the SHA-256 of the file's content, its time of export left out) of each bundled run and
-each trace under tests/data; ``diff`` of neighbouring bundled runs; ``summary --job`` and ``explain`` of the test
-jobs; ``summary`` of the examples' folder. The inputs are copied first into one fixed folder (``--work``), so the
-paths that outputs name are the same on both sides and no cache is written into the checkout. A command's exit
-code and its stdout and stderr together are kept whole, so ``check`` prints the first lines that differ.
+``--json``), ``explain --json``, ``sql`` and ``export`` to every format (the SHA-256 of the file's content, its time
+of export left out) of each bundled run and each trace under tests/data; ``diff`` of neighbouring bundled runs;
+``summary --job`` and ``explain`` of the test jobs; ``summary`` of the examples' folder. The inputs are copied first
+into one fixed folder (``--work``), so the paths that outputs name are the same on both sides and no cache is
+written into the checkout. A command's exit code and its stdout and stderr together are kept whole, so ``check``
+prints the first lines that differ.
 """
 
 from __future__ import annotations

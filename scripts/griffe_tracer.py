@@ -6,8 +6,8 @@ tracer's code documents itself the Sphinx way, which griffe does not read by def
   string literal placed *after* the assignment, so without this those fields render bare.
 - ``:class:`~tracer.timeline.Timeline```, ``:func:`derive``` ... roles name other objects; Markdown shows them as
   literal text. They become autorefs cross-references, resolved in the object's scope the way Python would (a
-  bare ``derive`` in tracer.rundir is tracer.rundir.derive). They are *optional* references: a link where the
-  target has an API page, plain code where it does not (a private helper), so a role never fails the build.
+  bare ``derive`` in tracer.record.derive is tracer.record.derive.derive). They are *optional* references: a link
+  where the target has an API page, plain code where it does not (a private helper), so a role never fails the build.
 
 Nothing here changes the code's docstrings; it changes what griffe hands to mkdocstrings.
 """

@@ -30,15 +30,16 @@ RANKS = [ROOT / "tests" / "data" / "external" / f"HTA_trace_filter_sampled_rank-
 
 def make_job(out: Path) -> Path:
     """HTA's two rank traces as a job's run directory under ``out``."""
-    from tracer import rundir
-    from tracer.rundir import RunMeta
+    from tracer.files import rundir
+    from tracer.files.rundir import RunMeta
+    from tracer.record.derive import derive
 
     run = out / "hta-2-ranks"
     (run / rundir.TRACES_DIR).mkdir(parents=True)
     for rank, trace in enumerate(RANKS):
         shutil.copy(trace, run / rundir.TRACES_DIR / f"rank{rank}.json.gz")
     rundir.write_meta(run, RunMeta.from_dict({"command": ["torchrun", "--nproc-per-node", "2", "train.py"]}))
-    rundir.derive(run)
+    derive(run)
     return run
 
 

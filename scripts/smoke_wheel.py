@@ -22,7 +22,7 @@ EXAMPLE = "compute-copy-side-stream-streams-20261202-161322"
 PACKAGE_DATA = (
     f"tracer/examples/{EXAMPLE}/trace.json.gz",
     "tracer/examples/README.md",
-    "tracer/_bootstrap/sitecustomize.py",
+    "tracer/record/_bootstrap/sitecustomize.py",
     "tracer/dashboard/assets/style.css",
     "tracer/dashboard/pages/runs.py",
     "tracer/scenarios/__main__.py",

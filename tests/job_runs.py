@@ -6,8 +6,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from tracer import rundir
-from tracer.rundir import RunMeta
+from tracer.files import rundir
+from tracer.files.rundir import RunMeta
+from tracer.record.derive import derive
 
 DATA = Path(__file__).parent / "data"
 #: HTA's two-rank sample (NCCL kernels; rank 1 runs on GPU 1)
@@ -22,5 +23,5 @@ def make_job_run(out: Path, traces: list[Path], scenario: str = "ddp") -> Path:
     for rank, trace in enumerate(traces):
         shutil.copy(trace, out / rundir.TRACES_DIR / f"rank{rank}-pid{100 + rank}.json.gz")
     rundir.write_meta(out, RunMeta.from_dict({"scenario": scenario, "params": {"ranks": len(traces)}}))
-    rundir.derive(out)
+    derive(out)
     return out

@@ -177,7 +177,7 @@ def test_diff_of_two_one_rank_traces_pairs_by_index_whatever_their_ranks():
 
 
 def test_tracer_summary_of_a_job_timeline(tmp_path: Path):
-    from tracer.storage import write_timeline_parquet
+    from tracer.files.storage import write_timeline_parquet
 
     one = load_trace(DATA / "pair_kineto.json.gz", cache=False)
     path = tmp_path / "job.parquet"
@@ -192,7 +192,7 @@ def test_tracer_summary_of_a_job_timeline(tmp_path: Path):
 def test_the_one_pass_comm_sets_give_the_comm_analysis_figures_on_a_real_nccl_job():
     from tests.job_runs import HTA_RANKS
     from tracer.analysis.comm import device_comm
-    from tracer.job import load_job
+    from tracer.job.load import load_job
 
     job = load_job(HTA_RANKS, cache=False)
     found = all_device_sets(job.events)

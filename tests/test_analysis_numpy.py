@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,7 +50,7 @@ def _rows(ev: pd.DataFrame) -> list[dict]:
     return ev.assign(kind=ev["kind"].astype(str), name=ev["name"].astype(str)).to_dict("records")
 
 
-def test_thread_rows_equal_a_plain_count_and_union_per_thread(timeline):
+def test_thread_rows_equal_a_plain_count_and_union_per_thread(timeline: Timeline) -> None:
     ops: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     calls: dict[tuple, int] = defaultdict(int)
     for r in _rows(timeline.events):
@@ -64,7 +65,7 @@ def test_thread_rows_equal_a_plain_count_and_union_per_thread(timeline):
     assert (out.dtypes == "int64").all()
 
 
-def test_kernel_totals_equal_plain_sums_per_name(timeline):
+def test_kernel_totals_equal_plain_sums_per_name(timeline: Timeline) -> None:
     durs: dict[str, list[int]] = defaultdict(list)
     for r in _rows(timeline.events):
         if r["kind"] == "kernel" and r["device"] >= 0:
@@ -85,7 +86,7 @@ def test_kernel_totals_of_names_not_categorical_or_alike_as_text():
                                                 if t == n) for n in sorted(set(texts))]
 
 
-def test_range_summary_equals_plain_sums_over_the_instances(timeline):
+def test_range_summary_equals_plain_sums_over_the_instances(timeline: Timeline) -> None:
     ev = timeline.events
     pairs = launch_pairs(ev)
     assert len(pairs) and pairs["own_thread"].any() and not pairs["own_thread"].all()
@@ -100,7 +101,7 @@ def test_range_summary_equals_plain_sums_over_the_instances(timeline):
     expected: dict[str, list[int]] = {}
     for r in np.flatnonzero(kind == "range"):
         row = expected.setdefault(name[r], [0] * 9)
-        ws, os_ = work.get(r, []), own.get(r, [])
+        ws, os_ = work.get(int(r), []), own.get(int(r), [])
         figures = [1, int(end[r] - start[r]), _union_length([(start[w], end[w]) for w in ws]),
                    int(max(end[ws]) - min(start[ws])) if ws else 0,
                    *(sum(kind[w] == k for w in ws) for k in ("kernel", "memcpy", "memset")),
@@ -116,7 +117,7 @@ def test_range_summary_equals_plain_sums_over_the_instances(timeline):
                                       own_thread=True))
 
 
-def test_idle_equals_plain_gaps_per_gpu(timeline):
+def test_idle_equals_plain_gaps_per_gpu(timeline: Timeline) -> None:
     by_gpu: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     for r in _rows(timeline.events):
         if r["kind"] in ("kernel", "memcpy", "memset") and r["device"] >= 0:
@@ -174,7 +175,8 @@ def test_coded_union_totals_equal_a_union_per_code():
     assert totals.tolist() == [iv.total(iv.union(s[codes == k], e[codes == k])) for k in range(9)]
 
 
-def test_the_summary_finds_the_gpu_rows_and_sets_once_per_frame(timeline, monkeypatch):
+def test_the_summary_finds_the_gpu_rows_and_sets_once_per_frame(timeline: Timeline,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """overlap.shared_work: inside analyze / rank_results, gpu_work and all_device_sets run once per frame (not
     once per analysis that asks), a second frame gets its own, and outside nothing is kept (a frame changed
     between two calls is seen afresh); the figures are those computed without sharing."""
@@ -185,7 +187,11 @@ def test_the_summary_finds_the_gpu_rows_and_sets_once_per_frame(timeline, monkey
     calls: list[tuple[str, int]] = []
     for name in ("_gpu_work", "_all_device_sets"):
         original = getattr(overlap, name)
-        monkeypatch.setattr(overlap, name, lambda ev, f=original, n=name: calls.append((n, id(ev))) or f(ev))
+        def spy(ev: pd.DataFrame, f: Any = original, n: str = name) -> Any:
+            calls.append((n, id(ev)))
+            return f(ev)
+
+        monkeypatch.setattr(overlap, name, spy)
     ev = timeline.events
     alone = overlap.device_overlap(ev), overlap.busy_sets(ev)
     assert [n for n, _ in calls].count("_all_device_sets") == 2  # (no sharing outside)

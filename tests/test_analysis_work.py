@@ -75,7 +75,7 @@ def test_summary_of_a_cpu_only_timeline_lists_threads():
     assert s["threads"] == [{"pid": 1, "tid": 2, "ops": 1, "busy_ns": 10, "launches": 0, "name": "worker"}]
 
 
-def test_concurrency_of_equals_a_sweep_by_hand_on_random_gpus():
+def test_concurrency_of_equals_a_sweep_by_hand_on_random_gpus() -> None:
     """concurrency_of (numpy sums by level) against a plain sweep over every elementary segment, on random busy
     sets with shared edges and empty intervals, exactly."""
     import numpy as np

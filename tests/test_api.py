@@ -1,4 +1,4 @@
-"""Recording from inside a program: tracer.profile() and tracer.handler() (tracer/api.py)."""
+"""Recording from inside a program: tracer.profile() and tracer.handler() (tracer/record/api.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import tracer
-from tracer.rundir import read_meta
-from tracer.storage import read_timeline_parquet
+from tracer.files.rundir import read_meta
+from tracer.files.storage import read_timeline_parquet
 
 
-def _train(run: tracer.api.Run | None, steps: int) -> None:
+def _train(run: tracer.record.api.Run | None, steps: int) -> None:
     model = torch.nn.Linear(16, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(steps):
@@ -72,7 +72,7 @@ def test_import_tracer_stays_light() -> None:
 
 
 def test_rank_info_needs_a_job_of_two_or_more() -> None:
-    from tracer.rank_gather import rank_info
+    from tracer.record.gather import rank_info
 
     assert rank_info({"RANK": "0", "WORLD_SIZE": "1"}) is None and rank_info({}) is None
     a = rank_info({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "x"})
@@ -84,7 +84,7 @@ def test_rank_info_needs_a_job_of_two_or_more() -> None:
 def test_the_rank_that_completes_the_set_builds_it_once(tmp_path: Path) -> None:
     import gzip
 
-    from tracer.rank_gather import RankInfo, arrive, staged_processes
+    from tracer.record.gather import RankInfo, arrive, staged_processes
 
     out = tmp_path / "runs"
     ranks = [RankInfo(r, 3, "k") for r in (2, 0, 1)]
@@ -127,9 +127,9 @@ def test_a_rank_that_sees_the_set_complete_while_another_builds_the_run(tmp_path
     import shutil
 
     from tests.job_runs import GLOO_RANKS
-    from tracer import rank_gather
-    from tracer.api import write_job_run
-    from tracer.rank_gather import RankInfo, arrive
+    from tracer.record import gather as rank_gather
+    from tracer.record.api import write_job_run
+    from tracer.record.gather import RankInfo, arrive
 
     out = tmp_path / "runs"
     info = [RankInfo(r, 2, "k") for r in (0, 1)]

@@ -44,7 +44,7 @@ def test_a_cache_write_that_fails_skips_the_cache_not_the_load(tmp_path: Path, m
     def refuse(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr("tracer.storage.write_timeline_parquet", refuse)
+    monkeypatch.setattr("tracer.files.storage.write_timeline_parquet", refuse)
     written: list[Path] = []
     assert len(load_trace(p, on_cache_write=written.append).events) == 3
     assert written == [] and not cache_path(p).exists()

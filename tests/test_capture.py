@@ -1,4 +1,4 @@
-"""tracer's start-up hook records any Python program that imports torch (tracer/capture.py, issue 16)."""
+"""tracer's start-up hook records any Python program that imports torch (tracer/record/capture.py, issue 16)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tracer.capture import ENV_DIR, ENV_STEPS, parse_steps
 from tracer.parsers import load_trace
+from tracer.record.capture import ENV_DIR, ENV_STEPS, parse_steps
 
-BOOTSTRAP = Path(__file__).resolve().parents[1] / "tracer" / "_bootstrap"
+BOOTSTRAP = Path(__file__).resolve().parents[1] / "tracer" / "record" / "_bootstrap"
 
 TRAIN = textwrap.dedent(
     """
@@ -157,7 +157,7 @@ def test_asking_whether_torch_exists_does_not_switch_capture_off(tmp_path: Path)
 ])
 def test_launchers_and_workers_are_left_out(monkeypatch: pytest.MonkeyPatch, orig_argv: list[str],
                                             why: str | None) -> None:
-    from tracer import capture
+    from tracer.record import capture
 
     monkeypatch.setattr(sys, "orig_argv", orig_argv)
     assert capture._skipped_process() == why

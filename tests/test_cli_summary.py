@@ -181,7 +181,7 @@ def test_a_figure_is_never_cut_short_on_a_narrow_terminal():
 
     from tracer.analysis.registry import Table, TextOptions, text_analyses
     from tracer.cli.summary import render_blocks
-    from tracer.job import summarize_job
+    from tracer.job.load import summarize_job
 
     ranks = [DATA / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
     summary, _ = summarize_job(ranks, cache=False)

@@ -24,10 +24,10 @@ import pytest
 from tracer.analysis.comm import bus_factor, collectives, device_comm, shift_ranks
 from tracer.analysis.summary import analyze
 from tracer.cli import main
-from tracer.job import load_job
+from tracer.files.storage import write_timeline_parquet
+from tracer.job.load import load_job
 from tracer.parsers import load_trace
-from tracer.sql import query
-from tracer.storage import write_timeline_parquet
+from tracer.sql.session import query
 from tracer.timeline import DeviceKey
 from tracer.timeline.comm import collective_of_name, message_bytes, normalise_collective
 

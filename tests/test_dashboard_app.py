@@ -20,8 +20,8 @@ from tracer.dashboard.data import RunInfo, RunStore, device_text, params_text, s
 from tracer.dashboard.figures import compare_figure, launch_of, minimap_figure, timeline_figure
 from tracer.dashboard.model import CLASS_INDEX, depth_subs, prepare
 from tracer.dashboard.pages import common, compare, runs, timeline
-from tracer.discover import discover
 from tracer.errors import TracerError, UsageError
+from tracer.files.discover import discover
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 

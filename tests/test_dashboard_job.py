@@ -302,7 +302,7 @@ def test_rank_traces_given_as_a_job_are_one_run(tmp_path: Path) -> None:
 
     import pandas as pd
 
-    from tracer.job import load_job
+    from tracer.job.load import load_job
 
     files = []
     for p in HTA_RANKS:
@@ -337,7 +337,7 @@ def test_dashboard_job_needs_its_traces() -> None:
 
 
 def test_a_recorded_job_given_as_a_job_is_named_as_its_run(jobs: dict[str, Path]) -> None:
-    from tracer.discover import job_traces
+    from tracer.files.discover import job_traces
 
     store = RunStore(examples=False, runs_dir=None, jobs=[job_traces([jobs["hta"]])])
     (info,) = store.runs()

@@ -1,4 +1,4 @@
-"""The multi-process scenario ``ddp`` (scenarios/ddp.py) and its launcher (tracer/record_ranks.py): two gloo ranks on
+"""The multi-process scenario ``ddp`` (scenarios/ddp.py) and its launcher (tracer/record/ranks.py): two gloo ranks on
 the CPU, a rank that fails, a rank that hangs, and the nsys command line (a fake nsys)."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import install_fake_nsys
-from tracer import record as rec
 from tracer import scenarios
 from tracer.cli import main
-from tracer.record_ranks import launch, rank_devices, rank_environment
-from tracer.rundir import read_meta
-from tracer.storage import read_timeline_parquet
+from tracer.files.rundir import read_meta
+from tracer.files.storage import read_timeline_parquet
+from tracer.record import scenario as rec
+from tracer.record.ranks import launch, rank_devices, rank_environment
 
 #: a job of a few seconds on two cores, nearly all of it the ranks' start-up
 SMALL = ["-p", "ranks=2", "-p", "steps=3", "-p", "batch=16", "-p", "inputs=8", "-p", "hidden=16"]
@@ -205,7 +205,7 @@ def test_sigterm_to_the_launcher_stops_every_rank(tmp_path: Path) -> None:
     code = (
         "import os, signal, sys, threading, time\n"
         "from pathlib import Path\n"
-        "from tracer.record_ranks import launch\n"
+        "from tracer.record.ranks import launch\n"
         "from tracer.sigterm import Terminated\n"
         "sleeper = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
         "threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()\n"
@@ -222,7 +222,7 @@ def test_sigterm_to_the_launcher_stops_every_rank(tmp_path: Path) -> None:
 
 _TERM_MID_DDP = """
 import sys
-import tracer.record_ranks as rr
+import tracer.record.ranks as rr
 from tracer.cli import run
 
 # Each rank: a sleeper marked by sys.argv[1]; rank 1, once started, sends SIGTERM to the recorder (its parent),

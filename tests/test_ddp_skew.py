@@ -14,9 +14,9 @@ import torch.nn.functional as F
 from tracer.cli import main
 from tracer.explain import build_graph
 from tracer.explain.replay import Plan, replay
-from tracer.rundir import read_meta
+from tracer.files.rundir import read_meta
+from tracer.files.storage import read_timeline_parquet
 from tracer.scenarios.ddp import make_model, shard_rows
-from tracer.storage import read_timeline_parquet
 
 #: rank 0 takes 1.6× its equal share (51 of each minibatch's 64 rows), rank 1 the other 13; small sizes: this
 #: records the job, it does not time it

@@ -247,7 +247,7 @@ def test_cli_explain_says_what_to_record_for_a_trace_without_correlation(tmp_pat
 def test_record_turns_on_cuda_sync_events_where_torch_takes_them(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch._C._profiler as prof
 
-    from tracer.record import _experimental_config
+    from tracer.record.profiler import _experimental_config
 
     seen: list[dict[str, bool]] = []
 

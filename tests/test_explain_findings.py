@@ -374,8 +374,8 @@ def test_one_stream_fix_predicts_the_small_ops_streams_part():
     """The bundled small-ops run (torch): its one-stream 1024² part is one run of 800 GEMMs of demand 0.485 on
     stream 13; spread over 2 streams (as many as fit at once) the replay predicts 36.2 ms; the same run measured
     38.2 ms for its streams part (8 streams): within 15%."""
-    from tracer.cli._whatif import Replays, fix_gains
     from tracer.explain import Window
+    from tracer.explain.whatif import Replays, fix_gains
 
     d = EXAMPLES / "small-ops-streams-20261202-161222"
     t = load_trace(d, cache=False)

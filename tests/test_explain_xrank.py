@@ -18,7 +18,7 @@ from tracer.analysis.comm import collectives
 from tracer.explain import build_graph, critical_path
 from tracer.explain.critical import Walker
 from tracer.explain.findings import findings
-from tracer.job import load_job
+from tracer.job.load import load_job
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 

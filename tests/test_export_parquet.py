@@ -68,7 +68,7 @@ def test_duckdb_queries_it(exported) -> None:
 def test_time_and_lane_columns_carry_statistics_and_only_categories_a_dictionary(exported) -> None:
     # what a query filters by can skip row groups (DuckDB reads the min/max); a dictionary over start times or
     # correlation ids would be as long as the column and cost its encoding for nothing
-    from tracer.storage import STATISTICS_COLUMNS
+    from tracer.files.storage import STATISTICS_COLUMNS
 
     _, out = exported
     group = pq.ParquetFile(out).metadata.row_group(0)
@@ -92,9 +92,9 @@ def test_what_a_user_keeps_is_zstd_and_a_cache_snappy(exported, tmp_path: Path, 
     every first open, are snappy, the fastest to write (docs/performance.md)."""
     import gzip
 
-    import tracer.jobstore as jobstore
+    import tracer.job.store as jobstore
     import tracer.parsers as parsers
-    from tracer.job import load_job
+    from tracer.job.load import load_job
 
     _, out = exported
     assert _codecs(out) == {"ZSTD"}

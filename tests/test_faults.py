@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tracer import record as rec
 from tracer.cli import main
-from tracer.io import publish_dir
+from tracer.files.atomic import publish_dir
+from tracer.record import scenario as rec
 
 TRACE = DATA / "two_streams.json.gz"
 FORMATS = ("out.sqlite", "out.json", "out.json.gz", "out.nvtxt", "out.parquet")
@@ -61,12 +61,12 @@ def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_file(
 def test_a_full_disk_during_record_is_one_line_and_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import tracer.storage
+    import tracer.record.derive
 
     def full(*_args: object, **_kwargs: object) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(tracer.storage, "write_timeline_parquet", full)
+    monkeypatch.setattr(tracer.record.derive, "write_timeline_parquet", full)
     rc = main(["record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), "-q", *SMALL])
     line = _one_line(capsys.readouterr().err)
     assert rc == 1

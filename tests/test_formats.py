@@ -1,4 +1,4 @@
-"""The format table (tracer.formats): every place that knows the formats reads it — detection, dispatch, the
+"""The format table (tracer.files.formats): every place that knows the formats reads it — detection, dispatch, the
 folder scan, a run directory's trace names, the dashboard's run names, the exporters."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tracer import formats, rundir
-from tracer.discover import discover, is_trace_file
 from tracer.errors import TraceFormatError
 from tracer.exporters import EXPORTERS, export_timeline
-from tracer.formats import FORMATS, TraceFormat
+from tracer.files import formats, rundir
+from tracer.files.discover import discover, is_trace_file
+from tracer.files.formats import FORMATS, TraceFormat
 from tracer.parsers import detect_format, load_trace
 from tracer.timeline import Timeline, TraceMeta, build_events
 
@@ -91,7 +91,7 @@ def test_each_exporter_named_in_the_table_writes_what_tracer_reads_back_as_that_
     named = {f.exporter for f in FORMATS.values() if f.exporter}
     assert named <= set(EXPORTERS)
     for f in FORMATS.values():
-        exporter = f.writer()
+        exporter = EXPORTERS[f.exporter] if f.exporter else None
         if exporter is None:
             assert f.name == "nsys-rep"  # nsys writes those; tracer does not
             continue

@@ -1,4 +1,4 @@
-"""tracer.handoff: a scanned part written to a file by one worker and read back, mapped, by another; and a job
+"""tracer.job.handoff: a scanned part written to a file by one worker and read back, mapped, by another; and a job
 whose ranks are split leaves no file behind and falls back to the caller where the file cannot be written."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from dask.callbacks import Callback
 
-from tracer import handoff, parallel
+from tracer.job import handoff, parallel
 from tracer.parsers import kineto, load_kineto_parts, load_trace
 
 DATA = Path(__file__).parent / "data"

@@ -1,4 +1,4 @@
-"""Atomic output (tracer/io.py): where it cannot write, one clear error and nothing left behind."""
+"""Atomic output (tracer/files/atomic.py): where it cannot write, one clear error and nothing left behind."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tracer.errors import UsageError
-from tracer.io import atomic_dir, atomic_path
+from tracer.files.atomic import atomic_dir, atomic_path
 
 
 def test_a_file_in_the_way_of_the_directory_is_a_usage_error(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_a_published_directory_gets_the_usual_modes(tmp_path: Path) -> None:
     import os
     import stat
 
-    from tracer.io import publish_dir, temp_dir_beside
+    from tracer.files.atomic import publish_dir, temp_dir_beside
 
     tmp = temp_dir_beside(tmp_path / "run")
     (tmp / "traces").mkdir(mode=0o700)
@@ -88,7 +88,7 @@ def test_opening_a_run_follows_no_link_and_keeps_going(tmp_path: Path) -> None:
     import os
     import stat
 
-    from tracer.io import publish_dir, temp_dir_beside
+    from tracer.files.atomic import publish_dir, temp_dir_beside
 
     theirs = tmp_path / "theirs.txt"
     theirs.write_text("x")

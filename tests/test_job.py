@@ -1,4 +1,4 @@
-"""A job's rank traces read as one timeline (tracer/job.py)."""
+"""A job's rank traces read as one timeline (tracer/job/load.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from tracer.errors import UsageError
-from tracer.job import assign_ranks, group_parts, load_job, rank_in_name
+from tracer.job.load import load_job
+from tracer.job.ranks import assign_ranks, group_parts, rank_in_name
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 

@@ -1,5 +1,5 @@
-"""A job's ranks parsed in parallel on Dask (tracer/parallel.py) and stored as a Parquet dataset partitioned by
-rank (tracer/jobstore.py): the same frame as the serial load, a reload that reads only the ranks asked for, one
+"""A job's ranks parsed in parallel on Dask (tracer/job/parallel.py) and stored as a Parquet dataset partitioned by
+rank (tracer/job/store.py): the same frame as the serial load, a reload that reads only the ranks asked for, one
 line for a corrupt rank, and the scheduler option."""
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ import pandas as pd
 import pytest
 
 from tests.conftest import run_cli
-from tracer import jobstore, parallel
 from tracer.errors import TraceFormatError, TracerError, UsageError
-from tracer.job import RankDone, load_job
+from tracer.job import parallel
+from tracer.job import store as jobstore
+from tracer.job.load import RankDone, load_job
 from tracer.parsers import load_trace
 
 EXTERNAL = Path(__file__).parent / "data" / "external"
@@ -221,7 +222,7 @@ def test_the_single_file_path_does_not_import_dask() -> None:
 _FAULTS = """
 import resource, sys
 if sys.argv[1] == "keep":
-    from tracer.parallel import keep_freed_memory
+    from tracer.job.parallel import keep_freed_memory
     keep_freed_memory()
 out = []
 for _ in range(3):  # a rank's worth of bytes, written (so faulted in), freed, and again
@@ -304,7 +305,7 @@ def test_a_worker_that_dies_is_one_line(job_dir: Path, monkeypatch: pytest.Monke
 def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, side_thread: bool
 ) -> None:
-    """A rank's dataset key is the one tracer.jobstore.source_key gives (size, hash, stat), from the bytes the
+    """A rank's dataset key is the one tracer.job.store.source_key gives (size, hash, stat), from the bytes the
     parse read: a Kineto file is not read a second time for it; a file of another format (an nsys export) is."""
     import tracer.parsers as parsers
 
@@ -336,7 +337,7 @@ def test_the_workers_are_forked_with_dask_and_their_tasks_modules_imported(tmp_p
     seen = tmp_path / "seen"
     code = f"""
 import sys
-import tracer.parallel as p
+import tracer.job.parallel as p
 assert "dask" not in sys.modules
 original = p.start_worker
 def start(*args):
@@ -356,7 +357,7 @@ print([d.error for d in done])
 def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
     """start_worker, in a fresh interpreter (as a forkserver's or a spawned worker): the parser, the Parquet writer
     and the key's hash are there before the first task; a module that fails to import is left to the task."""
-    code = ("import sys, tracer.parallel as p; p.WORKER_IMPORTS += ('tracer.no_such_module',); p.start_worker(False); "
+    code = ("import sys, tracer.job.parallel as p; p.WORKER_IMPORTS += ('tracer.no_such_module',); p.start_worker(False); "
             "print(all(m in sys.modules for m in ('tracer.parsers.kineto', 'pyarrow.parquet', 'blake3', 'msgspec')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
@@ -371,7 +372,7 @@ def test_a_job_s_workers_end_with_it_however_it_ends(tmp_path: Path) -> None:
 
     code = """
 import concurrent.futures, multiprocessing, os, sys, time
-import tracer.parallel as p
+import tracer.job.parallel as p
 pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"),
                                               initializer=p.start_worker, initargs=(False, os.getpid()))
 print(*sorted({pool.submit(os.getpid).result() for _ in range(8)} | set(pool._processes)), flush=True)
@@ -407,10 +408,10 @@ def test_a_worker_whose_parent_is_gone_before_it_starts_ends_at_once() -> None:
     ends at once rather than run unwatched."""
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
-    code = "import tracer.parallel as p; p.die_with(1); print('went on')"  # (its parent is not pid 1)
+    code = "import tracer.job.parallel as p; p.die_with(1); print('went on')"  # (its parent is not pid 1)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and out.stdout == ""
-    fine = subprocess.run([sys.executable, "-c", "import os, tracer.parallel as p; p.die_with(os.getppid()); "
+    fine = subprocess.run([sys.executable, "-c", "import os, tracer.job.parallel as p; p.die_with(os.getppid()); "
                            "print('went on')"], capture_output=True, text=True, timeout=60)
     assert fine.returncode == 0 and fine.stdout == "went on\n"
 
@@ -418,9 +419,9 @@ def test_a_worker_whose_parent_is_gone_before_it_starts_ends_at_once() -> None:
 _TERM_MID_JOB = """
 import os, signal, sys
 import tracer.cli._job as progress
-import tracer.jobstore
+import tracer.job.store
 
-tracer.jobstore.CACHE_MIN_BYTES = 0  # (the job's dataset is being built when the signal comes)
+tracer.job.store.CACHE_MIN_BYTES = 0  # (the job's dataset is being built when the signal comes)
 
 def job_progress(*_a, **_k):
     def on_rank(_done):  # a rank parsed, the other not yet back: SIGTERM, as a batch system's time limit sends
@@ -449,7 +450,7 @@ def test_a_worker_ends_on_sigterm_as_any_process_does() -> None:
     command's clean-up): in a worker it would turn a stopped task into an error sent back, not an end."""
     code = """
 import concurrent.futures, multiprocessing, os, signal
-import tracer.parallel as p
+import tracer.job.parallel as p
 signal.signal(signal.SIGTERM, lambda *_: None)
 fork = multiprocessing.get_context("fork")
 for init, args in ((p.start_worker, (False, os.getpid())), (p.start_scanner, (os.getpid(),))):

@@ -1,4 +1,4 @@
-"""A job's summary combined from per-rank results (tracer/analysis/ranked.py, tracer.job.summarize_job) equals the
+"""A job's summary combined from per-rank results (tracer/analysis/ranked.py, tracer.job.load.summarize_job) equals the
 summary of the job read whole into one frame: on real multi-rank traces (HTA's NCCL pair, whose file rank-0 is
 rank 1 by its distributedInfo; the gloo DDP pair with host-side collectives), on every local scheduler, on the
 first open and on a reload from the stored dataset, for a subset of ranks, and with a bad rank left out."""
@@ -15,13 +15,13 @@ import orjson
 import pytest
 
 import tracer.errors
-import tracer.job
+import tracer.job.load
 from tests.conftest import run_cli
-from tracer import jobstore
 from tracer.analysis import ranked, registry
 from tracer.analysis.summary import Summary, analyze
 from tracer.cli.summary import render_summary
-from tracer.job import load_job, summarize_job
+from tracer.job import store as jobstore
+from tracer.job.load import load_job, summarize_job
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 from tracer.timeline.combine import concat_meta
@@ -74,7 +74,7 @@ def test_the_combined_summary_equals_the_whole_jobs(job: list[Path], scheduler: 
     def whole(*_a: object, **_k: object) -> None:
         raise AssertionError("the job was read whole")
 
-    monkeypatch.setattr(tracer.job, "load_job", whole)  # (combined from the ranks, not the fallback)
+    monkeypatch.setattr(tracer.job.load, "load_job", whole)  # (combined from the ranks, not the fallback)
     got, meta = summarize_job(job, scheduler=scheduler, cache=False)
     _assert_same(got, want)
     assert set(meta.extra["ranks"]) == {"0", "1"} and "stored_as" not in meta.extra
@@ -180,7 +180,7 @@ def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
 def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread: bool) -> None:
     """The key, the stored partition and the results are the same whether a side thread hashes and writes
     (where cores are to spare) or the worker does it in line; a bad file is still its one-line error."""
-    from tracer import parallel
+    from tracer.job import parallel
 
     src = JOBS["hta-nccl"][1]
     store = tmp_path / "store"
@@ -207,9 +207,12 @@ def test_clock_fix_gives_the_figures_of_the_job_read_whole(job: list[Path], caps
     """--clock-fix: where no rank moves, the combined summary stands (and says what the fix found); where one
     moves, the job is read whole and moved, as before. Either way the figures and notes are the old path's."""
     from tracer.cli import main
-    from tracer.cli._job import fix_clocks
+    from tracer.cli._job import say_fixes
+    from tracer.job.clocks import fix_clocks
 
-    want = analyze(fix_clocks(load_job(job, load=lambda p: load_trace(p, cache=False)))).to_dict()
+    fixed = fix_clocks(load_job(job, load=lambda p: load_trace(p, cache=False)))
+    say_fixes(fixed.fixes)
+    want = analyze(fixed.timeline).to_dict()
     notes = capsys.readouterr().err
     assert main(["summary", "--json", "--no-cache", "--clock-fix", "--job", *map(str, job)]) == 0
     out = capsys.readouterr()
@@ -249,7 +252,7 @@ def test_a_clock_fix_is_applied_where_each_rank_is_analysed(job: list[Path], mon
     def read_whole(*_a: object, **_k: object) -> None:
         raise AssertionError("the job was read whole")
 
-    monkeypatch.setattr(tracer.job, "load_job", read_whole)
+    monkeypatch.setattr(tracer.job.load, "load_job", read_whole)
     again, meta = summarize_job(job, scheduler="processes", shifts=shifts)  # (from the stored partitions)
     assert "stored_as" in meta.extra
     _assert_same(again, want)

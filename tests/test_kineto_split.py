@@ -1,5 +1,5 @@
 """One Kineto trace parsed in parts (tracer.parsers.kineto.scan_kineto_part, merge_kineto_parts) and a job whose
-ranks are split across worker processes (tracer.parallel.split_counts): exactly the whole-file parse, frame
+ranks are split across worker processes (tracer.job.parallel.split_counts): exactly the whole-file parse, frame
 (dtypes and category order included) and meta, on every trace under tests/data and on hand-made traces whose
 cuts fall on B/E pairs, metadata, skipped events, a gap inside a string and a corrupt part."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tracer import parallel
 from tracer.errors import TraceFormatError
+from tracer.job import parallel
 from tracer.parsers import kineto, load_kineto_parts, load_trace
 from tracer.timeline import Timeline
 
@@ -200,7 +200,7 @@ def test_split_counts(plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) ->
 
 def test_a_job_with_split_ranks_equals_the_unsplit_one(plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.analysis import ranked
-    from tracer.job import load_job
+    from tracer.job.load import load_job
 
     serial = load_job(plain_job, load=lambda p: load_trace(p, cache=False))
     monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
@@ -224,7 +224,7 @@ def test_a_split_rank_s_dataset_keys_equal_the_whole_file_s(plain_job: list[Path
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     # a merge hashes its file itself, beside the merge (its parts were scanned elsewhere): the key a reload
     # checks must still be the file's own
-    from tracer.jobstore import source_key
+    from tracer.job.store import source_key
 
     monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
     monkeypatch.setattr(parallel, "_cores", lambda: 6)  # (split, and a core to spare for each worker)
@@ -236,7 +236,7 @@ def test_a_split_rank_s_dataset_keys_equal_the_whole_file_s(plain_job: list[Path
 
 
 def test_a_merge_s_keys_are_hashed_from_the_start_on_the_side_thread(plain_job: list[Path]) -> None:
-    from tracer.jobstore import source_key
+    from tracer.job.store import source_key
 
     side = parallel._Side(True)
     try:
@@ -256,7 +256,7 @@ def test_a_merge_s_keys_are_hashed_from_the_start_on_the_side_thread(plain_job: 
 
 _EARLY = r"""
 import json, os, sys
-import tracer.parallel as p
+import tracer.job.parallel as p
 
 p._cores = lambda: 6
 p.MIN_PART_BYTES = 64 * 1024
@@ -324,8 +324,8 @@ def test_a_job_s_parts_are_scanned_before_pandas_is_imported_and_sum_up_the_same
 
 def test_no_early_scans_where_they_do_not_apply(plain_job: list[Path], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from tracer import jobstore
-    from tracer.job import _early_scans, summarize_job
+    from tracer.job import store as jobstore
+    from tracer.job.load import _early_scans, summarize_job
 
     monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
     monkeypatch.setattr(parallel, "_cores", lambda: 6)
@@ -357,7 +357,7 @@ def test_early_scans_do_not_start_for_gzipped_ranks_or_where_this_process_cannot
 
 _EARLY_BAD = r"""
 import sys
-import tracer.parallel as p
+import tracer.job.parallel as p
 
 p._cores = lambda: 6
 p.MIN_PART_BYTES = 64 * 1024

@@ -1,4 +1,4 @@
-"""The one lane layout (tracer/layout.py) shared by the dashboard and the exporters: which lane a row goes to,
+"""The one lane layout (tracer/timeline/layout.py) shared by the dashboard and the exporters: which lane a row goes to,
 the lanes' order and titles (rank named only in a job's timeline), and the two nesting questions."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracer.layout import Lane, ThreadKey, lay_out, nesting_depth, nesting_order, sub_tracks, thread_name
 from tracer.parsers import load_trace
 from tracer.timeline import LaneKey, Timeline, TraceMeta, build_events, concat
+from tracer.timeline.layout import Lane, ThreadKey, lay_out, nesting_depth, nesting_order, sub_tracks, thread_name
 
 DATA = Path(__file__).parent / "data"
 

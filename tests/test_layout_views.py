@@ -15,10 +15,10 @@ from tracer.dashboard.figures import launch_of, minimap_figure, short_lane_label
 from tracer.dashboard.model import CLASS_INDEX, N_CLASSES, prepare
 from tracer.exporters import export_timeline
 from tracer.exporters._lanes import layout as export_layout
-from tracer.layout import lay_out
 from tracer.parsers import load_trace
 from tracer.parsers.kineto import parse_kineto_bytes
 from tracer.timeline import Timeline, concat
+from tracer.timeline.layout import lay_out
 
 DATA = Path(__file__).parent / "data"
 SIDE = DATA / "copy_side_stream.json.gz"

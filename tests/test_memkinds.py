@@ -19,13 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tracer import nsys_enums
 from tracer.exporters import export_timeline
 from tracer.exporters._nsys_schema import ENUM_TABLES
+from tracer.files import nsys_enums
+from tracer.files.storage import read_parquet_meta, write_timeline_parquet
 from tracer.parsers import load_trace
 from tracer.parsers.kineto import parse_kineto_bytes
-from tracer.sql import query
-from tracer.storage import read_parquet_meta, write_timeline_parquet
+from tracer.sql.session import query
 from tracer.timeline import COLUMNS, MEM_KINDS, SCHEMA_VERSION, Timeline, TraceMeta, build_events, concat, validate
 
 DATA = Path(__file__).parent / "data"

@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
+import tracer
 from tests.conftest import install_fake_nsys, run_cli
 from tests.test_scenarios import MULTI_PROCESS, NAMES, SMALL
-from tracer import record as rec
 from tracer import scenarios
 from tracer.cli import main
 from tracer.errors import ToolMissingError, UsageError
-from tracer.rundir import RUN_SCHEMA_VERSION
+from tracer.files.rundir import RUN_SCHEMA_VERSION
+from tracer.record import scenario as rec
+from tracer.record.profiler import quiet_kineto
+from tracer.record.run import ScenarioFailedError
 
 RUN_FILES = {"trace.json.gz", "timeline.parquet", "meta.json", "summary.json"}
 
@@ -47,7 +50,7 @@ def _trace_names(path: Path) -> set[str]:
 @pytest.mark.parametrize("name", NAMES)
 def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     from tracer.analysis.summary import summarize
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     run = _record(tmp_path, capsys, name, *_params(name, lanes="3"))
     assert run.parent == tmp_path
@@ -96,7 +99,7 @@ def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.Ca
 
 
 def test_thread_lanes_show_up_as_threads_in_the_timeline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     run = _record(tmp_path, capsys, "dependency-graph", *_params("dependency-graph", lanes="3"))
     ev = read_timeline_parquet(run / "timeline.parquet").events
@@ -141,7 +144,7 @@ def test_both_reports_say_which_times_are_medians_and_print_the_notes(tmp_path: 
     from rich.console import Console
 
     from tracer.cli.record import render_run
-    from tracer.record_main import plain_report
+    from tracer.record.main import plain_report
 
     run = rec.record("compute-copy", device="cpu", out=tmp_path,
                      params={**SMALL["compute-copy"], "variant": "side-stream", "repeats": "3"})
@@ -155,7 +158,7 @@ def test_both_reports_say_which_times_are_medians_and_print_the_notes(tmp_path: 
 
 
 def test_quiet_kineto_drops_only_the_usdt_markers(capfd: pytest.CaptureFixture[str]) -> None:
-    with rec.quiet_kineto():
+    with quiet_kineto():
         os.write(2, b"USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start\n")
         os.write(2, b"ERROR: something that matters\n")
         os.write(2, b"USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
@@ -173,7 +176,7 @@ def test_two_runs_in_the_same_second_get_distinct_names(tmp_path: Path, monkeypa
         def now(cls, tz=None):
             return fixed
 
-    # Replace the module as tracer.record sees it, never the attribute of the real datetime module: a global
+    # Replace the module as tracer.record.scenario sees it, never the attribute of the real datetime module: a global
     # datetime.datetime subclass crashed pandas' C code imported after it (a segfault when run alone).
     import types
 
@@ -213,7 +216,7 @@ def test_ctrl_c_leaves_nothing(tmp_path: Path) -> None:
 
 _TERM_MID_RECORD = """
 import os, signal, sys
-import tracer.record as rec
+import tracer.record.scenario as rec
 from tracer.cli import run
 
 def mid_record(msg):  # the scenario's "together" phase begins: SIGTERM, as a batch system's time limit sends
@@ -355,7 +358,7 @@ def test_nsys_child_check_failure_leaves_nothing(tmp_path: Path, fake_nsys: Path
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
     # the child is another process: make its check fail through a parameter that breaks nothing but the check
-    with pytest.raises(rec.ScenarioFailedError, match="the child process failed|correctness check failed"):
+    with pytest.raises(ScenarioFailedError, match="the child process failed|correctness check failed"):
         rec.record("mlp-data-parallel", device="cpu", out=tmp_path / "runs", backend="nsys",
                    params={**SMALL["mlp-data-parallel"], "lr": "1e9"})
     assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
@@ -409,7 +412,7 @@ def test_compact_run_gzips_the_sqlite_and_drops_a_big_report(tmp_path: Path, fak
 
 
 def test_refresh_run_rederives_timeline_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     run = _record(tmp_path, capsys, "multi-device", *_params("multi-device"))
     before = read_timeline_parquet(run / "timeline.parquet").events
@@ -424,10 +427,10 @@ def test_refresh_run_rederives_timeline_and_summary(tmp_path: Path, capsys: pyte
 
 def test_bundled_examples_are_current(tmp_path: Path) -> None:
     """The bundled runs' timelines are what today's parsers make of their traces (else: refresh_run them)."""
+    from tracer.files.storage import read_timeline_parquet
     from tracer.parsers import load_trace
-    from tracer.storage import read_timeline_parquet
 
-    examples = Path(rec.__file__).parent / "examples"
+    examples = Path(tracer.__file__).parent / "examples"
     runs = sorted(p for p in examples.iterdir() if p.is_dir())
     assert len(runs) >= 7
     for run in runs:
@@ -438,7 +441,7 @@ def test_bundled_examples_are_current(tmp_path: Path) -> None:
         source = run / ("trace.json.gz" if meta["backend"] == "torch" else "report.sqlite.gz")
         fresh = load_trace(source, cache=False).events
         stored = read_timeline_parquet(run / "timeline.parquet").events
-        assert fresh.equals(stored), f"{run.name}: run tracer.record.refresh_run on it"
+        assert fresh.equals(stored), f"{run.name}: run tracer.record.scenario.refresh_run on it"
 
 
 def test_record_output_tells_the_wall_time_estimate_from_the_timeline_overlap() -> None:
@@ -448,7 +451,7 @@ def test_record_output_tells_the_wall_time_estimate_from_the_timeline_overlap() 
 
     from tracer.cli.record import render_run
 
-    run = Path(rec.__file__).parent / "examples" / "compute-copy-blocking-streams-20261202-161350"
+    run = Path(tracer.__file__).parent / "examples" / "compute-copy-blocking-streams-20261202-161350"
     meta = json.loads((run / "meta.json").read_text())
     summary = json.loads((run / "summary.json").read_text())
     console = Console(width=200, record=True)

@@ -1,4 +1,4 @@
-"""The parent's half of `tracer record -- COMMAND` (tracer/record_command.py): running, collecting, failing."""
+"""The parent's half of `tracer record -- COMMAND` (tracer/record/command.py): running, collecting, failing."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from tests.conftest import install_fake_nsys
 from tracer.cli import main
 from tracer.errors import UsageError
-from tracer.job import load_job
-from tracer.record_command import CommandNotFoundError, command_stem, record_command, resolve, run_command
-from tracer.rundir import read_meta
-from tracer.storage import read_timeline_parquet
+from tracer.files.rundir import read_meta
+from tracer.files.storage import read_timeline_parquet
+from tracer.job.load import load_job
+from tracer.record.command import CommandNotFoundError, command_stem, record_command, resolve, run_command
 
 SCRIPT = textwrap.dedent(
     """

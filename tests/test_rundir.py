@@ -1,4 +1,4 @@
-"""The run directory (tracer.rundir): its typed meta.json (RunMeta, a tolerant reader that writes back what it
+"""The run directory (tracer.files.rundir): its typed meta.json (RunMeta, a tolerant reader that writes back what it
 read), derive(), and the recorder writing the record and then calling derive once."""
 
 from __future__ import annotations
@@ -10,13 +10,16 @@ from pathlib import Path
 import orjson
 import pytest
 
+import tracer
 from tests.test_scenarios import SMALL
-from tracer import record as rec
-from tracer import rundir, scenarios
+from tracer import scenarios
 from tracer.errors import TraceFormatError, UsageError
-from tracer.rundir import RunMeta, derive
+from tracer.files import rundir
+from tracer.files.rundir import RunMeta
+from tracer.record import scenario as rec
+from tracer.record.derive import derive
 
-EXAMPLES = sorted(p for p in (Path(rec.__file__).parent / "examples").iterdir() if p.is_dir())
+EXAMPLES = sorted(p for p in (Path(tracer.__file__).parent / "examples").iterdir() if p.is_dir())
 
 #: what `tracer record` writes in meta.json, in this order (tests/test_record.py checks the values)
 RECORDER_KEYS = [
@@ -76,7 +79,7 @@ def test_read_meta_says_what_is_wrong(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("backend", ["torch", "nsys"])
 def test_derive_remakes_timeline_and_summary_and_touches_only_meta_files(tmp_path: Path, backend: str) -> None:
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     src = _example(backend)
     run = tmp_path / src.name
@@ -123,7 +126,7 @@ def test_record_writes_the_record_then_derives_once_and_checks_the_scenario_once
     again to choose the profiler's threads), and wrote timeline and summary with its own copy of the end of
     refresh_run."""
     seen: list[set[str]] = []
-    real_derive, real_prepare = rundir.derive, scenarios.prepare
+    real_derive, real_prepare = derive, scenarios.prepare
     prepared: list[str] = []
 
     def spy_derive(run_dir, **kw):
@@ -134,7 +137,7 @@ def test_record_writes_the_record_then_derives_once_and_checks_the_scenario_once
         prepared.append(name)
         return real_prepare(name, *args, **kw)
 
-    monkeypatch.setattr(rundir, "derive", spy_derive)
+    monkeypatch.setattr("tracer.record.scenario.derive", spy_derive)
     monkeypatch.setattr(scenarios, "prepare", spy_prepare)
     run = rec.record("independent-ops", device="cpu", out=tmp_path, params=SMALL["independent-ops"])
     assert seen == [{"trace.json.gz", "meta.json"}]  # the record, and nothing derived yet

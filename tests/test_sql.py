@@ -22,7 +22,7 @@ from tracer.cli import main  # noqa: E402
 from tracer.cli.sql import _statements, table_text  # noqa: E402
 from tracer.errors import TracerError  # noqa: E402
 from tracer.parsers import load_trace  # noqa: E402
-from tracer.sql import Session, SqlError, query  # noqa: E402
+from tracer.sql.session import Session, SqlError, query  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_NAME = "tracer/examples/mlp-data-parallel-streams-20261202-162035"
@@ -323,9 +323,9 @@ if __name__ == "__main__":
     regenerate()
 
 
-def test_timeline_sql_is_the_same_query():
+def test_a_timeline_is_queried_as_its_file_is():
     from tracer.parsers import load_trace
 
     timeline = load_trace(Path(__file__).parent / "data" / "pair_kineto.json.gz", cache=False)
-    n = timeline.sql("SELECT count(*) AS n FROM kernels")["n"].iloc[0]
+    n = query(timeline, "SELECT count(*) AS n FROM kernels")["n"].iloc[0]
     assert n == int((timeline.events["kind"] == "kernel").sum()) == 22

@@ -20,9 +20,9 @@ from tests.conftest import run_cli
 from tracer import parsers
 from tracer.analysis.summary import summarize
 from tracer.errors import TraceFormatError, UsageError
+from tracer.files.storage import write_timeline_parquet
 from tracer.parsers import cache_path, load_trace
 from tracer.parsers.kineto import _CHUNK_BYTES, parse_kineto_bytes
-from tracer.storage import write_timeline_parquet
 from tracer.timeline import Timeline, TraceMeta, build_events
 
 
@@ -235,7 +235,7 @@ def test_no_cache_where_the_directory_is_not_writable(tmp_path: Path, monkeypatc
     def refuse(*args: object, **kwargs: object) -> None:
         raise UsageError(tmp_path, "cannot write here: Read-only file system")
 
-    monkeypatch.setattr("tracer.storage.write_timeline_parquet", refuse)
+    monkeypatch.setattr("tracer.files.storage.write_timeline_parquet", refuse)
     assert len(load_trace(p, on_cache_write=written.append).events) == 2 and written == []
 
 

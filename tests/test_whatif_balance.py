@@ -16,7 +16,6 @@ import pytest
 from tests.job_runs import GLOO_RANKS
 from tests.test_explain_xrank import BASE_NS, _allreduce, _hand_job, _job, _launch, _write, _x
 from tests.test_replay_xrank import LAUNCH_READY, STREAM_GAP, T0, T1, _kernel, _local, _setup
-from tracer.cli._whatif import FIX_PLANS, NOT_PRICED
 from tracer.errors import TracerError
 from tracer.explain import build_graph
 from tracer.explain.replay import (
@@ -29,6 +28,7 @@ from tracer.explain.replay import (
     parse_plan,
     replay,
 )
+from tracer.explain.whatif import FIX_PLANS, NOT_PRICED
 
 US = 1_000
 #: The hand-made pair: each rank's segment before the allreduce runs from its first start (the GEMM's launch call

@@ -1,6 +1,6 @@
 """tracer: how PyTorch work runs in parallel across GPUs, CUDA streams and the CPU.
 
-``tracer.profile()`` and ``tracer.handler()`` (tracer/api.py) record from inside a program; they are imported
+``tracer.profile()`` and ``tracer.handler()`` (tracer/record/api.py) record from inside a program; they are imported
 on first use, so ``import tracer`` stays light (no torch, no pandas).
 """
 
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from tracer import api
+        from tracer.record import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'tracer' has no attribute {name!r}")

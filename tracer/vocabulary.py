@@ -1,10 +1,11 @@
 """The timeline's words and limits — its kinds, copy directions, memory kinds, collectives, clocks, the host's
 lane, the bounds of a possible row — and how a collective's name and message size are read, without pandas.
 
-:mod:`tracer.timeline` holds them as its own (import them from there); they live here so that what needs only
+``tracer.timeline`` holds them as its own (import them from there); they live here, at the package's root
+rather than in ``tracer/timeline/`` (whose ``__init__`` imports pandas), so that what needs only
 them (a job's scan workers, :mod:`tracer.parsers.kineto`'s scan) starts without importing pandas: on a
 many-core host a job's first open forks its scan workers before the main process imports pandas
-(:mod:`tracer.parallel`, "early scans").
+(:mod:`tracer.job.parallel`, "early scans").
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 
 #: 2: the copy memory kinds (src_mem, dst_mem). 3: communication (collective, pg, seq, group_size). Files of
-#: older schemas still load: the added columns are filled from the rows' names (tracer.storage).
+#: older schemas still load: the added columns are filled from the rows' names (tracer.files.storage).
 SCHEMA_VERSION = 3
 
 #: What an interval is. GPU work: kernel, memcpy, memset. Host: cpu_op (framework operators), runtime
@@ -38,7 +39,7 @@ COPY_KINDS: tuple[str, ...] = ("", "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "Othe
 
 #: The memory a copy reads (``src_mem``) and writes (``dst_mem``), and a memset writes (``dst_mem``): CUPTI's
 #: CUpti_ActivityMemoryKind, as Nsight Systems' ENUM_CUDA_MEM_KIND and Kineto's names ("Memcpy DtoH (Device ->
-#: Pinned)") spell it, in lower case (:mod:`tracer.nsys_enums` maps each spelling). "host": host memory of a
+#: Pinned)") spell it, in lower case (:mod:`tracer.files.nsys_enums` maps each spelling). "host": host memory of a
 #: kind the trace does not say (ROCm's Kineto writes "Host"). "other": a kind tracer does not know. "": not a
 #: copy or memset, or the trace does not say (CUPTI's "Unknown").
 MEM_KINDS: tuple[str, ...] = (

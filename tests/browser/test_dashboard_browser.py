@@ -15,7 +15,7 @@ from tracer.dashboard import ids
 from tracer.dashboard.data import bundled_examples_dir
 from tracer.dashboard.figures import short_lane_label
 from tracer.dashboard.model import CLASS_INDEX, N_CLASSES
-from tracer.discover import discover
+from tracer.files.discover import discover
 
 from .conftest import DATA
 

@@ -22,8 +22,8 @@ def cpu_served(tmp_path_factory):
     _need_chromium()
     from tracer.dashboard.app import create_app
     from tracer.dashboard.data import RunStore
+    from tracer.files.storage import write_timeline_parquet
     from tracer.parsers import load_trace
-    from tracer.storage import write_timeline_parquet
     from tracer.timeline import Timeline
 
     t = load_trace(DATA / "mlp_train_200.json.gz", cache=False)

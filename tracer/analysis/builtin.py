@@ -1,8 +1,8 @@
-"""The summary's own analyses, registered in the order of its JSON keys.
+"""The summary's own analyses of the whole timeline (:data:`BUILTIN`, registered by :mod:`tracer.analysis.catalog`).
 
 Each is a compute function (timeline -> typed result, :mod:`tracer.analysis.results`), its JSON (what
 ``tracer summary --json`` has always written: a one-rank summary is unchanged, a job's names the rank) and its
-text blocks. Imported by :mod:`tracer.analysis.summary`, which is what callers import.
+text blocks.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from tracer.analysis.overlap import (
     kind_mask,
 )
 from tracer.analysis.ranges import RULE_TEXT, launch_pairs, longest_first, range_summary
-from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
+from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, stack_parts
 from tracer.analysis.results import (
     Concurrency,
     CopyStat,
@@ -37,6 +37,7 @@ from tracer.analysis.results import (
     Span,
     TraceInfo,
 )
+from tracer.analysis.text import ms, parse_device_label, pct, pct_text
 from tracer.analysis.work import add_kernel_totals, copy_summary, kernel_totals, kernels_by_total
 from tracer.timeline import DEVICE_COLUMNS, GPU_WORK_KINDS, DeviceKey, device_label
 from tracer.timeline.keys import key_codes
@@ -46,33 +47,8 @@ if TYPE_CHECKING:
     from tracer.timeline import Timeline
 
 
-def ms(ns: int) -> str:
-    """ns as ms with three decimals and thousands separators: the summary's unit of time."""
-    return f"{ns / 1e6:,.3f}"
-
-
-def pct(part: int, whole: int) -> str:
-    return f"{100.0 * part / whole:.1f}%" if whole else "–"
-
-
-def pct_text(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}%"
-
-
-def parse_device_label(label: str) -> DeviceKey:
-    """``"0"`` → (0, 0); ``"1/0"`` → rank 1, device 0 (the inverse of :func:`~tracer.timeline.device_label`; a
-    one-rank label does not say its rank, which then reads as 0)."""
-    rank, _, device = label.rpartition("/")
-    return DeviceKey(int(rank or 0), int(device))
-
-
 def _int_keys(d: Mapping[str, Any]) -> dict[int, Any]:
     return {int(k): v for k, v in d.items()}
-
-
-def _stack(parts: list[list[Any]], _job: Timeline) -> list[Any]:
-    """Per-rank rows (each rank's sorted by a key that starts with the rank) as the job's: one after another."""
-    return [row for part in parts for row in part]
 
 
 def _frames(parts: list[pd.DataFrame]) -> pd.DataFrame:
@@ -145,7 +121,7 @@ DEVICES = Analysis(
     "devices", "Per GPU: compute, copy, their overlap (copy hidden), busy", lambda t: device_overlap(t.events),
     to_json=lambda r, s: {"devices": {_gpu_label(d.key, s): d.as_dict() for d in r}},
     from_json=_devices_from_json, json_keys=("devices",), blocks=_devices_blocks, text_order=30,
-    per_rank=lambda t: device_overlap(t.events), combine=_stack,
+    per_rank=lambda t: device_overlap(t.events), combine=stack_parts,
 )
 
 
@@ -167,7 +143,7 @@ LANES = Analysis(
     to_json=lambda r, s: {"lanes": [lane.as_dict(s.multi_rank) for lane in r]},
     from_json=lambda d: [LaneStat.from_dict(row) for row in d.get("lanes") or []],
     json_keys=("lanes",), blocks=_lanes_blocks, text_order=40,
-    per_rank=_lanes, combine=_stack,
+    per_rank=_lanes, combine=stack_parts,
 )
 
 Bounds = tuple[tuple[int, int] | None, tuple[int, int] | None]
@@ -343,7 +319,7 @@ def _idle_from_json(d: Mapping[str, Any]) -> list[DeviceIdle]:
 IDLE = Analysis(
     "idle", "Per GPU: gaps between its first and last work where it did nothing", _idle,
     to_json=lambda r, s: {"idle": {_gpu_label(i.key, s): i.as_dict() for i in r}} if r else {},
-    from_json=_idle_from_json, json_keys=("idle",), per_rank=_idle, combine=_stack,
+    from_json=_idle_from_json, json_keys=("idle",), per_rank=_idle, combine=stack_parts,
 )
 
 
@@ -403,7 +379,7 @@ COPIES = Analysis(
     to_json=lambda r, s: {"copies": [c.as_dict(s.multi_rank) for c in r]},
     from_json=lambda d: [CopyStat.from_dict(row) for row in d.get("copies") or []],
     json_keys=("copies",), blocks=_copies_blocks, text_order=50,
-    per_rank=_copies, combine=_stack,
+    per_rank=_copies, combine=stack_parts,
 )
 
 
@@ -463,13 +439,6 @@ RANGES = Analysis(
 )
 
 
+#: in the order of the summary's JSON keys (tracer.analysis.catalog)
 BUILTIN = (TRACE, DEVICES, LANES, SPAN, GPU_NAMES, CONCURRENCY, EVENTS, THREADS, RUN, IDLE, TOP_KERNELS_ANALYSIS,
            COPIES, RANGES)
-for _analysis in BUILTIN:
-    register(_analysis)
-
-# The communication analyses register after these (their JSON keys last).
-import tracer.analysis.builtin_comm  # noqa: E402, F401
-
-# Then the launch analysis (its JSON key last).
-import tracer.analysis.builtin_launches  # noqa: E402, F401

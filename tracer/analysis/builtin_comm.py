@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from tracer.analysis.builtin import ms, parse_device_label, pct_text
 from tracer.analysis.comm import (
     Collectives,
     CollectiveStat,
@@ -28,7 +27,8 @@ from tracer.analysis.comm import (
     comm_total,
     device_comm,
 )
-from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions, register
+from tracer.analysis.registry import Analysis, Block, Column, Line, Table, TextOptions
+from tracer.analysis.text import ms, parse_device_label, pct_text
 from tracer.timeline import device_label
 
 if TYPE_CHECKING:
@@ -170,5 +170,5 @@ COLLECTIVES = Analysis(
     combine=lambda parts, _job: collectives(pd.concat(parts, ignore_index=True)),
 )
 
-for _analysis in (COMM, COLLECTIVES):
-    register(_analysis)
+#: in the order of the summary's JSON keys (tracer.analysis.catalog)
+BUILTIN = (COMM, COLLECTIVES)

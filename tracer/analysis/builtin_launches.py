@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tracer.analysis.builtin import _stack, parse_device_label, pct
 from tracer.analysis.launches import LaunchStat, launch_table
-from tracer.analysis.registry import Analysis, Block, Column, Table, TextOptions, register
+from tracer.analysis.registry import Analysis, Block, Column, Table, TextOptions, stack_parts
+from tracer.analysis.text import parse_device_label, pct
 from tracer.timeline import DeviceKey, Timeline, device_label
 
 if TYPE_CHECKING:
@@ -68,8 +68,8 @@ def _from_json(d: Mapping[str, Any]) -> list[LaunchStat]:
     return out
 
 
-LAUNCHES = register(Analysis(
+LAUNCHES = Analysis(
     "launches", "Per GPU: launch calls, launch delay, short kernels, the stream's queue at each launch",
     _launches, to_json=_to_json, from_json=_from_json, json_keys=("launches",), blocks=_blocks, text_order=65,
-    lazy=True, per_rank=_launches, combine=_stack,
-))
+    lazy=True, per_rank=_launches, combine=stack_parts,
+)

@@ -3,7 +3,7 @@
 :func:`analyze` makes a :class:`Summary`; ``Summary.to_dict()`` is what ``tracer summary --json`` prints and run
 directories store as summary.json, and ``Summary.from_dict`` reads that back. The CLI's text, the JSON and the
 dashboard all read the same object, through the registry (:mod:`tracer.analysis.registry`; the summary's own
-analyses are in :mod:`tracer.analysis.builtin`).
+analyses are listed in :mod:`tracer.analysis.catalog`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, cast
 
-from tracer.analysis import builtin as _builtin  # noqa: F401 - registers the summary's own analyses
+from tracer.analysis import catalog as _catalog  # noqa: F401 - registers the summary's own analyses, in order
 from tracer.analysis import registry
 from tracer.analysis.overlap import DeviceOverlap, shared_work
 from tracer.analysis.results import (

@@ -1,5 +1,5 @@
 """What ``--job`` commands say while they read a job: per-rank progress, the dataset written, ranks left out;
-the ``--ranks`` list they take, and ``--clock-fix``."""
+the ``--ranks`` list they take, and what ``--clock-fix`` did."""
 
 from __future__ import annotations
 
@@ -60,21 +60,6 @@ def say_job_cached(dataset: Path) -> None:
 def say_skipped(exc: TracerError) -> None:
     """``load_job``'s ``on_skip``: a rank left out of the job (--skip-bad-ranks), in one line."""
     print(f"tracer: warning: {exc}; the job is opened without it (--skip-bad-ranks)", file=sys.stderr)
-
-
-def fix_clocks(timeline: Any) -> Any:
-    """``timeline`` with each rank moved by the collectives' clock fix (tracer.analysis.comm), said on stderr
-    (``--clock-fix``)."""
-    from tracer.analysis.comm import collectives, shift_ranks
-    from tracer.timeline import Timeline
-
-    fixes = {k.rank: k.clock_fix_ns for k in collectives(timeline.events).ranks}
-    moved = {r: f for r, f in fixes.items() if f}
-    say_fixes(fixes)
-    if not moved:
-        return timeline
-    timeline.meta.extra["clock_fix_ns"] = {str(r): f for r, f in moved.items()}
-    return Timeline(shift_ranks(timeline.events, moved), timeline.meta)
 
 
 def say_fixes(fixes: dict[int, int | None]) -> None:

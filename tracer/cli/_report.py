@@ -14,7 +14,7 @@ def say_cached(cache: Path) -> None:
 
 
 def say_skipped_file(path: Path, why: str) -> None:
-    """:func:`tracer.discover.expand`'s ``on_skip``: a folder's entry named like a trace that is not read."""
+    """:func:`tracer.files.discover.expand`'s ``on_skip``: a folder's entry named like a trace that is not read."""
     print(f"tracer: note: {path}: skipped: {why}", file=sys.stderr)
 
 

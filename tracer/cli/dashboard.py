@@ -69,7 +69,7 @@ def dashboard(
     jobs = []
     if job:
         from tracer.cli._report import say_skipped_file
-        from tracer.discover import job_traces
+        from tracer.files.discover import job_traces
 
         if not paths:
             raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")

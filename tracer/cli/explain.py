@@ -169,15 +169,16 @@ def job_info(timeline: Any, graph: Any, clock_fix: bool = False) -> dict[str, An
 
 def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, Any]) -> tuple[Path, Any]:
     """The timeline to explain and the path that names it: one trace or run directory as it is; several traces,
-    or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load_job`, the ranks on
+    or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load.load_job`, the ranks on
     the Unix clock, moved by the collectives' fix with ``clock_fix``); ``job``: ``load_job``'s ``scheduler``,
     ``skip_bad_ranks`` and ``ranks``, where given (a job's run directory is then read from its rank traces)."""
     from rich.console import Console
 
-    from tracer.cli._job import fix_clocks, job_progress, say_job_cached, say_skipped
+    from tracer.cli._job import job_progress, say_fixes, say_job_cached, say_skipped
     from tracer.cli._report import say_cached, say_skipped_file
-    from tracer.discover import is_run_dir, job_label, job_traces
-    from tracer.job import load_job
+    from tracer.files.discover import is_run_dir, job_label, job_traces
+    from tracer.job.clocks import fix_clocks
+    from tracer.job.load import load_job
     from tracer.parsers import load_trace
 
     given = {option: value for option, value in job.items() if value not in (None, False)}
@@ -196,7 +197,9 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
                             on_cache_write=say_job_cached, on_skip=say_skipped, **given)
     if clock_fix:
         if timeline.events["rank"].nunique() >= 2:
-            timeline = fix_clocks(timeline)
+            fixed = fix_clocks(timeline)
+            say_fixes(fixed.fixes)
+            timeline = fixed.timeline
         elif len(found) > 1:  # (a job, of which --ranks kept one: no other clock to set it by)
             print("tracer: note: --clock-fix: one rank read (--ranks): no clock to move", file=sys.stderr)
         else:
@@ -333,12 +336,12 @@ def explain(
     found = findings(graph, result, min_gap_ns=min_gap_ns, demand=demand)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
-    from tracer.cli import _whatif
+    from tracer.explain import whatif
 
     # the fixes' replays and --what-if's share the kernels' demand and the unchanged replay
-    replays = _whatif.Replays(path, timeline, graph, chosen, demand) if len(found) or what_if else None
+    replays = whatif.Replays(path, timeline, graph, chosen, demand) if len(found) or what_if else None
     # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
-    gains = _whatif.fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
+    gains = whatif.fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
         if replays is not None and len(found) else {}
     replayed = None
     if what_if and replays is not None:
@@ -371,5 +374,15 @@ def explain(
                                       ranks=ev["rank"].nunique() > 1):
         console.print(renderable)
     if replayed is not None:
-        for line in _whatif.render(replayed):
+        for line in _render_what_if(replayed):
             console.print(line, highlight=False, markup=False)
+
+
+def _render_what_if(result: dict[str, Any]) -> list[str]:
+    """A what-if replay (:meth:`tracer.explain.whatif.Replays.what_if`) as lines for a terminal."""
+    m, u, p = result["measured_ns"] / 1e6, result["unchanged_ns"] / 1e6, result["predicted_ns"] / 1e6
+    out = [f"What if {result['plan']} ({result['window']}): predicted {p:,.3f} ms, measured {m:,.3f} ms "
+           f"({100 * (p - m) / m:+.1f}%; the unchanged plan replays to {u:,.3f} ms)" if m else
+           f"What if {result['plan']}: no time measured in the window"]
+    out += [f"  {n}" for n in result["notes"]]
+    return out

@@ -92,8 +92,8 @@ def export(
     status = Console(stderr=True)
     if job:
         from tracer.cli._job import job_progress, say_job_cached
-        from tracer.discover import job_label, job_traces
-        from tracer.job import load_job
+        from tracer.files.discover import job_label, job_traces
+        from tracer.job.load import load_job
 
         traces = job_traces(paths, on_skip=say_skipped_file)
         path = job_label(traces)

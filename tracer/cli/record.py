@@ -135,7 +135,7 @@ def record(
         raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
     from rich.console import Console
 
-    from tracer.record import record as do_record
+    from tracer.record.scenario import record as do_record
     from tracer.scenarios import ScenarioError, parse_param_args
 
     try:
@@ -178,7 +178,7 @@ def _print_findings(path: Path) -> None:
 
 def _record_command(command: list[str], *, out: Path, name: str | None, steps: str | None, delay: float | None,
                     duration: float | None, quiet: bool, backend: str) -> None:
-    from tracer.record_command import record_command
+    from tracer.record.command import record_command
 
     run = record_command(command, out=out, name=name, steps=steps, delay_s=delay, duration_s=duration,
                          backend=backend)

@@ -282,7 +282,7 @@ def sql(
     """
     from rich.console import Console
 
-    from tracer.sql import Session
+    from tracer.sql.session import Session
 
     targets = list(args)
     if query is None and targets:

@@ -198,7 +198,7 @@ def summary(
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    from tracer.discover import expand, is_run_dir, job_label, job_traces
+    from tracer.files.discover import expand, is_run_dir, job_label, job_traces
 
     job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
                 "--ranks": ranks is not None, "--clock-fix": clock_fix}
@@ -210,7 +210,7 @@ def summary(
     found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
         from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
-        from tracer.job import summarize_job
+        from tracer.job.load import summarize_job
 
         traces = list(found)
         found = [job_label(traces)]
@@ -223,7 +223,7 @@ def summary(
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
             if len(paths) == 1 and is_run_dir(paths[0]):  # (a recorded job's run: its meta.json, as without --job)
-                from tracer.rundir import load_meta_json
+                from tracer.files.rundir import load_meta_json
 
                 meta.extra["run"] = load_meta_json(paths[0])
             if clock_fix:

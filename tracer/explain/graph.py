@@ -305,7 +305,7 @@ def _launch_edges(links: pd.DataFrame, node_of_gpu_row: pd.Series, last_slice: p
 
 def _rank_tables(timeline: Timeline, key: str) -> list[pd.DataFrame]:
     """The table ``meta.extra[key]`` (columns as lists) of a trace, or of each rank of a job (kept per part under
-    ``extra["parts"]``, in rank order: :func:`tracer.job.load_job`), each with its ``rank`` column."""
+    ``extra["parts"]``, in rank order: :func:`tracer.job.load.load_job`), each with its ``rank`` column."""
     extra = timeline.meta.extra
     table = extra.get(key)
     if isinstance(table, dict) and table.get(next(iter(table), "")):

@@ -106,7 +106,7 @@ def _kernel_rows(raw: bytes) -> tuple[Any, list[dict[str, Any]]] | None:
 def _inflated(p: Path) -> bytes | None:
     """The file's bytes, inflated if gzipped (a bomb refused as the parsers refuse it); None if unreadable."""
     from tracer.errors import TracerError
-    from tracer.formats import GZIP_MAGIC
+    from tracer.files.formats import GZIP_MAGIC
     from tracer.parsers import iter_inflated
 
     try:
@@ -244,7 +244,7 @@ def read_nsys_demand(path: str | Path) -> tuple[dict[int, float], int | None]:
 
 def read_job_demand(ranks: dict[str, Any]) -> dict[tuple[int, int], float]:
     """Kernel demand by (rank, correlation id) for a job: each rank's trace file (``meta.extra["ranks"]`` of
-    :func:`tracer.job.load_job`: rank → its ``source``) read as :func:`read_demand` reads one. Correlation ids
+    :func:`tracer.job.load.load_job`: rank → its ``source``) read as :func:`read_demand` reads one. Correlation ids
     repeat across ranks (each process counts its own), hence the rank in the key."""
     out: dict[tuple[int, int], float] = {}
     for rank, info in ranks.items():

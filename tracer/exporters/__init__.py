@@ -1,7 +1,7 @@
 """Write a :class:`~tracer.timeline.Timeline` in another tool's format: Nsight Systems, Perfetto, Parquet.
 
 One module per format; this registry, keyed by format name and by file suffix, is how the CLI and library
-callers find them. The input formats' table (:data:`tracer.formats.FORMATS`) names, for each format tracer
+callers find them. The input formats' table (:data:`tracer.files.formats.FORMATS`) names, for each format tracer
 reads, the exporter here that writes it (:attr:`Exporter.reads_back_as` is the other way round). Every
 exporter has the same shape, ``write(timeline, dest, *, final, progress) ->
 ExportResult``: it writes ``dest`` (a temporary file beside the final one; :func:`export_timeline` renames it
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Protocol, cast
 
 from tracer.errors import UsageError
-from tracer.io import atomic_path, file_destination, writing
+from tracer.files.atomic import atomic_path, file_destination, writing
 from tracer.timeline import Timeline
 
 #: ``progress(stage, done, total)``: called now and then while writing a big timeline; ``total`` may be 0.
@@ -62,9 +62,9 @@ class Exporter:
 
     @property
     def reads_back_as(self) -> str | None:
-        """The input format (:data:`tracer.formats.FORMATS`) whose row names this exporter: what tracer reads
+        """The input format (:data:`tracer.files.formats.FORMATS`) whose row names this exporter: what tracer reads
         its output as; None where tracer does not read it (NVTXT)."""
-        from tracer.formats import format_of_exporter
+        from tracer.files.formats import format_of_exporter
 
         found = format_of_exporter(self.name)
         return found.name if found else None

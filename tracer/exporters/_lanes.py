@@ -1,4 +1,4 @@
-"""The tracks a viewer draws an exported timeline on: the lanes of :mod:`tracer.layout` (one per GPU stream
+"""The tracks a viewer draws an exported timeline on: the lanes of :mod:`tracer.timeline.layout` (one per GPU stream
 and per host thread, of each rank), each split by kind of work and, where intervals overlap without nesting,
 into sub-tracks.
 
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from tracer.layout import Lane, lay_out, sub_tracks
 from tracer.timeline import KINDS, TraceMeta
+from tracer.timeline.layout import Lane, lay_out, sub_tracks
 
 #: Which track of a GPU stream a kind of work goes to, in display order.
 GPU_GROUPS: dict[str, str] = {"kernel": "kernels", "memcpy": "copies", "memset": "memsets", "gpu_range": "ranges"}

@@ -5,12 +5,12 @@ tests/data/nsys_compute_copy.sqlite.gz), so that the exporter needs neither nsys
 CUPTI_ACTIVITY_KIND_MEMSET is absent from that export (it had no memsets); its definition is the one the same
 schema documents. Column names and types are what `nsys stats` report scripts query; do not edit by hand, re-copy
 from a newer export instead and bump :data:`EXPORT_SCHEMA_VERSION`. The rows of ENUM_CUDA_MEMCPY_OPER and
-ENUM_CUDA_MEM_KIND are :mod:`tracer.nsys_enums`' (which says what each means to the timeline); a test compares every
+ENUM_CUDA_MEM_KIND are :mod:`tracer.files.nsys_enums`' (which says what each means to the timeline); a test compares every
 ENUM table here with the real export.
 """
 
 # fmt: off
-from tracer.nsys_enums import MEM_KIND, MEMCPY_OPER
+from tracer.files.nsys_enums import MEM_KIND, MEMCPY_OPER
 
 EXPORT_SCHEMA_VERSION = "3.20.3"
 #: The export's own META_DATA_EXPORT rows that describe the schema (not the product).
@@ -256,7 +256,7 @@ ENUM_TABLES: dict[str, tuple[str, tuple[tuple[int, str, str], ...]]] = {
     name                        TEXT,                                  -- Enum symbol name.
     label                       TEXT                                   -- Enum human name.
 )''',
-        tuple(row[:3] for row in MEMCPY_OPER),  # (tracer.nsys_enums holds these rows with their meaning)
+        tuple(row[:3] for row in MEMCPY_OPER),  # (tracer.files.nsys_enums holds these rows with their meaning)
     ),
     'ENUM_CUDA_MEMPOOL_OPER': (
         '''CREATE TABLE ENUM_CUDA_MEMPOOL_OPER (
@@ -295,7 +295,7 @@ ENUM_TABLES: dict[str, tuple[str, tuple[tuple[int, str, str], ...]]] = {
     name                        TEXT,                                  -- Enum symbol name.
     label                       TEXT                                   -- Enum human name.
 )''',
-        tuple(row[:3] for row in MEM_KIND),  # (tracer.nsys_enums holds these rows with their meaning)
+        tuple(row[:3] for row in MEM_KIND),  # (tracer.files.nsys_enums holds these rows with their meaning)
     ),
     'ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG': (
         '''CREATE TABLE ENUM_CUDA_SHARED_MEM_LIMIT_CONFIG (

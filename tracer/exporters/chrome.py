@@ -1,13 +1,13 @@
 """Chrome trace JSON for Perfetto (ui.perfetto.dev) and chrome://tracing, from any timeline.
 
-Layout (the lanes of :mod:`tracer.layout`, tracks of :mod:`tracer.exporters._lanes`): one process per host
+Layout (the lanes of :mod:`tracer.timeline.layout`, tracks of :mod:`tracer.exporters._lanes`): one process per host
 process and one per GPU ("GPU 0 · NVIDIA H200"); on a GPU one thread per stream and kind of work ("GPU 0 ·
 stream 7 · kernels", "· copies", "· memsets", "· ranges"); on the host one thread per OS thread plus one for
 its NVTX / record_function ranges ("thread 424 (python3) · ranges"). In a timeline of several ranks each
 rank's processes and GPUs are processes of their own, named "rank 1 · python3", "rank 1 · GPU 0 · NVIDIA
 H200", and every track begins with its rank. A viewer stacks the slices of one thread by nesting, and
 Perfetto drops a slice that overlaps another without nesting; so intervals that overlap that way move to a
-further sub-track ("· 2") instead of being lost (``tracer.layout.sub_tracks``). Flow arrows ("ac2g", as
+further sub-track ("· 2") instead of being lost (``tracer.timeline.layout.sub_tracks``). Flow arrows ("ac2g", as
 Kineto writes them) join each CUDA API call to the GPU work it launched (the timeline's launch join: same
 rank, process and correlation id).
 
@@ -35,9 +35,9 @@ import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
 from tracer.exporters._lanes import Track, layout
-from tracer.io import gzip_name, gzip_writer
-from tracer.layout import rank_prefix
+from tracer.files.atomic import gzip_name, gzip_writer
 from tracer.timeline import GPU_WORK_KINDS, KINDS, DeviceKey, Timeline, device_title, launch_links
+from tracer.timeline.layout import rank_prefix
 
 #: timeline kind -> Kineto category (the inverse of tracer's Kineto parser)
 CAT_BY_KIND: dict[str, str] = {

@@ -39,8 +39,7 @@ import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
 from tracer.exporters._nsys_schema import ENUM_TABLES, SCHEMA_META_ROWS, TABLE_DDL
-from tracer.layout import sub_tracks
-from tracer.nsys_enums import (
+from tracer.files.nsys_enums import (
     EVENT_CLASS_DRIVER,
     EVENT_CLASS_RUNTIME,
     MEM_KIND_ID,
@@ -49,6 +48,7 @@ from tracer.nsys_enums import (
     memcpy_oper,
 )
 from tracer.timeline import GPU_WORK_KINDS, Timeline, launch_links
+from tracer.timeline.layout import sub_tracks
 
 #: ids must fit nsys' serialized global id: 24 bits each for pid and tid
 ID_LIMIT = 1 << 24
@@ -239,7 +239,7 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     (as tracer reads ``.sqlite.gz``, and as the tests' nsys data is kept; ``nsys stats`` needs it gunzipped)."""
     if not final.name.lower().endswith(".gz"):
         return _write(timeline, dest, final=final, progress=progress)
-    from tracer.io import gzip_copy, gzip_name
+    from tracer.files.atomic import gzip_copy, gzip_name
 
     plain = dest.with_name(dest.name + ".sqlite")  # (beside the temporary file, removed whatever happens)
     try:

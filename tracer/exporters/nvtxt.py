@@ -4,7 +4,7 @@
     ImportNvtxt --cmd merge -i recorded.nsys-rep -n trace.nvtxt -o merged.nsys-rep
 
 Every interval of the timeline becomes one start/end range on the thread of its track (the same tracks as
-the Chrome export, on the lanes of :mod:`tracer.layout`: "GPU 0 · stream 7 · kernels", a host thread, its
+the Chrome export, on the lanes of :mod:`tracer.timeline.layout`: "GPU 0 · stream 7 · kernels", a host thread, its
 NVTX ranges ...; each led by its rank in a timeline of several ranks). Start/end ranges rather than
 push/pop, because lanes may hold intervals that overlap without nesting, which push/pop cannot express.
 

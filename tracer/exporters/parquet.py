@@ -1,6 +1,6 @@
 """The timeline itself as Parquet: the canonical columns and dtypes, with the trace's metadata.
 
-Storage is the timeline core's (:func:`tracer.storage.write_timeline_parquet`): plain zstd Parquet that
+Storage is the timeline core's (:func:`tracer.files.storage.write_timeline_parquet`): plain zstd Parquet that
 pandas, pyarrow, DuckDB and Spark read, tracer's metadata (GPU, process and thread names, source format,
 schema version) as JSON in the Arrow schema's key-value metadata under ``tracer``; ``tracer summary`` and
 every other command read the file back as the same timeline.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
-from tracer.storage import write_timeline_parquet
+from tracer.files.storage import write_timeline_parquet
 from tracer.timeline import Timeline
 
 

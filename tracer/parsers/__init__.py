@@ -4,8 +4,8 @@ The format is told from the content, not the suffix: gzip is looked through, the
 SQLite (an Nsight Systems export), Parquet (a stored timeline) or JSON (Kineto / Chrome). ``.nsys-rep``
 reports are converted with ``nsys export`` when nsys is installed. Run directories written by
 ``tracer record`` are opened through their stored timeline. The formats, their magics and their readers (the
-``read_*`` functions here) are one table, :data:`tracer.formats.FORMATS`; the run directory's layout is
-:mod:`tracer.rundir`.
+``read_*`` functions here) are one table, :data:`tracer.files.formats.FORMATS`; the run directory's layout is
+:mod:`tracer.files.rundir`.
 
 Importing this package imports neither Dash nor Plotly.
 """
@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
 
-from tracer import formats, rundir
 from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
-from tracer.formats import FORMATS, GZIP_MAGIC
+from tracer.files import formats, rundir
+from tracer.files.formats import FORMATS, GZIP_MAGIC
 from tracer.vocabulary import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     # (imported where a timeline is built: tracer.timeline brings pandas, which a job's scan workers, importing
-    # this package for tracer.parsers.kineto's scan, start without; tracer.parallel's early scans)
+    # this package for tracer.parsers.kineto's scan, start without; tracer.job.parallel's early scans)
     from tracer.timeline import Timeline
 
 # (kept for callers of the names this module used to define: the format table and the run-directory module
@@ -56,7 +56,7 @@ KINETO_PARSER_VERSION = 8
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
-    """The name of ``path``'s format in :data:`tracer.formats.FORMATS` ("kineto", "nsys-sqlite", "nsys-rep",
+    """The name of ``path``'s format in :data:`tracer.files.formats.FORMATS` ("kineto", "nsys-sqlite", "nsys-rep",
     "parquet"), told from its content (gzip looked through; a format without a magic by its suffix), or
     "run-dir" for a directory."""
     p = Path(path)
@@ -296,7 +296,7 @@ def _file_digest(p: Path) -> str:
 
 def read_parquet(p: Path, **_: Any) -> Timeline:
     """A stored timeline (``tracer export -o x.parquet``, a run's timeline.parquet)."""
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     timeline = read_timeline_parquet(p)
     # The stored source is the trace the timeline was first parsed from (on whatever machine); the summary and
@@ -356,7 +356,7 @@ def _read_raw(p: Path) -> bytes:
 
 def _stored_key(p: Path) -> dict[str, Any] | None:
     """The key a cache beside ``p`` was written with (None: no readable cache)."""
-    from tracer.storage import read_parquet_meta
+    from tracer.files.storage import read_parquet_meta
 
     cp = cache_path(p)
     if not cp.exists() or formats.not_a_regular_file(cp) is not None:
@@ -369,7 +369,7 @@ def _stored_key(p: Path) -> dict[str, Any] | None:
 
 
 def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timeline | None:
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     if {k: stored.get(k) for k in key} != key:
         return None
@@ -385,7 +385,7 @@ def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timelin
 
 def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
     """Store the cache beside ``p``; False (and nothing written) where it cannot be written, for any reason."""
-    from tracer.storage import CACHE_COMPRESSION, write_timeline_parquet
+    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet
 
     if not os.access(p.parent, os.W_OK):
         return False  # a read-only directory (a shared data set) just means no cache
@@ -446,7 +446,7 @@ def read_nsys_rep(p: Path, **_: Any) -> Timeline:
 
 
 def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
-    """A run directory (:mod:`tracer.rundir`): its stored timeline, else its trace, with its meta.json as read
+    """A run directory (:mod:`tracer.files.rundir`): its stored timeline, else its trace, with its meta.json as read
     (``meta.extra["run"]``)."""
     run_meta = rundir.load_meta_json(p)
     source = rundir.timeline_source(p)

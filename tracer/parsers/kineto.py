@@ -20,10 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from tracer.errors import TraceFormatError
-from tracer.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
+from tracer.files.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
 
 # No pandas, and nothing of tracer.timeline but its words (tracer.vocabulary), at import: a job's scan workers
-# (tracer.parallel's early scans) import this module and scan their part of a file with numpy and msgspec alone,
+# (tracer.job.parallel's early scans) import this module and scan their part of a file with numpy and msgspec alone,
 # forked before the job's process imports pandas. What builds a Timeline imports them where it does.
 from tracer.vocabulary import (
     CLOCK_UNIX,
@@ -1255,7 +1255,7 @@ def _build(scan: _Scan, trace: _Trace, skipped: Counter[str], source: str) -> Ti
 
 
 # ---------------------------------------------------------------------------------------------------------
-# One trace parsed in parts (tracer.parallel: a rank's file on several worker processes)
+# One trace parsed in parts (tracer.job.parallel: a rank's file on several worker processes)
 #
 # Part k of K scans the events from the first gap found at or after byte k·len/K up to the next part's first
 # event, into a KinetoPart (plain arrays, lists and dicts: pickled back from a worker); merge_kineto_parts
@@ -1265,7 +1265,7 @@ def _build(scan: _Scan, trace: _Trace, skipped: Counter[str], source: str) -> Ti
 # after the merge on everything at once. A part that cannot vouch for its pieces (a gap inside a string at its
 # cut, invalid JSON, anything the careful path exists for) gives None, and the whole file is parsed the usual
 # way: the same timeline or the same one-line error. (Which files are split, and into how many parts:
-# tracer.parallel.split_counts.)
+# tracer.job.parallel.split_counts.)
 
 class KinetoPart(msgspec.Struct):
     """What one part of a trace's events gave (see :func:`scan_kineto_part`): the columns of its complete

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.errors import TraceFormatError
-from tracer.nsys_enums import (
+from tracer.files.nsys_enums import (
     COPY_KIND_BY_OPER,
     EVENT_CLASS_DRIVER,
     MEM_KIND_LABEL,

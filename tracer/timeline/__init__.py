@@ -139,13 +139,6 @@ class Timeline:
         """GPU work → the runtime/driver call that launched it (:func:`tracer.timeline.links.launch_links`)."""
         return launch_links(self.events)
 
-    def sql(self, query: str) -> pd.DataFrame:
-        """A read-only DuckDB query over this timeline's views (events, kernels, copies, ranges, lanes ...;
-        docs/sql.md)."""
-        from tracer.sql import query as _query  # (DuckDB is imported only by those who ask)
-
-        return _query(self, query)
-
 
 def empty_events() -> pd.DataFrame:
     """A zero-row frame with the canonical columns and dtypes."""

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tracer.errors import TraceFormatError
-from tracer.io import atomic_path
-from tracer.nsys_enums import mem_kinds_from_name
+from tracer.files.atomic import atomic_path
+from tracer.files.nsys_enums import mem_kinds_from_name
 from tracer.timeline import COLUMNS, MEM_KINDS, SCHEMA_VERSION, Timeline, TraceMeta, validate
 from tracer.timeline.comm import mark_by_name
 

@@ -1,4 +1,4 @@
-"""tracer's start-up hook: on PYTHONPATH only under ``tracer record -- COMMAND`` (see tracer/capture.py).
+"""tracer's start-up hook: on PYTHONPATH only under ``tracer record -- COMMAND`` (see tracer/record/capture.py).
 
 Python imports the first ``sitecustomize`` it finds on sys.path at start-up; this one starts tracer's capture
 when TRACER_CAPTURE_DIR is set, then runs the ``sitecustomize`` this one shadows (a distribution's or a
@@ -16,7 +16,7 @@ def _start_capture() -> None:
         return
     try:
         try:
-            from tracer.capture import install
+            from tracer.record.capture import install
         except ImportError:
             # tracer is not installed for this Python: its location goes last on sys.path, so that it shadows
             # nothing of the program's own
@@ -24,7 +24,7 @@ def _start_capture() -> None:
             if not home:
                 raise
             sys.path.append(home)
-            from tracer.capture import install
+            from tracer.record.capture import install
     except Exception as exc:  # noqa: BLE001 - another interpreter than tracer's: say so, run the program anyway
         sys.stderr.write(f"tracer: warning: {sys.executable} cannot import tracer ({exc}); pid {os.getpid()} "
                          "is not recorded\n")

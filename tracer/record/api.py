@@ -2,7 +2,7 @@
 
 For people who would rather not go through ``tracer record -- COMMAND``: a notebook, a script that profiles one
 part of itself, code that already has a ``torch.profiler.profile(...)``. Both write the same run directory as the
-CLI (trace.json.gz, timeline.parquet, meta.json, summary.json; tracer/rundir.py), atomically.
+CLI (trace.json.gz, timeline.parquet, meta.json, summary.json; tracer/files/rundir.py), atomically.
 
     import tracer
     with tracer.profile(out="runs") as run:      # torch.profiler over the block, every thread
@@ -42,7 +42,7 @@ class Run:
 
 
 def _stem() -> str:
-    from tracer.record_command import command_stem
+    from tracer.record.command import command_stem
 
     argv = [a for a in sys.argv if a]
     main = argv[0] if argv else ""
@@ -54,7 +54,7 @@ def _stem() -> str:
 def _gzip_into(trace: Path, dest: Path, name: str | None = None) -> None:
     """Move a Chrome trace to ``dest`` gzipped (moved as it is when it is gzipped already); ``name``: the name
     its gzip header holds (default: ``dest``'s less ``.gz``)."""
-    from tracer.io import gzip_copy, gzip_name
+    from tracer.files.atomic import gzip_copy, gzip_name
 
     with open(trace, "rb") as head:
         gzipped = head.read(2) == b"\x1f\x8b"
@@ -73,22 +73,22 @@ def _publish(wanted: Path, fill: Callable[[Path], list[dict[str, Any]]], created
              profiler: dict[str, Any] | None) -> tuple[Path, dict[str, Any]]:
     """Write a run under ``wanted`` (or ``wanted-2`` ...) atomically: ``fill(tmp)`` puts the trace(s) in place and
     returns the processes recorded; then meta.json, timeline and summary."""
-    from tracer import rundir
-    from tracer.io import temp_dir_beside, writing
-    from tracer.record import _environment
-    from tracer.record_command import finish_run
+    from tracer.files import rundir
+    from tracer.files.atomic import temp_dir_beside, writing
+    from tracer.record.command import finish_run
+    from tracer.record.profiler import environment
 
     tmp = temp_dir_beside(wanted)
     try:
         with writing(wanted):
             processes = fill(tmp)
-            env = _environment()
+            env = environment()
             meta = rundir.RunMeta(
                 mode="api",
                 torch_version=env["torch_version"],
                 cuda_version=env["cuda_version"],
                 backend="torch",
-                backend_details={"profiler": "torch.profiler", "via": "tracer.api"},
+                backend_details={"profiler": "torch.profiler", "via": "tracer.record.api"},
                 created=created.isoformat().replace("+00:00", "Z"),
                 environment=env,
                 command=list(sys.argv),
@@ -107,7 +107,7 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
               profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Make a run directory under ``out`` from one torch.profiler Chrome trace (plain or gzipped JSON, moved in);
     return its path and summary. Named ``name``, else ``<script>-<YYYYmmdd-HHMMSS>``; ``-2``, ``-3`` … when taken."""
-    from tracer import rundir
+    from tracer.files import rundir
 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
 
@@ -122,8 +122,9 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
 def write_job_run(staging: Path, *, out: str | os.PathLike[str], name: str,
                   profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Make one run directory (``traces/``: a trace per rank) from a complete staging folder of
-    :mod:`tracer.rank_gather`, then remove the folder."""
-    from tracer import rank_gather, rundir
+    :mod:`tracer.record.gather`, then remove the folder."""
+    from tracer.files import rundir
+    from tracer.record import gather as rank_gather
 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     taken = rank_gather.take(staging)
@@ -156,8 +157,8 @@ def profile(out: str | os.PathLike[str] = "runs", name: str | None = None, steps
     from torch.profiler import ProfilerAction, schedule
     from torch.profiler import profile as torch_profile
 
-    from tracer.capture import parse_steps
-    from tracer.record import quiet_kineto, torch_profiler_settings
+    from tracer.record.capture import parse_steps
+    from tracer.record.profiler import quiet_kineto, torch_profiler_settings
 
     run = Run(Path(out), name)
     settings = torch_profiler_settings(all_threads=True)
@@ -198,10 +199,10 @@ def handler(out: str | os.PathLike[str] = "runs", name: str | None = None) -> Ca
 
     Under torchrun (``RANK`` and ``WORLD_SIZE`` > 1 in the environment) the ranks' traces of one cycle become ONE
     run, ``traces/`` holding a trace per rank, written by whichever rank finishes the set
-    (:mod:`tracer.rank_gather`); that rank's ``.runs`` lists it."""
+    (:mod:`tracer.record.gather`); that rank's ``.runs`` lists it."""
     import tempfile
 
-    from tracer import rank_gather
+    from tracer.record import gather as rank_gather
 
     written: list[Path] = []
     cycles = [0]

@@ -1,4 +1,4 @@
-"""A run directory, defined once: its files, its typed ``meta.json`` (:class:`RunMeta`), and :func:`derive`.
+"""A run directory, defined once: its files and its typed ``meta.json`` (:class:`RunMeta`).
 
 ``tracer record`` writes a run directory (``runs/<scenario>[-<variant>]-<mode>-<YYYYmmdd-HHMMSS>/``)::
 
@@ -7,19 +7,18 @@
     timeline.parquet                                         derived: the parsed timeline
     summary.json                                             derived: ``tracer summary --json`` of it
 
-The trace and meta.json are the record; :func:`derive` makes the timeline and the summary from them, so a
-parser fix reaches old runs by deriving them again (``tracer.record.refresh_run``). The names a run's trace may
-have come from the format table (:data:`tracer.formats.FORMATS`, ``run_files``). docs/rundir.md has the
-fields of meta.json and why.
+The trace and meta.json are the record; :func:`tracer.record.derive.derive` makes the timeline and the summary
+from them, so a parser fix reaches old runs by deriving them again (``tracer.record.scenario.refresh_run``). The
+names a run's trace may have come from the format table (:data:`tracer.files.formats.FORMATS`, ``run_files``).
+docs/rundir.md has the fields of meta.json and why.
 
-Importing this module imports neither pandas nor the parsers: only :func:`derive` needs them.
+Importing this module imports neither pandas nor the parsers.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +27,10 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 import orjson
 
 from tracer.errors import InputNotFoundError, TraceFormatError, UsageError
-from tracer.formats import FORMATS, not_a_regular_file
+from tracer.files.formats import FORMATS, not_a_regular_file
 
 if TYPE_CHECKING:
-    from tracer.timeline import Timeline
+    pass
 
 META = "meta.json"
 SUMMARY = "summary.json"
@@ -58,7 +57,7 @@ assert NSYS_SQLITE in FORMATS["nsys-sqlite"].run_files
 
 
 #: A job's run (``tracer record -- torchrun ...``) holds one trace per rank here, ``rank<R>-pid<P>.json.gz``, in
-#: place of ``trace.json.gz``; the timeline derived from them is the job's (tracer/job.py).
+#: place of ``trace.json.gz``; the timeline derived from them is the job's (tracer/job/load.py).
 TRACES_DIR = "traces"
 
 
@@ -68,7 +67,7 @@ def is_run_dir(p: Path) -> bool:
 
 
 def find_trace(run_dir: str | os.PathLike[str]) -> Path | None:
-    """The run's trace (the record :func:`derive` reads), or None."""
+    """The run's trace (the record :func:`tracer.record.derive.derive` reads), or None."""
     path = Path(run_dir)
     return next((path / n for n in TRACE_CANDIDATES if (path / n).exists()), None)
 
@@ -159,18 +158,18 @@ class RunMeta:
     created: str = ""
     #: tracer, Python, platform, torch and CUDA versions, CPU count, torch threads (no host name)
     environment: dict[str, Any] = field(default_factory=dict)
-    #: the run's files (meta.json left out) -> size in bytes; :func:`derive` keeps it current
+    #: the run's files (meta.json left out) -> size in bytes; :func:`tracer.record.derive.derive` keeps it current
     files: dict[str, int] = field(default_factory=dict)
     #: seconds per stage of the recording: workload, profiled, export, parse, write
     stages_s: dict[str, float] = field(default_factory=dict)
-    #: files removed to ship the run (``tracer.record.compact_run``); written only when there are some
+    #: files removed to ship the run (``tracer.record.scenario.compact_run``); written only when there are some
     dropped_files: list[str] = field(default_factory=list, metadata=_optional())
     #: one speedup, for a meta.json written by another tool (the recorder's speedups are in ``derived``);
     #: written only when set
     speedup: float | None = field(default=None, metadata=_optional())
     #: ``tracer record -- COMMAND``: the command (argv), where it ran, its exit code (128 + N for signal N),
     #: whether it was interrupted (Ctrl-C, SIGTERM), each recorded process's status (pid, rank, how it ended,
-    #: its trace files: tracer/capture.py) and the profiler settings; written only for such runs
+    #: its trace files: tracer/record/capture.py) and the profiler settings; written only for such runs
     command: list[str] = field(default_factory=list, metadata=_optional())
     cwd: str = field(default="", metadata=_optional())
     exit_code: int | None = field(default=None, metadata=_optional())
@@ -298,7 +297,7 @@ def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
 
 def write_meta(run_dir: str | os.PathLike[str], meta: RunMeta) -> None:
     """Write meta.json atomically."""
-    from tracer.io import write_bytes_atomic
+    from tracer.files.atomic import write_bytes_atomic
 
     write_bytes_atomic(Path(run_dir) / META, dumps(meta.to_dict()))
 
@@ -306,71 +305,6 @@ def write_meta(run_dir: str | os.PathLike[str], meta: RunMeta) -> None:
 def dumps(obj: Any) -> bytes:
     """JSON as the run's files hold it (indented by two)."""
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2)
-
-
-# --------------------------------------------------------------------------------------------------------------
-# derive
-
-
-@dataclass
-class Derived:
-    """What :func:`derive` made."""
-
-    path: Path
-    #: the trace it was derived from
-    trace: Path
-    timeline: Timeline
-    summary: dict[str, Any]
-    meta: RunMeta
-
-
-def derive(run_dir: str | os.PathLike[str], *, stages: dict[str, float] | None = None) -> Derived:
-    """Make the run's ``timeline.parquet`` and ``summary.json`` from its trace with today's parsers, and bring
-    meta.json's ``files`` up to date. Each file is replaced atomically.
-
-    The recorder calls it once the trace and meta.json are written; ``tracer.record.refresh_run`` calls it on
-    an old run. With ``stages``, the seconds spent parsing and writing are added to it (``parse``, ``write``)
-    and meta.json's ``stages_s`` becomes it.
-    """
-    from tracer.analysis.summary import summarize
-    from tracer.io import write_bytes_atomic
-    from tracer.parsers import load_trace
-    from tracer.storage import write_timeline_parquet
-
-    path = Path(run_dir)
-    meta = read_meta(path)
-    trace = find_trace(path)
-    ranks = find_rank_traces(path) if trace is None else []
-    if trace is None and not ranks:
-        raise UsageError(path, f"holds no trace to derive the timeline from (none of {', '.join(TRACE_CANDIDATES)}, "
-                               f"nor {TRACES_DIR}/)")
-    t0 = time.perf_counter()
-    if trace is not None:
-        timeline = load_trace(trace, cache=False)
-        timeline.meta.source = trace.name  # the run is moved and shared: the name inside it, not a path here
-    else:
-        from tracer.job import load_job
-
-        timeline = load_job(ranks, load=lambda p: load_trace(p, cache=False))
-        timeline.meta.source = TRACES_DIR
-        for part in timeline.meta.extra.get("ranks", {}).values():
-            part["source"] = f"{TRACES_DIR}/{Path(part['source']).name}"
-        trace = path / TRACES_DIR
-    summary = summarize(timeline)
-    t1 = time.perf_counter()
-    write_timeline_parquet(timeline, path / TIMELINE)
-    write_bytes_atomic(path / SUMMARY, dumps(summary))
-    if timeline.meta.gpu_names and not meta.gpu_names:
-        # a scenario knows its GPUs before it runs; a recorded command or block learns them from its trace
-        meta.gpu_names = {str(k): v for k, v in sorted(timeline.meta.gpu_names.items())}
-        meta.devices = meta.devices or [f"cuda:{k}" for k in sorted(timeline.meta.gpu_names)]
-    meta.files = file_sizes(path)
-    if stages is not None:
-        stages["parse"] = t1 - t0
-        stages["write"] = time.perf_counter() - t1
-        meta.stages_s = dict(stages)
-    write_meta(path, meta)
-    return Derived(path, trace, timeline, summary, meta)
 
 
 __all__ = [
@@ -383,10 +317,8 @@ __all__ = [
     "TRACE",
     "TRACE_CANDIDATES",
     "TRACES_DIR",
-    "Derived",
     "RunMeta",
     "as_run_meta",
-    "derive",
     "file_sizes",
     "find_rank_traces",
     "find_trace",

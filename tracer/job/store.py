@@ -178,7 +178,7 @@ def read_ranks(dataset: Path, entries: Sequence[RankEntry]) -> list[Timeline]:
 
 def read_partition(path: Path) -> Timeline:
     """One rank's stored timeline (:func:`partition_file`), as parsed and aligned."""
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     t = read_timeline_parquet(path)
     t.meta.extra.pop("stored_as", None)
@@ -209,7 +209,7 @@ def read_columns(dataset: Path, columns: Sequence[str], ranks: Sequence[int] | N
 def begin(dataset: Path) -> Path | None:
     """A new temporary folder beside ``dataset`` for the workers to write their ranks into (:func:`part_file`),
     or None where none can be made (a read-only folder of traces just means no cache)."""
-    from tracer.io import temp_dir_beside
+    from tracer.files.atomic import temp_dir_beside
 
     if not os.access(dataset.parent, os.W_OK):
         return None
@@ -230,7 +230,7 @@ def part_file(tmp: Path, index: int) -> Path:
 
 def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
     """Write one rank's timeline into the dataset being built (on a worker); False where it could not be."""
-    from tracer.storage import CACHE_COMPRESSION, write_timeline_parquet
+    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet
 
     try:
         write_timeline_parquet(timeline, part_file(tmp, index), compression=CACHE_COMPRESSION)
@@ -241,7 +241,7 @@ def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
 
 def read_part(tmp: Path, index: int) -> Timeline:
     """The timeline a worker wrote into the dataset being built (:func:`write_part`)."""
-    from tracer.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet
 
     t = read_timeline_parquet(part_file(tmp, index))
     t.meta.extra.pop("stored_as", None)

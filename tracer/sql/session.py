@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
-from tracer.formats import not_a_regular_file
+from tracer.files.formats import not_a_regular_file
 from tracer.timeline import MAX_EVENT_BYTES, TIME_LIMIT_NS
 
 if TYPE_CHECKING:
@@ -136,8 +136,8 @@ def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
     """The tracer Parquet timeline to scan in place for target ``p`` (a run directory holding one, or the file),
     with tracer's metadata from its footer; None where the target must be parsed (another format, or a file
     load_trace should judge)."""
+    from tracer.files.storage import ADDED_COLUMNS
     from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE
-    from tracer.storage import ADDED_COLUMNS
     from tracer.timeline import COLUMNS, SCHEMA_VERSION
 
     f = p / RUN_TIMELINE if p.is_dir() else p
@@ -167,8 +167,8 @@ def _gpu_names_of(meta: dict[str, Any]) -> dict[int, str]:
 
 def _expand(target: str | os.PathLike[str], on_skip: Callable[[Path, str], None] | None = None) -> list[Path]:
     """A target as the paths it stands for: a folder that is not a run directory is the runs and traces under it
-    (``on_skip`` as for :func:`tracer.discover.expand`)."""
-    from tracer.discover import expand
+    (``on_skip`` as for :func:`tracer.files.discover.expand`)."""
+    from tracer.files.discover import expand
 
     p = Path(target)
     if not p.exists():
@@ -182,7 +182,7 @@ class Session:
     ``targets``: a path (run directory, Kineto JSON[.gz], nsys .sqlite[.gz] / .nsys-rep, Parquet timeline, a folder
     of them), a :class:`~tracer.timeline.Timeline`, or a list of these. ``cache`` / ``on_cache_write``: as for
     :func:`tracer.parsers.load_trace`; ``on_skip(path, why)``: told of what a folder holds named like a trace
-    that cannot be one (:func:`tracer.discover.discover`).
+    that cannot be one (:func:`tracer.files.discover.discover`).
     """
 
     def __init__(
@@ -302,10 +302,10 @@ class Session:
     def _mem_kinds_of_names(self, name: str) -> tuple[str, str]:
         """(select list, from clause) giving src_mem / dst_mem for the Parquet timeline registered as ``name``,
         written before the timeline had them (schema 1): from the copies' and memsets' names, as
-        tracer.storage fills them for pandas, through a small table of each distinct name's kinds."""
+        tracer.files.storage fills them for pandas, through a small table of each distinct name's kinds."""
         import pandas as pd
 
-        from tracer.nsys_enums import mem_kinds_from_name
+        from tracer.files.nsys_enums import mem_kinds_from_name
 
         pairs = self._con.execute(
             f"SELECT DISTINCT kind::VARCHAR, name::VARCHAR FROM {name} WHERE kind::VARCHAR IN ('memcpy', 'memset')"
@@ -323,7 +323,7 @@ class Session:
     def _comm_of_names(self, name: str) -> str:
         """The select list of the communication columns for the Parquet timeline registered as ``name``, written
         before the timeline had them (schema < 3): the collective from each distinct (kind, name), as
-        tracer.storage fills it for pandas; no process group, sequence number or group size."""
+        tracer.files.storage fills it for pandas; no process group, sequence number or group size."""
         from tracer.timeline.comm import collective_of_name
 
         pairs = self._con.execute(

@@ -1,7 +1,7 @@
 """Record a Python process you did not write for tracer: torch.profiler from the moment it imports torch until
 it exits, one Kineto trace per process, written into a directory the parent names.
 
-``tracer record -- COMMAND`` puts ``tracer/_bootstrap`` (a ``sitecustomize``) on the child's PYTHONPATH and
+``tracer record -- COMMAND`` puts ``tracer/record/_bootstrap`` (a ``sitecustomize``) on the child's PYTHONPATH and
 sets :data:`ENV_DIR`; every Python process started below it then calls :func:`install` at start-up, the way
 coverage.py's start-up hook and ``opentelemetry-instrument`` reach processes they do not start themselves.
 A process that never imports torch does nothing more (no torch import, no file). Which processes are left out
@@ -156,7 +156,7 @@ def _start(out: Path) -> None:
 def start_windowed(out: Path) -> Capture:
     """This process's capture, saving into ``out`` like the start-up hook's (same file names, same status file,
     saved on exit, on an exception and on SIGTERM), but recording only inside :meth:`Capture.recording`: for a
-    process tracer starts itself, such as one rank of a multi-process scenario (tracer/record_ranks.py)."""
+    process tracer starts itself, such as one rank of a multi-process scenario (tracer/record/ranks.py)."""
     global _capture
     with _lock:
         if _capture is None:
@@ -223,7 +223,7 @@ class Capture:
     def _start_profiler(self) -> None:
         from torch.profiler import ProfilerAction, profile, schedule
 
-        from tracer.record import quiet_kineto, torch_profiler_settings
+        from tracer.record.profiler import quiet_kineto, torch_profiler_settings
 
         settings = torch_profiler_settings(all_threads=True)
         if self.schedule is not None:
@@ -244,7 +244,7 @@ class Capture:
         prof, self.prof = self.prof, None
         if prof is None:
             return
-        from tracer.record import quiet_kineto
+        from tracer.record.profiler import quiet_kineto
 
         with self._ours(), quiet_kineto():
             prof.stop()  # (saves through on_trace_ready while a cycle was recording)
@@ -349,7 +349,7 @@ class Capture:
         packed = self.out / f".{stem}.json.gz.tmp"
         try:
             prof.export_chrome_trace(str(raw))
-            from tracer.io import gzip_copy, gzip_name
+            from tracer.files.atomic import gzip_copy, gzip_name
 
             gzip_copy(raw, packed, name=gzip_name(final))
             os.replace(packed, final)

@@ -1,4 +1,4 @@
-"""``python -m tracer.record_main SCENARIO ...``: ``tracer record`` without the CLI's dependencies.
+"""``python -m tracer.record SCENARIO ...``: ``tracer record`` without the CLI's dependencies.
 
 The same options and the same run directory as ``tracer record``, with argparse and plain-text output instead of
 Typer and Rich: for machines that have torch, pandas and pyarrow but not the CLI stack (the lent GPU machines).
@@ -54,7 +54,7 @@ def plain_report(meta: dict[str, Any], summary: Mapping[str, Any], path: Any) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tracer.record_main", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tracer.record", description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario")
     ap.add_argument("--device", "-d", default="auto")
     ap.add_argument("--out", "-o", default="runs")
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quiet", "-q", action="store_true")
     args = ap.parse_args(argv)
     from tracer.errors import UsageError
-    from tracer.record import record
+    from tracer.record.scenario import record
     from tracer.scenarios import ScenarioError, parse_param_args
 
     def progress(msg: str) -> None:
@@ -86,6 +86,3 @@ def main(argv: list[str] | None = None) -> int:
     print(run.path if args.quiet else plain_report(run.meta, run.summary, run.path), flush=True)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

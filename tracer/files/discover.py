@@ -1,7 +1,7 @@
 """Finding runs and traces in a folder: what ``tracer summary FOLDER`` and the dashboard list.
 
-A *run directory* (what ``tracer record`` writes: :mod:`tracer.rundir`) counts as one run and is not looked
-into; elsewhere, files whose names look like traces are taken (:data:`tracer.formats.FORMATS`' suffixes; the
+A *run directory* (what ``tracer record`` writes: :mod:`tracer.files.rundir`) counts as one run and is not looked
+into; elsewhere, files whose names look like traces are taken (:data:`tracer.files.formats.FORMATS`' suffixes; the
 content decides the format once they are opened).
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tracer.formats import not_a_regular_file, suffix_patterns, trace_suffixes
-from tracer.rundir import is_run_dir
+from tracer.files.formats import not_a_regular_file, suffix_patterns, trace_suffixes
+from tracer.files.rundir import is_run_dir
 
 __all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file", "job_label",
            "job_traces"]
 
 #: Files that look like traces when a folder is scanned: every format's suffixes (the scan reads the table,
-#: tracer.formats.FORMATS, each time; this is the table's as imported).
+#: tracer.files.formats.FORMATS, each time; this is the table's as imported).
 TRACE_SUFFIXES = trace_suffixes()
 #: How deep a folder is scanned (runs/<experiment>/<run>/ is three levels).
 SCAN_DEPTH = 4
@@ -85,9 +85,9 @@ def expand(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
 
 def job_traces(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
     """The traces of a job given as ``paths`` (what ``--job`` reads, one per rank): :func:`expand`'s, with a job's
-    run directory (``tracer record`` of several ranks) standing for its rank traces (:data:`tracer.rundir.TRACES_DIR`),
-    not for one rank."""
-    from tracer.rundir import find_rank_traces, find_trace
+    run directory (``tracer record`` of several ranks) standing for its rank traces
+    (:data:`tracer.files.rundir.TRACES_DIR`), not for one rank."""
+    from tracer.files.rundir import find_rank_traces, find_trace
 
     out: list[Path] = []
     for p in expand(paths, on_skip=on_skip):

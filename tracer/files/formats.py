@@ -3,8 +3,9 @@ its reader, and the exporter that writes it.
 
 Every place that needs to know the formats reads :data:`FORMATS`: detection and dispatch
 (:func:`tracer.parsers.detect_format` / :func:`tracer.parsers.load_trace`), the file names a folder scan takes
-(:mod:`tracer.discover`), the names a run directory's trace may have (:mod:`tracer.rundir`) and the run names the
-dashboard shows. Adding a format is adding a row here and a reader (docs/formats.md, "How to add a trace format").
+(:mod:`tracer.files.discover`), the names a run directory's trace may have (:mod:`tracer.files.rundir`) and the run
+names the dashboard shows. Adding a format is adding a row here and a reader (docs/formats.md, "How to add a trace
+format").
 
 Importing this module imports nothing heavy: a reader's module is imported when its format is read, an
 exporter's when it is asked for.
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:  # (not at run time: the timeline imports pandas)
-    from tracer.exporters import Exporter
     from tracer.timeline import Timeline
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -94,14 +94,6 @@ class TraceFormat:
     def load_reader(self) -> Reader:
         module, function = self.reader.split(":")
         return cast(Reader, getattr(importlib.import_module(module), function))
-
-    def writer(self) -> Exporter | None:
-        """The exporter that writes this format (None where tracer writes none)."""
-        if self.exporter is None:
-            return None
-        from tracer.exporters import EXPORTERS
-
-        return EXPORTERS[self.exporter]
 
 
 #: JSON may start with these before its first ``{`` or ``[``.

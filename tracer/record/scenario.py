@@ -1,17 +1,17 @@
 """Run a scenario under a profiler and write a run directory: trace, timeline, metadata, summary.
 
-A run directory (``runs/<scenario>[-<variant>]-<mode>-<YYYYmmdd-HHMMSS>/``, laid out in :mod:`tracer.rundir`)
+A run directory (``runs/<scenario>[-<variant>]-<mode>-<YYYYmmdd-HHMMSS>/``, laid out in :mod:`tracer.files.rundir`)
 holds:
 
 * ``trace.json.gz``    — torch.profiler's Chrome trace (``--backend torch``), or
   ``report.nsys-rep`` + ``report.sqlite[.gz]`` — Nsight Systems' report and its SQLite export (``--backend nsys``);
-* ``meta.json``        — what ran (:class:`tracer.rundir.RunMeta`): scenario, variant, parameters, device mode
+* ``meta.json``        — what ran (:class:`tracer.files.rundir.RunMeta`): scenario, variant, parameters, device mode
   and devices, GPU names, torch and CUDA versions, wall times per variant, the correctness checks, the backend,
   when (no host name);
 * ``timeline.parquet`` — the parsed timeline (what ``tracer summary``/the dashboard read first);
 * ``summary.json``     — ``tracer summary --json`` of the timeline.
 
-The recorder writes the first two (the record) and then calls :func:`tracer.rundir.derive`, which makes the
+The recorder writes the first two (the record) and then calls :func:`tracer.record.derive.derive`, which makes the
 other two from them, as it does again for an old run (:func:`refresh_run`). The directory is written under a
 temporary name beside its final one and renamed at the end, so Ctrl-C, a crashing or a failing scenario (a
 correctness check that does not hold) leaves nothing half-written.
@@ -23,78 +23,34 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import inspect
 import os
-import platform
-import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from tracer import rundir
-from tracer.errors import ToolMissingError, TracerError, UsageError
-from tracer.io import publish_dir, temp_dir_beside, writing
-from tracer.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQLITE_GZIP_BYTES, RunMeta
+import tracer
+from tracer.errors import ToolMissingError, UsageError
+from tracer.files import rundir
+from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
+from tracer.files.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQLITE_GZIP_BYTES, RunMeta
+from tracer.record.derive import derive
+from tracer.record.nsys import NSYS_PROFILE_ARGS, export_nsys_sqlite, find_nsys, nsys_version
+from tracer.record.profiler import environment, quiet_kineto, torch_profiler_settings
+from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
 
 BACKENDS = ("torch", "nsys")
 #: nsys captures between cudaProfilerStart/Stop, which only a GPU run calls (tests turn this off with a fake nsys)
 NSYS_NEEDS_GPU = True
 
-#: The nsys command line (``-o`` and the program are added): CUDA + NVTX, no CPU sampling or context switches,
-#: capture only between cudaProfilerStart/Stop, which the scenario's profiled window calls.
-NSYS_PROFILE_ARGS = (
-    "profile",
-    "-t",
-    "cuda,nvtx",
-    "--sample=none",
-    "--cpuctxsw=none",
-    "--capture-range=cudaProfilerApi",
-    "--capture-range-end=stop",
-    "--force-overwrite=true",
-)
-
-
-#: What Kineto (torch.profiler's C++ side) writes to stderr at every start and stop in torch 2.13's CPU build:
-#: ``USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start`` — markers for
-#: user-space tracing probes, not messages for a person. Its own log level (KINETO_LOG_LEVEL) silences them only
-#: together with its errors, so they are filtered out by line instead.
-KINETO_NOISE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\r?$")
-
-
-class ScenarioFailedError(TracerError):
-    """The scenario ran but did not compute what it should (a correctness check failed), or crashed."""
-
-
-@dataclass
-class RecordedRun:
-    """A finished run directory and what was written into it."""
-
-    path: Path
-    run_meta: RunMeta
-    summary: dict[str, Any]
-    #: seconds spent in each stage: workload (the scenario, profiled), export, parse, write
-    stages_s: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """meta.json as written."""
-        return self.run_meta.to_dict()
 
 
 # --------------------------------------------------------------------------------------------------------------
-
-
-def run_name(scenario: str, variant: str, mode: str, when: _dt.datetime) -> str:
-    parts = [scenario] + ([variant] if variant and variant != "all" else []) + [mode, when.strftime("%Y%m%d-%H%M%S")]
-    return "-".join(parts)
 
 
 def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, Any, dict[str, Any], list[str]]:
@@ -107,94 +63,6 @@ def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, A
         raise ToolMissingError("", str(exc)) from None
     except ScenarioError as exc:
         raise UsageError("", str(exc)) from None
-
-
-def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
-    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, kept events, and with
-    ``all_threads`` every thread (the CPU mode's lanes are threads; GPU lanes are streams, fed from one thread)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    kwargs: dict[str, Any] = {"activities": [ProfilerActivity.CPU]}
-    if torch.cuda.is_available():
-        kwargs["activities"].append(ProfilerActivity.CUDA)
-    accepted = inspect.signature(profile.__init__).parameters
-    if "acc_events" in accepted:
-        # Without it torch >= 2.5 warns that events are cleared "at the end of each cycle"; we run one cycle.
-        kwargs["acc_events"] = True
-    config = _experimental_config(all_threads=all_threads, cuda_sync=torch.cuda.is_available())
-    if config is not None:
-        kwargs["experimental_config"] = config
-    return kwargs
-
-
-def _experimental_config(all_threads: bool, cuda_sync: bool) -> Any:
-    """torch's ``_ExperimentalConfig`` with what the installed torch accepts of: ``profile_all_threads`` (by
-    default the profiler sees only the thread that started it and threads that inherit its state, like
-    autograd's; the CPU mode's lanes are plain Python threads) and ``enable_cuda_sync_events`` (Kineto's
-    cuda_sync rows: which stream or host call waited on which cudaEventRecord, what ``tracer explain``'s
-    cross-stream and host-wait edges read; CUDA only). None when it takes neither."""
-    wanted = [k for k, on in (("profile_all_threads", all_threads), ("enable_cuda_sync_events", cuda_sync)) if on]
-    if not wanted:
-        return None
-    try:
-        from torch._C._profiler import _ExperimentalConfig
-    except ImportError:  # (torch without it)
-        return None
-    # All of them, else each alone (profile_all_threads: torch >= about 2.7, enable_cuda_sync_events: >= 2.4);
-    # a keyword the installed torch does not know is a TypeError.
-    for keys in [wanted, *([k] for k in wanted if len(wanted) > 1)]:
-        try:
-            return _ExperimentalConfig(**dict.fromkeys(keys, True))  # type: ignore[arg-type]
-        except TypeError:
-            continue
-    return None
-
-
-@contextlib.contextmanager
-def quiet_kineto() -> Iterator[None]:
-    """Run the block with file descriptor 2 sent to a temporary file, then write back all of it except Kineto's
-    USDT marker lines (:data:`KINETO_NOISE`). C++ writes them to the descriptor itself, past ``sys.stderr``, so
-    only a descriptor-level redirect reaches them; anything else written meanwhile (an error, a warning, another
-    thread's output) comes out afterwards, unchanged. Meant for short calls: the profiler's start and stop."""
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError, AttributeError):  # no stderr to redirect (closed, or replaced by an object)
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
-            try:
-                sys.stderr.flush()
-            except (OSError, ValueError):
-                pass
-            os.dup2(saved, 2)
-            os.close(saved)
-            tmp.seek(0)
-            lines = tmp.read().splitlines(keepends=True)
-            kept = [line for line in lines if not KINETO_NOISE.match(line.rstrip(b"\n"))]
-            if kept:
-                os.write(2, b"".join(kept))
-
-
-def _environment() -> dict[str, Any]:
-    import torch
-
-    from tracer import __version__
-
-    return {
-        "tracer_version": __version__,
-        "python_version": platform.python_version(),
-        "platform": f"{platform.system()} {platform.machine()}",
-        "torch_version": torch.__version__,
-        "cuda_version": torch.version.cuda,
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-    }
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -224,7 +92,7 @@ def record(
 
     say = progress or (lambda _msg: None)
     if spec.multi_process:  # one process per rank (ddp): the ranks are started and recorded as a job
-        from tracer.record_ranks import record_job
+        from tracer.record.ranks import record_job
 
         return record_job(spec, plan, values, params, out=out, backend=backend, nsys=nsys, say=say)
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
@@ -250,7 +118,7 @@ def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_g
                  nsys: str | None, created: _dt.datetime, say: Callable[[str], None],
                  stages: dict[str, float]) -> tuple[RunMeta, dict[str, Any]]:
     """Run the scenario and write the whole run into the directory ``tmp``: the trace and meta.json (the
-    record), then what :func:`tracer.rundir.derive` makes of them; return the meta and the summary."""
+    record), then what :func:`tracer.record.derive.derive` makes of them; return the meta and the summary."""
     if backend == "torch":
         result, backend_meta = _run_torch(name, device, params, on_gpu, tmp, say, stages)
     else:
@@ -261,21 +129,21 @@ def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_g
     sqlite = tmp / NSYS_SQLITE
     if backend == "nsys" and sqlite.stat().st_size > SQLITE_GZIP_BYTES:
         t0 = time.perf_counter()
-        _gzip_file(sqlite)  # stored as it will be read, by derive now and by any later refresh alike
+        gzip_in_place(sqlite)  # stored as it will be read, by derive now and by any later refresh alike
         stages["export"] = stages.get("export", 0.0) + time.perf_counter() - t0
     meta = _meta(result, backend, backend_meta, created)
     meta.files = rundir.file_sizes(tmp)
     meta.stages_s = dict(stages)
     rundir.write_meta(tmp, meta)
     say("parsing the trace")
-    derived = rundir.derive(tmp, stages=stages)
+    derived = derive(tmp, stages=stages)
     return derived.meta, derived.summary
 
 
 def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime) -> RunMeta:
     from tracer.scenarios.runtime import sanitize_derived
 
-    env = _environment()
+    env = environment()
     notes = list(result.notes)
     return RunMeta(
         schema_version=RUN_SCHEMA_VERSION,
@@ -387,8 +255,8 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
         child += ["--param", f"{k}={v}"]
     cmd = [nsys, *NSYS_PROFILE_ARGS, "-o", str(tmp / "report"), *child]
     env = dict(os.environ)
-    # the child must import the same tracer (and so tracer.scenarios) as this process: the folder above this one
-    root = str(Path(__file__).resolve().parent.parent)
+    # the child must import the same tracer (and so tracer.scenarios) as this process: the folder above it
+    root = str(Path(tracer.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONUNBUFFERED"] = "1"
     say("starting nsys")
@@ -412,35 +280,6 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
         raise ScenarioFailedError(f"{rep.name}", failed)
     details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_PROFILE_ARGS)}
     return result, details
-
-
-def find_nsys() -> str:
-    """The ``nsys`` on PATH; :class:`ToolMissingError` (one line saying what to do) when there is none."""
-    nsys = shutil.which("nsys")
-    if nsys is None:
-        raise ToolMissingError(
-            "--backend nsys",
-            "nsys (Nsight Systems) is not on PATH; install it or add its directory to PATH, or use --backend torch",
-        )
-    return nsys
-
-
-def export_nsys_sqlite(nsys: str, report: Path, sqlite: Path) -> str | None:
-    """``nsys export --type sqlite`` of ``report`` into ``sqlite``; None when it worked, else why not (the
-    tool's last line), for the caller's own error."""
-    proc = subprocess.run(
-        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0 or not sqlite.exists():
-        last = (proc.stderr or proc.stdout).strip().splitlines()
-        return f"nsys export failed: {last[-1] if last else proc.returncode}"
-    return None
-
-
-def nsys_version(nsys: str) -> str:
-    """What ``nsys --version`` says, for meta.json."""
-    return subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()
 
 
 def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> str:
@@ -477,7 +316,7 @@ def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 
     meta = rundir.read_meta(path)
     sqlite = path / NSYS_SQLITE
     if sqlite.exists():
-        _gzip_file(sqlite)
+        gzip_in_place(sqlite)
     rep = path / NSYS_REPORT
     dropped = []
     if rep.exists() and rep.stat().st_size > max_report_bytes:
@@ -492,20 +331,9 @@ def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 
 
 def refresh_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Re-derive ``timeline.parquet`` and ``summary.json`` from the run's own trace with today's parsers
-    (:func:`tracer.rundir.derive`); return the new summary.
+    (:func:`tracer.record.derive.derive`); return the new summary.
 
     The trace (or nsys export) is the record; the timeline and summary are derived data, and a parser fix
     should reach old runs too (the bundled examples are refreshed this way).
     """
-    return rundir.derive(run_dir).summary
-
-
-def _gzip_file(path: Path) -> Path:
-    """Replace ``path`` by ``path.gz`` (atomically; no time stamp inside, so equal input gives equal bytes)."""
-    from tracer.io import atomic_path, gzip_copy
-
-    out = path.with_name(path.name + ".gz")
-    with atomic_path(out) as tmp:
-        gzip_copy(path, tmp, name=path.name, level=9, mtime=0)
-    path.unlink()
-    return out
+    return derive(run_dir).summary

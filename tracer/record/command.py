@@ -1,7 +1,7 @@
 """Run a user's command with tracer's start-up hook and collect what its Python processes recorded.
 
-The parent's half of ``tracer record -- COMMAND`` (the child's half is tracer/capture.py): it puts
-``tracer/_bootstrap`` first on the child's PYTHONPATH, points :data:`tracer.capture.ENV_DIR` at a fresh
+The parent's half of ``tracer record -- COMMAND`` (the child's half is tracer/record/capture.py): it puts
+``tracer/record/_bootstrap`` first on the child's PYTHONPATH, points :data:`tracer.record.capture.ENV_DIR` at a fresh
 directory, runs the command as it would run in a shell (same terminal, same environment otherwise), and reads
 back the traces and the per-process status files. Ctrl-C goes to the child, as in a shell (both are in the
 terminal's process group); tracer waits for it to end and keeps what was captured. SIGTERM sent to tracer is
@@ -22,8 +22,9 @@ from typing import Any
 
 import orjson
 
-from tracer import capture
 from tracer.errors import TracerError
+from tracer.record import capture
+from tracer.record.derive import Derived, derive
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 
@@ -153,7 +154,7 @@ class RecordedCommand:
     """A finished ``tracer record -- COMMAND``: where its run is and what the command returned."""
 
     path: Path
-    meta: Any  # tracer.rundir.RunMeta
+    meta: Any  # tracer.files.rundir.RunMeta
     summary: dict[str, Any]
     exit_code: int
 
@@ -166,7 +167,7 @@ NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=
 def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | None,
                     duration_s: float | None) -> tuple[CommandResult, dict[str, Any]]:
     """``nsys profile ... COMMAND``, then ``nsys export --type sqlite``; nsys returns the program's exit code."""
-    from tracer import rundir
+    from tracer.files import rundir
 
     window = [
         *(["--delay", f"{delay_s:g}"] if delay_s else []),
@@ -188,15 +189,16 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     sqlite = tmp / rundir.NSYS_SQLITE
     traces: list[Path] = []
     if report.exists():
-        from tracer.record import _gzip_file, export_nsys_sqlite
+        from tracer.files.atomic import gzip_in_place
+        from tracer.record.nsys import export_nsys_sqlite
 
         failed = export_nsys_sqlite(nsys, report, sqlite)
         if failed:
             raise TracerError(report.name, failed)
         if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
-            sqlite = _gzip_file(sqlite)
+            sqlite = gzip_in_place(sqlite)
         traces = [sqlite]
-    from tracer.record import nsys_version
+    from tracer.record.nsys import nsys_version
 
     details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": [*NSYS_COMMAND_ARGS, *window]}
     return CommandResult(list(argv), os.getcwd(), exit_code, wall, exit_code == 130, traces, []), details
@@ -218,15 +220,15 @@ def record_command(
     and returned); a command that recorded nothing writes nothing and is an error carrying its exit code."""
     import datetime as _dt
 
-    from tracer import rundir
-    from tracer.io import temp_dir_beside, writing
-    from tracer.record import _environment
+    from tracer.files import rundir
+    from tracer.files.atomic import temp_dir_beside, writing
+    from tracer.record.profiler import environment
 
     resolve(argv)  # a missing command: exit 127 before anything is written
     nsys = None
     if backend == "nsys":
         from tracer.errors import UsageError
-        from tracer.record import find_nsys
+        from tracer.record.nsys import find_nsys
 
         nsys = find_nsys()
         if steps is not None:
@@ -240,7 +242,8 @@ def record_command(
     tmp = temp_dir_beside(wanted)
     try:
         with writing(wanted):
-            details: dict[str, Any] = {"profiler": "torch.profiler", "bootstrap": "sitecustomize (tracer/_bootstrap)"}
+            details: dict[str, Any] = {"profiler": "torch.profiler",
+                                       "bootstrap": "sitecustomize (tracer/record/_bootstrap)"}
             if nsys is not None:
                 result, details = _run_under_nsys(nsys, argv, tmp, delay_s, duration_s)
             else:
@@ -260,7 +263,7 @@ def record_command(
                     os.replace(t, tmp / rundir.TRACES_DIR / t.name)
             world = max((p.get("world_size") or 0 for p in result.processes), default=0)
             seen = {p["rank"] for p in ranked}
-            env = _environment()
+            env = environment()
             meta = rundir.RunMeta(
                 scenario="",
                 variant="",
@@ -289,15 +292,15 @@ def record_command(
     return RecordedCommand(final, derived.meta, derived.summary, result.exit_code)
 
 
-def finish_run(tmp: Path, wanted: Path, meta: Any) -> tuple[Path, Any]:
+def finish_run(tmp: Path, wanted: Path, meta: Any) -> tuple[Path, Derived]:
     """Complete a run written in ``tmp`` (its trace in place): meta.json, then the timeline and summary
-    (:func:`tracer.rundir.derive`), then the rename to ``wanted`` (or ``wanted-2`` …); return the final path and
+    (:func:`tracer.record.derive.derive`), then the rename to ``wanted`` (or ``wanted-2`` …); return the final path and
     what derive made. The caller removes ``tmp`` if this raises."""
-    from tracer import rundir
-    from tracer.io import publish_dir
+    from tracer.files import rundir
+    from tracer.files.atomic import publish_dir
 
     rundir.write_meta(tmp, meta)
-    derived = rundir.derive(tmp)
+    derived = derive(tmp)
     return publish_dir(tmp, wanted), derived
 
 

@@ -1,6 +1,6 @@
 """Large objects handed from one local worker process to another through a file, not through the caller.
 
-A rank's file parsed in parts (tracer.parallel) makes each part's columns on one worker and merges them on
+A rank's file parsed in parts (tracer.job.parallel) makes each part's columns on one worker and merges them on
 another. Returned as task results, every part's arrays (~23 MB per 50 MB of trace) would be pickled to the
 caller, unpickled there, pickled again into the merge task's arguments and unpickled on its worker: the caller,
 one process, then queues every part of every rank. Here a part is written once into a file (pickle protocol 5,

@@ -1,10 +1,7 @@
 """A job's traces read as one timeline: one trace per rank (torch.profiler on each process of a torchrun job,
 HTA's ``rank-N`` layout, tracer's own ``rank<N>-pid<P>`` captures), each on its own rank, on one clock.
 
-Which rank a trace is, first match wins: the trace's own ``distributedInfo.rank`` (Kineto writes it when the
-process group existed before the profiler started), a rank in the file name (``rank-3``, ``rank3``, ``rank_3``),
-else the file's place in the sorted list. Two traces claiming one rank are refused: a job has one trace per
-rank, and a silent merge of two would double its figures.
+Which rank a trace is: :mod:`tracer.job.ranks`.
 
 Clocks: every trace is put on the Unix clock (:func:`tracer.timeline.align`). Kineto traces of PyTorch ≥ 2.0 and
 nsys exports are; a trace whose clock is unknown is refused in one line when the job has more than one trace
@@ -15,100 +12,24 @@ correcting that from matched collectives is the multi-rank issue's work and is n
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import TracerError, UsageError
+from tracer.job.ranks import RankTrace, assign_ranks, group_parts, one_rank
 
 if TYPE_CHECKING:
     # (imported where they are used: a job's first open starts its scan workers before pandas is imported,
-    # tracer.parallel's early scans, and tracer.timeline brings pandas)
+    # tracer.job.parallel's early scans, and tracer.timeline brings pandas)
     from tracer.analysis.summary import Summary
-    from tracer.parallel import EarlyScans
+    from tracer.job.parallel import EarlyScans
     from tracer.timeline import Timeline, TraceMeta
 
-#: A rank in a file name: ``rank-3``, ``rank3``, ``rank_3``, ``RANK.3`` (not ``frank3``).
-RANK_IN_NAME = re.compile(r"(?<![a-z])rank[-_.]?(\d{1,5})(?!\d)", re.IGNORECASE)
-#: ``pid42-part2.json.gz``: the second part of one process's recording (tracer/capture.py), not another rank.
-PART_SUFFIX = re.compile(r"-part\d+(?=\.json(\.gz)?$)")
-MAX_RANK = 2**15 - 1  # the timeline keeps rank as int16
 #: Below this many bytes in all, a job's ranks are parsed one after another in this process unless a scheduler
 #: is named: starting worker processes and importing Dask (~0.3-0.5 s) would cost more than it saves.
 PARALLEL_MIN_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class RankTrace:
-    """One trace of a job and where its rank came from."""
-
-    path: Path
-    rank: int
-    rank_from: str  # "distributedInfo", "file name", "order"
-
-
-def rank_in_name(path: str | os.PathLike[str]) -> int | None:
-    """The rank a file name gives (``trace_rank-3.json.gz`` -> 3), or None."""
-    found = RANK_IN_NAME.findall(Path(path).name)
-    rank = int(found[-1]) if len(set(found)) == 1 else None
-    return rank if rank is not None and rank <= MAX_RANK else None
-
-
-def group_parts(paths: Sequence[Path]) -> list[list[Path]]:
-    """Files grouped by the process that wrote them: ``pid42.json.gz`` with ``pid42-part2.json.gz`` … (a
-    schedule's cycles, a pause for the script's own profiler) are one process's trace, in part order."""
-    groups: dict[str, list[Path]] = {}
-    for p in paths:
-        groups.setdefault(str(p.parent / PART_SUFFIX.sub("", p.name)), []).append(p)
-
-    def part(p: Path) -> int:
-        m = re.search(r"-part(\d+)\.json", p.name)
-        return int(m.group(1)) if m else 1
-
-    return [sorted(g, key=part) for g in groups.values()]
-
-
-def _trace_rank(meta: TraceMeta) -> int | None:
-    info = meta.extra.get("distributed_info")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    return rank if type(rank) is int and 0 <= rank < 2**15 else None
-
-
-def one_rank(timeline: Timeline, path: str | os.PathLike[str]) -> Timeline:
-    """``timeline`` itself, where it holds one rank: joined into a job, all its rows take that job's rank for it,
-    so a file that holds several ranks already (an nsys report of several processes, tracer's export of a job)
-    would have them merged into one (its GPUs' figures summed, their streams one lane): refused in one line."""
-    ranks = timeline.events["rank"].to_numpy()
-    if len(ranks) and ranks.min() != ranks.max():
-        n = len(set(ranks.tolist()))
-        raise UsageError(str(path), f"holds {n} ranks already (a whole job in one file): read it without --job")
-    return timeline
-
-
-def rank_of(meta: TraceMeta, path: str | os.PathLike[str], index: int) -> tuple[int, str]:
-    """The rank of the trace ``path`` whose meta is ``meta``, ``index``-th of its job, and where it came from (see
-    the module's docstring)."""
-    rank = _trace_rank(meta)
-    if rank is not None:
-        return rank, "distributedInfo"
-    rank = rank_in_name(path)
-    return (rank, "file name") if rank is not None else (index, "order")
-
-
-def assign_ranks(paths: Sequence[Path], timelines: Sequence[Any]) -> list[RankTrace]:
-    """The rank of each trace (see the module's docstring; ``timelines``: anything with its ``meta``); refuses
-    two traces of one rank."""
-    out = [RankTrace(Path(path), *rank_of(t.meta, path, i)) for i, (path, t) in enumerate(zip(paths, timelines))]
-    seen: dict[int, Path] = {}
-    for r in out:
-        if r.rank in seen:
-            other = seen[r.rank]
-            raise UsageError(str(r.path), f"is rank {r.rank} ({r.rank_from}), as is "
-                             f"{other.name if other.name != r.path.name else other}: a job holds one trace per rank")
-        seen[r.rank] = r.path
-    return out
 
 
 @dataclass(frozen=True)
@@ -137,10 +58,10 @@ def load_job(
     """The traces ``paths`` (the ranks of one job) as one timeline: rows marked with their rank, all on the Unix
     clock. ``meta.extra["ranks"]`` says which file each rank came from and why it is that rank.
 
-    The ranks are parsed in parallel on Dask (:mod:`tracer.parallel`; ``scheduler``: a local scheduler's name or
+    The ranks are parsed in parallel on Dask (:mod:`tracer.job.parallel`; ``scheduler``: a local scheduler's name or
     a cluster's address, else ``$TRACER_DASK_SCHEDULER``, else local processes); a job of one trace is parsed
     here, without Dask. With ``cache``, the parsed job is stored as a Parquet dataset partitioned by rank beside
-    the traces (:mod:`tracer.jobstore`) and read back from there while its traces are unchanged; ``ranks``
+    the traces (:mod:`tracer.job.store`) and read back from there while its traces are unchanged; ``ranks``
     (a subset) then reads only those ranks' files. ``load`` reads one trace in this process instead (no Dask,
     no dataset). A rank whose file cannot be read is that file's one-line error, or with ``skip_bad_ranks`` is
     left out (``on_skip`` hears of it; ``meta.extra["skipped_ranks"]`` names it). ``on_rank`` hears of each
@@ -259,7 +180,8 @@ def _open(
     early: EarlyScans | None = None,
 ) -> _Opened:
     """:func:`load_job`'s reading: from the stored dataset where it is valid, else parsed (and stored)."""
-    from tracer import jobstore, parallel
+    from tracer.job import parallel
+    from tracer.job import store as jobstore
 
     groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
@@ -333,7 +255,8 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total
                     shifts: Mapping[int, int]) -> list[Any]:
     """The stored ranks ``entries`` analysed where they are read (each moved by ``shifts[rank]`` ns first): on the
     scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides)."""
-    from tracer import jobstore, parallel
+    from tracer.job import parallel
+    from tracer.job import store as jobstore
 
     parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
     chosen: parallel.Scheduler = scheduler
@@ -358,7 +281,7 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
            shifts: Mapping[int, int] | None = None, early: EarlyScans | None = None) -> list[Any]:
     """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
     one group or a small job, else on Dask."""
-    from tracer import parallel
+    from tracer.job import parallel
 
     done = 0
 
@@ -383,9 +306,10 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
 
 def _early_scans(given: Sequence[Path], scheduler: str | None, cache: bool) -> EarlyScans | None:
     """The job's rank files' parts set scanning now, before this process imports pandas
-    (:func:`tracer.parallel.start_early_scans`), where the job will be parsed on local processes as
+    (:func:`tracer.job.parallel.start_early_scans`), where the job will be parsed on local processes as
     :func:`_open` and :func:`_parse` decide (not read back from a stored dataset, not parsed here); else None."""
-    from tracer import jobstore, parallel
+    from tracer.job import parallel
+    from tracer.job import store as jobstore
 
     groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)
@@ -404,9 +328,9 @@ def _in_this_process(ranks: int, chosen: Any, total_bytes: int) -> bool:
 
 
 def _dataset_of(groups: Sequence[Sequence[Path]], cache: bool) -> Path | None:
-    """Where the job of ``groups`` is stored as a dataset (:mod:`tracer.jobstore`), where it is kept at all: with
+    """Where the job of ``groups`` is stored as a dataset (:mod:`tracer.job.store`), where it is kept at all: with
     ``cache``, for a job of more than one rank and at least ``CACHE_MIN_BYTES`` of traces."""
-    from tracer import jobstore
+    from tracer.job import store as jobstore
 
     if not (cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES):
         return None

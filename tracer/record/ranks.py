@@ -3,12 +3,13 @@
 The ranks are started the way torchrun starts a job's workers — ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``/``MASTER_PORT`` (a free port of the loopback) — so the rank's code is the
 code of a user's torchrun script (``init_process_group`` from the environment). Each rank is
-``python -m tracer.record_ranks rank NAME ...``: it runs the scenario with :func:`tracer.capture.start_windowed`
+``python -m tracer.record.ranks rank NAME ...``: it runs the scenario with :func:`tracer.record.capture.start_windowed`
 recording its profiled window, and so writes what ``tracer record -- torchrun ...`` writes for a rank
 (``rank<R>-pid<P>.json.gz`` and its ``.capture.json`` status; saved on an exception and on SIGTERM too) plus
 ``rank<R>.result.json`` (the scenario's result). The run directory is then the job layout of
-tracer/record_command.py: ``traces/``, meta.json's ``processes`` and ``missing_ranks``, :func:`tracer.rundir.derive`,
-written under a temporary name and renamed (:func:`tracer.record_command.finish_run`).
+tracer/record/command.py: ``traces/``, meta.json's ``processes`` and ``missing_ranks``,
+:func:`tracer.record.derive.derive`, written under a temporary name and renamed
+(:func:`tracer.record.command.finish_run`).
 
 A rank that exits with an error starts the teardown: the others get :data:`GRACE_S` to end by themselves (a gloo
 peer whose partner died fails at once and saves its trace), then SIGTERM, then SIGKILL. A job still running after
@@ -39,12 +40,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+import tracer
 from tracer.errors import TracerError
 from tracer.sigterm import Terminated, sigterm_raises
 
 if TYPE_CHECKING:
-    from tracer.record import RecordedRun
-    from tracer.rundir import RunMeta
+    from tracer.files.rundir import RunMeta
+    from tracer.record.run import RecordedRun
 
 #: How long the other ranks get to end by themselves once one failed (and after SIGTERM, before SIGKILL), s.
 GRACE_S = 5.0
@@ -133,7 +135,7 @@ def rank_environment(rank: int, world: int, port: int, base: Mapping[str, str] |
 
 def with_tracer_on_path(env: dict[str, str]) -> dict[str, str]:
     """``env`` with this tracer's source root first on PYTHONPATH: a child imports the same tracer and scenarios."""
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(tracer.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
     return env
 
@@ -214,7 +216,7 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]], grace_s: float) -> None:
 
 def last_line(log: Path) -> str:
     """The last line of a rank's output that says something (not Kineto's USDT markers), at most 300 chars."""
-    from tracer.record import KINETO_NOISE
+    from tracer.record.profiler import KINETO_NOISE
 
     try:
         with open(log, "rb") as f:
@@ -230,8 +232,8 @@ def last_line(log: Path) -> str:
 
 
 def rank_command(name: str, out: Path, device: str, params: Mapping[str, str], profiler: str) -> list[str]:
-    """``python -m tracer.record_ranks rank NAME ...``: one rank of scenario ``name``."""
-    cmd = [sys.executable, "-m", "tracer.record_ranks", "rank", name, "--device", device, "--out", str(out),
+    """``python -m tracer.record.ranks rank NAME ...``: one rank of scenario ``name``."""
+    cmd = [sys.executable, "-m", "tracer.record.ranks", "rank", name, "--device", device, "--out", str(out),
            "--profiler", profiler]
     for k, v in params.items():
         cmd += ["--param", f"{k}={v}"]
@@ -256,15 +258,15 @@ def rank_devices(world: int, on_gpu: bool, gpus: int) -> tuple[str, list[str], s
 def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, str], *, out: str | os.PathLike[str],
                backend: str, nsys: str | None, say: Callable[[str], None]) -> RecordedRun:
     """Record the multi-process scenario ``spec`` (checked already: ``plan``, ``values``) and write its run
-    under ``out``; return the :class:`tracer.record.RecordedRun`. Raises :class:`RanksFailedError` (after
+    under ``out``; return the :class:`tracer.record.run.RecordedRun`. Raises :class:`RanksFailedError` (after
     writing the run) when a rank failed or hung, ScenarioFailedError (writing nothing) when no rank saved a
     trace or a correctness check failed."""
     import torch
 
-    from tracer import rundir
-    from tracer.io import temp_dir_beside, writing
-    from tracer.record import RecordedRun, ScenarioFailedError, run_name
-    from tracer.record_command import finish_run
+    from tracer.files import rundir
+    from tracer.files.atomic import temp_dir_beside, writing
+    from tracer.record.command import finish_run
+    from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
 
     world = int(values["ranks"])
     gpus = torch.cuda.device_count() if plan.on_gpu else 0
@@ -283,7 +285,8 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
             if nsys is None:
                 commands = [rank_command(spec.name, work, d, params, "torch") for d in devices]
                 outcomes, wall = launch(commands, devices, work, timeout_s=float(values["timeout"]))
-                details: dict[str, Any] = {"profiler": "torch.profiler", "bootstrap": "tracer.capture (windowed)"}
+                details: dict[str, Any] = {"profiler": "torch.profiler",
+                                           "bootstrap": "tracer.record.capture (windowed)"}
             else:
                 outcomes, wall, details = _launch_under_nsys(nsys, spec.name, devices, params, tmp, work,
                                                              float(values["timeout"]))
@@ -335,8 +338,8 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
           work: Path, devices: list[str], dist_backend: str, note: str | None, backend: str,
           details: dict[str, Any], created: _dt.datetime, wall: float) -> RunMeta:
     """meta.json of the job: the scenario's fields from the lowest rank that finished, the job's from all."""
-    from tracer import rundir
-    from tracer.record import _environment
+    from tracer.files import rundir
+    from tracer.record.profiler import environment
 
     first = results[min(results)] if results else {}
     status = {int(s["rank"]): s for s in (orjson.loads(p.read_bytes()) for p in sorted(work.glob("*.capture.json")))
@@ -359,7 +362,7 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
     notes = [*first.get("notes", []), *([note] if note else [])]
     failed = [o for o in outcomes if o.failed]
     notes += [o.describe() for o in failed]
-    env = _environment()
+    env = environment()
     exit_code = min(failed, key=lambda o: o.ended_s).exit_code if failed else 0
     return rundir.RunMeta(
         scenario=spec.name,
@@ -395,13 +398,13 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
 
 def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping[str, str], tmp: Path, work: Path,
                        timeout_s: float) -> tuple[list[RankOutcome], float, dict[str, Any]]:
-    """``nsys profile`` of the launcher (``python -m tracer.record_ranks job``): one report of every rank, which
+    """``nsys profile`` of the launcher (``python -m tracer.record.ranks job``): one report of every rank, which
     nsys follows as the launcher's children. UNTESTED on a GPU (no GPU where it was written)."""
-    from tracer import rundir
-    from tracer.record import export_nsys_sqlite, nsys_version
-    from tracer.record_command import NSYS_COMMAND_ARGS
+    from tracer.files import rundir
+    from tracer.record.command import NSYS_COMMAND_ARGS
+    from tracer.record.nsys import export_nsys_sqlite, nsys_version
 
-    job = [sys.executable, "-m", "tracer.record_ranks", "job", name, "--devices", ",".join(devices), "--out",
+    job = [sys.executable, "-m", "tracer.record.ranks", "job", name, "--devices", ",".join(devices), "--out",
            str(work), "--timeout", f"{timeout_s:g}"]
     for k, v in params.items():
         job += ["--param", f"{k}={v}"]
@@ -422,9 +425,9 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
         if failed:
             raise TracerError(report.name, failed)
         if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
-            from tracer.record import _gzip_file
+            from tracer.files.atomic import gzip_in_place
 
-            _gzip_file(sqlite)
+            gzip_in_place(sqlite)
     details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_COMMAND_ARGS)}
     return outcomes, wall, details
 
@@ -442,7 +445,7 @@ def rank_main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     profiler: Any = None
     if args.profiler == "torch":
-        from tracer import capture
+        from tracer.record import capture
 
         profiler = capture.start_windowed(out).recording
     elif args.profiler == "cuda-range":
@@ -454,7 +457,7 @@ def rank_main(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"{args.name}: error: {exc}", file=sys.stderr)
         return 2
-    from tracer.io import write_bytes_atomic
+    from tracer.files.atomic import write_bytes_atomic
 
     write_bytes_atomic(out / RESULT.format(rank=int(os.environ["RANK"])), orjson.dumps(result.to_dict()))
     return 0
@@ -462,7 +465,7 @@ def rank_main(args: argparse.Namespace) -> int:
 
 def job_main(args: argparse.Namespace) -> int:
     """The launcher on its own (what nsys runs): start the ranks, write every outcome to ``OUT/job.json``."""
-    from tracer.io import write_bytes_atomic
+    from tracer.files.atomic import write_bytes_atomic
 
     out = Path(args.out)
     devices = args.devices.split(",")
@@ -471,14 +474,14 @@ def job_main(args: argparse.Namespace) -> int:
     try:
         outcomes, _wall = launch(commands, devices, out, timeout_s=args.timeout)
     except Terminated:  # (nsys stopped, or its parent: the ranks are stopped; die of it, as by default)
-        print("tracer.record_ranks: terminated (SIGTERM)", file=sys.stderr)
+        print("tracer.record.ranks: terminated (SIGTERM)", file=sys.stderr)
         return 128 + signal.SIGTERM
     write_bytes_atomic(out / JOB, orjson.dumps([asdict(o) for o in outcomes]))
     return 1 if any(o.failed for o in outcomes) else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tracer.record_ranks", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tracer.record.ranks", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("rank", help="run one rank (its environment from the launcher)")
     r.add_argument("name")

@@ -221,3 +221,12 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
         tmp.write_bytes(data)
+
+
+def gzip_in_place(path: Path) -> Path:
+    """Replace ``path`` by ``path.gz`` (atomically; no time stamp inside, so equal input gives equal bytes)."""
+    out = path.with_name(path.name + ".gz")
+    with atomic_path(out) as tmp:
+        gzip_copy(path, tmp, name=path.name, level=9, mtime=0)
+    path.unlink()
+    return out

@@ -1,4 +1,5 @@
-"""`tracer explain --what-if`: the replay of the chosen window under a changed plan, beside the measured time."""
+"""What-if replays of one window of a trace: under a changed plan, beside the measured time (``tracer explain
+--what-if``), and the plan that applies each finding's fix with what it would give back (:func:`fix_gains`)."""
 
 from __future__ import annotations
 
@@ -183,13 +184,3 @@ def child_ranges(timeline: Timeline, window: Window) -> pd.DataFrame:
         r = r[~((r["start_ns"] == window.start_ns) & (r["end_ns"] == window.end_ns)).to_numpy()]
     return pd.DataFrame({"name": r["name"].astype(str).to_numpy(), "start_ns": r["start_ns"].to_numpy(),
                          "end_ns": r["end_ns"].to_numpy()})
-
-
-def render(result: dict[str, Any]) -> list[str]:
-    """Lines for a terminal."""
-    m, u, p = result["measured_ns"] / 1e6, result["unchanged_ns"] / 1e6, result["predicted_ns"] / 1e6
-    out = [f"What if {result['plan']} ({result['window']}): predicted {p:,.3f} ms, measured {m:,.3f} ms "
-           f"({100 * (p - m) / m:+.1f}%; the unchanged plan replays to {u:,.3f} ms)" if m else
-           f"What if {result['plan']}: no time measured in the window"]
-    out += [f"  {n}" for n in result["notes"]]
-    return out

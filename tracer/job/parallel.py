@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
-from tracer import handoff
 from tracer.errors import TracerError, UsageError
+from tracer.job import handoff
 
 SCHEDULER_ENV = "TRACER_DASK_SCHEDULER"
 LOCAL_SCHEDULERS = ("processes", "threads", "sync")
@@ -69,11 +69,11 @@ def resolve_scheduler(value: str | None = None, env: dict[str, str] | None = Non
 class Task:
     """What a worker does with each rank's files besides parsing them."""
 
-    with_keys: bool = False  # compute each file's tracer.jobstore.source_key (for the dataset's manifest)
+    with_keys: bool = False  # compute each file's tracer.job.store.source_key (for the dataset's manifest)
     align: bool = False  # put the timeline on the Unix clock (tracer.timeline.align): a job of several ranks
-    store: str | None = None  # write it into this dataset being built (tracer.jobstore.write_part)
+    store: str | None = None  # write it into this dataset being built (tracer.job.store.write_part)
     #: analyse the rank here and send back its results (tracer.analysis.ranked.rank_results), not its timeline;
-    #: its rank as the job will number it where nothing else fails (tracer.job.rank_of, by the group's place)
+    #: its rank as the job will number it where nothing else fails (tracer.job.ranks.rank_of, by the group's place)
     analyze: bool = False
     #: hash the files and write the partition on a side thread of the worker, beside the parse and the
     #: analysis: where cores are left over (more than two per worker), not where every core runs a worker
@@ -90,7 +90,7 @@ class Parsed:
     index: int
     timeline: Any = None  # a tracer.timeline.Timeline (Any: pickled across processes as it is); None if stored
     error: tuple[str, str, str] | None = None  # (TracerError subclass name, subject, problem)
-    keys: list[dict[str, Any]] | None = None  # each file's tracer.jobstore.source_key, when asked for
+    keys: list[dict[str, Any]] | None = None  # each file's tracer.job.store.source_key, when asked for
     stored: bool = False  # written into the dataset being built
     seconds: float = 0.0
     results: Any = None  # a tracer.analysis.ranked.RankResults, when the task asked for them
@@ -126,7 +126,7 @@ def scan_part(path: str, part: int, parts: int, out: str | None = None) -> tuple
     """Part ``part`` of ``parts`` of one rank's plain Kineto file scanned (tracer.parsers.kineto.scan_kineto_part),
     and its seconds; runs on a worker, for :func:`merge_group`. None where the part cannot vouch for what it
     read, or the file cannot be read: the merge then parses the whole file, which says why. With ``out`` (a new
-    file's path), the part is written there (:mod:`tracer.handoff`) and the path comes back instead of the part,
+    file's path), the part is written there (:mod:`tracer.job.handoff`) and the path comes back instead of the part,
     so that its columns go to the merge without passing through the caller; the part itself where that fails."""
     t0 = time.perf_counter()
     scanned = _scan(path, part, parts)
@@ -208,7 +208,7 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
         keys = _Keys(paths, side, read_now=read_now) if task.with_keys else None
         clock.lap("key")
         timeline = load(keys)
-        from tracer.job import one_rank
+        from tracer.job.ranks import one_rank
 
         one_rank(timeline, paths[0])
         if task.align:
@@ -219,12 +219,12 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
             clock.laps["key"] += keys.inline_s
         storing, rank = None, None
         if task.analyze:
-            from tracer.job import rank_of
+            from tracer.job.ranks import rank_of
 
             rank = rank_of(timeline.meta, paths[0], index)[0]
             timeline = with_rank(timeline, rank)
         if task.store is not None:
-            from tracer.jobstore import write_part
+            from tracer.job.store import write_part
 
             # (here, in parallel, rather than after the gather; and what was written is not sent back: the
             # caller reads it from the file, faster than a frame pickled through a pipe or a cluster's sockets)
@@ -272,7 +272,7 @@ class _Side:
 
 
 class _Keys:
-    """The dataset's key of each of a rank's files (tracer.jobstore.source_key): each file's stat taken now,
+    """The dataset's key of each of a rank's files (tracer.job.store.source_key): each file's stat taken now,
     before it is read, and its hash from the bytes the parse reads (handed over by ``load_trace(on_raw=)``), on
     the side thread where there is one; a file whose bytes never came (not a Kineto file) is read for it.
     ``read_now``: the parse will not read the files' bytes here (a merge of parts scanned elsewhere): each file
@@ -308,7 +308,7 @@ class _Keys:
         return take
 
     def result(self) -> list[dict[str, Any]]:
-        from tracer.jobstore import source_key
+        from tracer.job.store import source_key
 
         return [
             source_key(Path(p), digest=self.digests[i].result(), stat=stat)
@@ -331,10 +331,10 @@ class _Phases:
 
 
 def analyze_stored(index: int, path: str, rank: int, shift_ns: int = 0) -> Parsed:
-    """Read one rank's stored partition (tracer.jobstore) and analyse it (tracer.analysis.ranked), its times
+    """Read one rank's stored partition (tracer.job.store) and analyse it (tracer.analysis.ranked), its times
     moved by ``shift_ns`` first; runs on a worker. Only the results come back."""
     from tracer.analysis.ranked import rank_results
-    from tracer.jobstore import read_partition
+    from tracer.job.store import read_partition
 
     t0 = time.perf_counter()
     clock = _Phases()
@@ -642,7 +642,7 @@ def _merge_early(args: Sequence[tuple[Any, ...]], counts: Sequence[int], early: 
 #: what a local worker's tasks need (:func:`import_worker_modules`): Dask's scheduler (which runs them), the
 #: parser and the timeline it builds, the dataset's Parquet writer, the hash of its keys
 WORKER_IMPORTS = ("dask.local", "dask.callbacks", "tracer.parsers.kineto", "tracer.timeline", "tracer.timeline.comm",
-                  "tracer.jobstore", "tracer.storage", "blake3")
+                  "tracer.job.store", "tracer.files.storage", "blake3")
 
 
 def import_worker_modules() -> None:
@@ -743,7 +743,7 @@ def keep_freed_memory() -> None:
 
 #: what a forkserver imports before it forks workers: numpy on one OpenBLAS thread first (tracer._blas), then
 #: what every worker needs
-FORKSERVER_PRELOAD = ("tracer._blas_preload", "tracer.parallel", "tracer.parsers", *WORKER_IMPORTS)
+FORKSERVER_PRELOAD = ("tracer.job._preload", "tracer.job.parallel", "tracer.parsers", *WORKER_IMPORTS)
 
 
 def _start_method() -> Any:

@@ -1,0 +1,52 @@
+"""Nsight Systems as tracer runs it: the ``nsys profile`` command line, finding ``nsys``, its SQLite export and
+its version."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from tracer.errors import ToolMissingError
+
+#: The nsys command line (``-o`` and the program are added): CUDA + NVTX, no CPU sampling or context switches,
+#: capture only between cudaProfilerStart/Stop, which the scenario's profiled window calls.
+NSYS_PROFILE_ARGS = (
+    "profile",
+    "-t",
+    "cuda,nvtx",
+    "--sample=none",
+    "--cpuctxsw=none",
+    "--capture-range=cudaProfilerApi",
+    "--capture-range-end=stop",
+    "--force-overwrite=true",
+)
+
+
+def find_nsys() -> str:
+    """The ``nsys`` on PATH; :class:`ToolMissingError` (one line saying what to do) when there is none."""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise ToolMissingError(
+            "--backend nsys",
+            "nsys (Nsight Systems) is not on PATH; install it or add its directory to PATH, or use --backend torch",
+        )
+    return nsys
+
+
+def export_nsys_sqlite(nsys: str, report: Path, sqlite: Path) -> str | None:
+    """``nsys export --type sqlite`` of ``report`` into ``sqlite``; None when it worked, else why not (the
+    tool's last line), for the caller's own error."""
+    proc = subprocess.run(
+        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0 or not sqlite.exists():
+        last = (proc.stderr or proc.stdout).strip().splitlines()
+        return f"nsys export failed: {last[-1] if last else proc.returncode}"
+    return None
+
+
+def nsys_version(nsys: str) -> str:
+    """What ``nsys --version`` says, for meta.json."""
+    return subprocess.run([nsys, "--version"], capture_output=True, text=True).stdout.strip()

@@ -1,0 +1,109 @@
+"""torch.profiler as tracer runs it: the settings every recording uses, Kineto's start/stop noise kept off the
+terminal, and what a run's meta.json says of the software it was recorded with."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import platform
+import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+#: What Kineto (torch.profiler's C++ side) writes to stderr at every start and stop in torch 2.13's CPU build:
+#: ``USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start`` — markers for
+#: user-space tracing probes, not messages for a person. Its own log level (KINETO_LOG_LEVEL) silences them only
+#: together with its errors, so they are filtered out by line instead.
+KINETO_NOISE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\r?$")
+
+
+def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
+    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, kept events, and with
+    ``all_threads`` every thread (the CPU mode's lanes are threads; GPU lanes are streams, fed from one thread)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    kwargs: dict[str, Any] = {"activities": [ProfilerActivity.CPU]}
+    if torch.cuda.is_available():
+        kwargs["activities"].append(ProfilerActivity.CUDA)
+    accepted = inspect.signature(profile.__init__).parameters
+    if "acc_events" in accepted:
+        # Without it torch >= 2.5 warns that events are cleared "at the end of each cycle"; we run one cycle.
+        kwargs["acc_events"] = True
+    config = _experimental_config(all_threads=all_threads, cuda_sync=torch.cuda.is_available())
+    if config is not None:
+        kwargs["experimental_config"] = config
+    return kwargs
+
+
+def _experimental_config(all_threads: bool, cuda_sync: bool) -> Any:
+    """torch's ``_ExperimentalConfig`` with what the installed torch accepts of: ``profile_all_threads`` (by
+    default the profiler sees only the thread that started it and threads that inherit its state, like
+    autograd's; the CPU mode's lanes are plain Python threads) and ``enable_cuda_sync_events`` (Kineto's
+    cuda_sync rows: which stream or host call waited on which cudaEventRecord, what ``tracer explain``'s
+    cross-stream and host-wait edges read; CUDA only). None when it takes neither."""
+    wanted = [k for k, on in (("profile_all_threads", all_threads), ("enable_cuda_sync_events", cuda_sync)) if on]
+    if not wanted:
+        return None
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+    except ImportError:  # (torch without it)
+        return None
+    # All of them, else each alone (profile_all_threads: torch >= about 2.7, enable_cuda_sync_events: >= 2.4);
+    # a keyword the installed torch does not know is a TypeError.
+    for keys in [wanted, *([k] for k in wanted if len(wanted) > 1)]:
+        try:
+            return _ExperimentalConfig(**dict.fromkeys(keys, True))  # type: ignore[arg-type]
+        except TypeError:
+            continue
+    return None
+
+
+@contextlib.contextmanager
+def quiet_kineto() -> Iterator[None]:
+    """Run the block with file descriptor 2 sent to a temporary file, then write back all of it except Kineto's
+    USDT marker lines (:data:`KINETO_NOISE`). C++ writes them to the descriptor itself, past ``sys.stderr``, so
+    only a descriptor-level redirect reaches them; anything else written meanwhile (an error, a warning, another
+    thread's output) comes out afterwards, unchanged. Meant for short calls: the profiler's start and stop."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no stderr to redirect (closed, or replaced by an object)
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            lines = tmp.read().splitlines(keepends=True)
+            kept = [line for line in lines if not KINETO_NOISE.match(line.rstrip(b"\n"))]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
+def environment() -> dict[str, Any]:
+    """What meta.json says of the software and machine a run was recorded with (no host name)."""
+    import torch
+
+    from tracer import __version__
+
+    return {
+        "tracer_version": __version__,
+        "python_version": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+    }
