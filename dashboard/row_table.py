@@ -7,6 +7,7 @@ digits of its index on the server (``"0"``, ``"17"``); :func:`row_of_cell` takes
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,8 @@ from tracer.errors import UsageError
 #: rows, and the grey bold header of the page's other tables (evaluated in the browser by dash-ag-grid).
 THEME = {"function": "themeQuartz.withParams({fontFamily: 'inherit', fontSize: 13, spacing: 4, "
                      "headerBackgroundColor: '#f0f2f5', headerFontWeight: 'bold'})"}
+#: The cells of a table whose long texts wrap: lines as close as the page's text (AG Grid spaces them a row apart).
+WRAPPED = {"lineHeight": "1.3", "paddingTop": "3px", "paddingBottom": "3px"}
 #: A row id as the grid sends it: the decimal digits of an index, no sign, no leading zero, at most 18 digits.
 ROW_ID = re.compile(r"0|[1-9][0-9]{0,17}")
 
@@ -28,27 +31,30 @@ def clickable_table(table_id: str, columns: Sequence[tuple[str, str, str]], rows
                     column_style: dict[str, dict[str, str]] | None = None) -> Any:
     """An AG Grid of ``rows`` (each with an int ``id``: its row's index on the server) under ``columns`` (id,
     name, type: ``"numeric"`` ones sort as numbers), sorted and paged in the browser; its ``cellClicked`` names
-    the row clicked (:func:`row_of_cell`). The table fills its width, a column's share growing with its longest
-    text; ``wrap``: long texts wrap (else they are cut); ``column_style``: a style for every cell of a column, by
-    its id."""
+    the row clicked (:func:`row_of_cell`). The table fills its width, a column's share the square root of its
+    typical text's length (a median cell, or its header if longer; numbers kept on one line); ``wrap``: long
+    texts wrap (else they are cut); ``column_style``: a style for every cell of a column, by its id."""
     column_style = column_style or {}
     column_defs = []
     for c, name, t in columns:
-        longest = max((len(str(r.get(c, ""))) for r in rows), default=0)
-        col: dict[str, Any] = {"field": c, "headerName": name, "flex": min(4, 1 + longest // 30)}
-        if t == "numeric":  # (numbers, sorted as such; right-aligned, header too)
-            col.update(cellDataType="number", type="numericColumn")
+        lengths = sorted(len(str(r.get(c, ""))) for r in rows)
+        typical = max(len(name), lengths[len(lengths) // 2] if lengths else 0)  # (its header, or a median cell)
+        col: dict[str, Any] = {"field": c, "headerName": name, "flex": round(math.sqrt(max(1, typical)))}
+        if t == "numeric":  # (numbers, sorted as such; right-aligned, header too; on one line, ~8 px a digit)
+            col.update(cellDataType="number", type="numericColumn", wrapText=False, autoHeight=False,
+                       minWidth=max(70, 24 + 8 * (lengths[-1] if lengths else 0)))
         else:
-            col["cellDataType"] = "text"
-        if c in column_style:
-            col["cellStyle"] = column_style[c]
+            col.update(cellDataType="text", minWidth=100)
+        style = {**(WRAPPED if wrap else {}), **column_style.get(c, {})}
+        if style:
+            col["cellStyle"] = style
         column_defs.append(col)
     return dag.AgGrid(
         id=table_id,
         columnDefs=column_defs,
         rowData=[{**r, "id": str(r["id"])} for r in rows],  # (AG Grid's row ids are strings)
         getRowId="params.data.id",
-        defaultColDef={"sortable": True, "resizable": True, "minWidth": 70,
+        defaultColDef={"sortable": True, "resizable": True, "wrapHeaderText": True, "autoHeaderHeight": True,
                        **({"wrapText": True, "autoHeight": True} if wrap else {})},
         dashGridOptions={
             "pagination": True,
