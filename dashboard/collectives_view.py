@@ -112,7 +112,7 @@ def section(view: TimelineView) -> html.Div | None:
                 className="muted small",
             ),
             clickable_table(ids.TL_COLL_TABLE, COLUMNS, rows, page_size=PAGE_SIZE,
-                            conditional=[{"if": {"column_id": "straggler"}, "fontWeight": "bold"}]),
+                            column_style={"straggler": {"fontWeight": "bold"}}),
             rank_skew_table(result),
         ],
         id=ids.TL_COLLECTIVES,
@@ -121,6 +121,6 @@ def section(view: TimelineView) -> html.Div | None:
 
 
 def row_of_cell(cell: Any, n: int) -> int:
-    """The collective a clicked cell (DataTable's ``active_cell``) belongs to, by its row id;
+    """The collective a clicked cell (the grid's ``cellClicked``) belongs to, by its row id;
     :class:`UsageError` for a cell that names none of the ``n`` instances."""
     return row_table.row_of_cell(cell, n, table="collectives table", thing="collective")

@@ -204,8 +204,7 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
         groups_table(result),
         html.P(f"{len(result.findings):,} findings{shown}, costliest on the critical path first. Click a row to show "
                "its intervals above; `tracer explain` prints the same.", className="muted small"),
-        clickable_table(ids.TL_FIND_TABLE, COLUMNS, rows, page_size=PAGE_SIZE,
-                        cell_style={"whiteSpace": "normal", "textAlign": "left", "maxWidth": "420px"}),
+        clickable_table(ids.TL_FIND_TABLE, COLUMNS, rows, page_size=PAGE_SIZE, wrap=True),
     ]
 
 
@@ -231,6 +230,6 @@ def section(view: TimelineView) -> html.Div:
 
 
 def row_of_cell(cell: Any, n: int) -> int:
-    """The finding a clicked cell (DataTable's ``active_cell``) belongs to, by its row id; :class:`UsageError`
+    """The finding a clicked cell (the grid's ``cellClicked``) belongs to, by its row id; :class:`UsageError`
     for a cell that names none of the ``n`` findings."""
     return row_table.row_of_cell(cell, n, table="findings table", thing="finding")

@@ -55,8 +55,8 @@ def screenshot(run: Path, out: Path, *, width: int = 1500, row: int | None = 3, 
                 f"n => document.querySelector('{graph}').layout.meta.rows !== n", arg=before)
         if row is not None:
             window = page.evaluate(f"() => document.querySelector('{graph}').layout.meta.window_ns[1]")
-            page.locator(f"#{ids.TL_COLL_TABLE} tbody tr").filter(
-                has=page.locator("td")).nth(row).locator("td").first.click()
+            page.locator(f"#{ids.TL_COLL_TABLE} .ag-center-cols-container .ag-row").nth(row).locator(
+                ".ag-cell").first.click()
             page.wait_for_function(
                 f"w => document.querySelector('{graph}').layout.meta.window_ns[1] !== w", arg=window)
         page.wait_for_function(DRAWN_JS, arg=graph, polling="raf")

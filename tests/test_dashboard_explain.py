@@ -50,6 +50,7 @@ def _path_trace(fig):
 # ----- the panel
 
 
+@pytest.mark.filterwarnings("error::DeprecationWarning")  # (dash_table.DataTable warned on every table built)
 def test_same_stream_run_lists_its_50_copies_as_one_ranked_kind(store):
     view = store.view(SAME_KEY)
     result = explain_view.explained(view)
@@ -65,7 +66,9 @@ def test_same_stream_run_lists_its_50_copies_as_one_ranked_kind(store):
                for r in rows)
     page = timeline.layout(store, SAME_KEY)
     table = _find(page, ids.TL_FIND_TABLE)
-    assert table is not None and len(table.data) == 50
+    assert table is not None and [r["id"] for r in table.rowData] == [str(i) for i in range(50)]
+    assert table.getRowId == "params.data.id"
+    assert [(c["field"], c["headerName"]) for c in table.columnDefs] == [(c, name) for c, name, _ in explain_view.COLUMNS]
     groups = _find(page, ids.TL_FIND_GROUPS)
     assert "same stream as the compute it queued behind" in str(groups)
     assert "Critical path of the whole trace 192.5 ms" in str(_find(page, ids.TL_FINDINGS))
@@ -120,7 +123,8 @@ def test_clicking_a_finding_zooms_to_its_intervals(store):
     view = store.view(SAME_KEY)
     result = explain_view.explained(view)
     state = {"run": SAME_KEY, "window": None, "highlight": None, "path": True}
-    want, status = timeline.zoom_to_finding(store, state, {"row": 3, "column": 1, "row_id": 0})
+    want, status = timeline.zoom_to_finding(store, state, {"value": 1.2, "colId": "path_ms", "rowIndex": 3, "rowId": "0",
+                                                           "timestamp": 1_700_000_000_000})
     assert status is no_update and want["finding"] == 0
     f = result.findings.iloc[0]
     ev = view.timeline.events
@@ -133,14 +137,16 @@ def test_clicking_a_finding_zooms_to_its_intervals(store):
     assert _path_trace(fig) is not None
 
 
-@pytest.mark.parametrize("cell", [{"row_id": 50}, {"row_id": -1}, {"row_id": True}, {"row_id": 1e300}, "abc", [0]])
+@pytest.mark.parametrize("cell", [{"rowId": "50"}, {"rowId": "-1"}, {"rowId": True}, {"rowId": 1e300}, {"rowId": 0},
+                                  {"rowId": "00"}, {"rowId": " 1"}, {"rowId": "١"}, {"rowId": None}, {"row_id": 0},
+                                  "abc", [0]])
 def test_a_cell_that_names_no_finding_is_a_message(store, cell):
     want, status = timeline.zoom_to_finding(store, {"run": SAME_KEY}, cell)
     assert want is no_update and "no such finding" in json.dumps(status.to_plotly_json(), default=str)
 
 
 def test_a_click_on_a_run_without_findings_zooms_nowhere(store):
-    want, status = timeline.zoom_to_finding(store, {"run": SIDE_KEY}, {"row_id": 0})
+    want, status = timeline.zoom_to_finding(store, {"run": SIDE_KEY}, {"rowId": "0"})
     assert want is no_update and "no such finding" in str(status.children)
 
 

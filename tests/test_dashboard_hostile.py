@@ -385,8 +385,8 @@ def test_ranks_a_run_does_not_have_draw_what_it_has(quiet_log):
 
 
 @pytest.mark.parametrize(
-    "cell", [{"row_id": 0}, {"row_id": 1e300}, {"row_id": "x" * 100_000}, "abc", [1, 2]],
-    ids=["no-collectives", "huge", "long-text", "text", "list"],
+    "cell", [{"rowId": "0"}, {"rowId": 1e300}, {"rowId": "9" * 100_000}, {"rowId": "x" * 100_000}, "abc", [1, 2]],
+    ids=["no-collectives", "huge", "long-digits", "long-text", "text", "list"],
 )
 def test_a_forged_collectives_table_click_is_a_message(quiet_log, cell):
     """The collectives table's click names a row by id: the server looks the collective up itself, and a row
@@ -399,7 +399,7 @@ def test_a_forged_collectives_table_click_is_a_message(quiet_log, cell):
         "outputs": [dict(zip(("id", "property"), part.rsplit(".", 1))) for part in key.strip(".").split("...")],
         "inputs": [{**spec["inputs"][0], "value": cell}],
         "state": [{**spec["state"][0], "value": {"run": RUN, "window": None, "highlight": None}}],
-        "changedPropIds": [f"{ids.TL_COLL_TABLE}.active_cell"],
+        "changedPropIds": [f"{ids.TL_COLL_TABLE}.cellClicked"],
     }
     body["output"] = key
     resp = client.client.post("/_dash-update-component", json=body)
@@ -585,8 +585,8 @@ def _post_duplicate(client: DashClient, input_id: str, value: Any, state: Any) -
 
 
 @pytest.mark.parametrize(
-    "cell", [{"row_id": 50}, {"row_id": 1e300}, {"row_id": "x" * 100_000}, {"row_id": True}, "abc", [1, 2]],
-    ids=["past-the-end", "huge", "long-text", "bool", "text", "list"],
+    "cell", [{"rowId": "50"}, {"rowId": 1e300}, {"rowId": "x" * 100_000}, {"rowId": True}, {"rowId": 3}, "abc", [1, 2]],
+    ids=["past-the-end", "huge", "long-text", "bool", "number", "text", "list"],
 )
 def test_a_forged_findings_table_click_is_a_message(quiet_log, cell):
     """The findings table's click names a finding by id (the same-stream run has 50): the server looks it up

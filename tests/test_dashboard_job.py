@@ -176,26 +176,35 @@ def test_hover_of_a_comm_kernel_names_the_collective(hta: TimelineView) -> None:
 # ----- collectives
 
 
+@pytest.mark.filterwarnings("error::DeprecationWarning")  # (dash_table.DataTable warned on every table built)
 def test_collectives_table_lists_every_instance_and_a_click_zooms_to_it(store: RunStore, hta: TimelineView) -> None:
     page = timeline.layout(store, "hta")
     section = _find(page, "timeline-collectives")
     assert section is not None
     table = _find(section, "timeline-collectives-table")
-    rows = table.data
+    rows = table.rowData
     assert len(rows) == len(hta.collectives.rows) == 10
+    assert [r["id"] for r in rows] == [str(r["id"]) for r in collectives_view.table_rows(hta)]  # (ids are strings)
+    # the same columns; the numeric ones sort as numbers, in the browser, a page of PAGE_SIZE at a time
+    assert [(c["field"], c["headerName"], c["cellDataType"]) for c in table.columnDefs] == [
+        (c, name, "number" if t == "numeric" else "text") for c, name, t in collectives_view.COLUMNS]
+    assert table.defaultColDef["sortable"] and table.dashGridOptions["pagination"]
+    assert table.dashGridOptions["paginationPageSize"] == collectives_view.PAGE_SIZE
     assert {r["straggler"] for r in rows} <= {0, 1}
     i = max(range(len(rows)), key=lambda j: rows[j]["skew_us"])
-    want, _ = timeline.zoom_to_collective(store, _state(hta), {"row": 0, "column": 0, "row_id": rows[i]["id"]})
+    cell = {"value": rows[i]["collective"], "colId": "collective", "rowIndex": 0, "rowId": rows[i]["id"], "timestamp": 1}
+    want, _ = timeline.zoom_to_collective(store, _state(hta), cell)
     fig = timeline.update(store, _state(hta), want, None, None, None, None, None)[0]
     lo, hi = fig.layout.meta["window_ns"]
-    c = hta.collectives.rows[rows[i]["id"]]
+    c = hta.collectives.rows[int(rows[i]["id"])]
     start = c.start_ns - hta.t0_ns
     assert lo < start and start + c.skew_ns + c.dur_ns < hi and hi - lo < hta.span_ns
     skew = _find(section, "timeline-rank-skew")
     assert "reference" in str(skew)
 
 
-@pytest.mark.parametrize("cell", [{"row_id": 10}, {"row_id": -1}, {"row_id": "0"}, {"row_id": True}, "x", {}])
+@pytest.mark.parametrize("cell", [{"rowId": "10"}, {"rowId": "-1"}, {"rowId": 0}, {"rowId": "0x1"}, {"rowId": True},
+                                  {"row_id": 0}, "x", {}])
 def test_a_cell_that_names_no_collective_is_a_message(store: RunStore, hta: TimelineView, cell: Any) -> None:
     want, status = timeline.zoom_to_collective(store, _state(hta), cell)
     assert want is timeline.no_update and "no such collective" in status.children
@@ -218,7 +227,7 @@ def test_a_cpu_job_draws_its_gloo_records_as_communication(store: RunStore) -> N
     assert drawn_comm and drawn_comm <= set(comm_rows.tolist())
     page = timeline.layout(store, "gloo")
     table = _find(page, "timeline-collectives-table")
-    assert table is not None and len(table.data) == len(view.collectives.rows) > 0
+    assert table is not None and len(table.rowData) == len(view.collectives.rows) > 0
 
 
 # ----- runs and compare pages

@@ -391,17 +391,14 @@ def _register_row_zoom(app: Dash, store: RunStore, table: str,
     @app.callback(
         Output(ids.TL_WANT, "data", allow_duplicate=True),
         Output(ids.TL_STATUS, "children", allow_duplicate=True),
-        Output(table, "active_cell"),
-        Output(table, "selected_cells"),
-        Input(table, "active_cell"),
+        Input(table, "cellClicked"),
         State(ids.TL_STATE, "data"),
         prevent_initial_call=True,
-        on_error=on_error(lambda message: (no_update, alert(message), None, [])),
+        on_error=on_error(lambda message: (no_update, alert(message))),
     )
     def _zoom_to_row(cell, state):
-        # The cell is let go at once, so that a second click on the same row zooms to it again (a DataTable
-        # only reports a change of its active cell).
-        return (*zoom(store, state, cell), None, [])
+        # (every click is a new cellClicked, its time in it: a second click on the same row zooms to it again)
+        return zoom(store, state, cell)
 
 
 def zoom_to_finding(store: RunStore, state: Any, cell: Any) -> tuple[Any, Any]:

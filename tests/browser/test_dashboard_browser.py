@@ -253,10 +253,11 @@ def test_the_critical_path_toggles_and_a_finding_click_zooms_to_it(page, served)
     page.locator(f"#{ids.TL_PATH} input").click()
     page.wait_for_function(f"() => !({has_path})()")
     settle(page)
-    rows = page.locator(f"#{ids.TL_FIND_TABLE} tbody tr").filter(has=page.locator("td"))
+    rows = page.locator(f"#{ids.TL_FIND_TABLE} .ag-center-cols-container .ag-row")
     assert rows.count() == explain_view.PAGE_SIZE
+    assert rows.nth(0).get_attribute("row-id") == "0"
     before = window_ns(page)
-    rows.nth(0).locator("td").first.click()
+    rows.nth(0).locator(".ag-cell").first.click()
     page.wait_for_function(f"w => {GRAPH_JS}.layout.meta.window_ns[0] !== w[0]", arg=before)
     settle(page)
     result = explain_view.explained(view)
