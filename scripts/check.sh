@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The release checks, run by scripts/test.sh before pytest (each prints one line when clean):
-# lint (ruff), types (mypy), declared dependencies (check_deps), the docs site (mkdocs --strict: a broken link, anchor or API reference fails, into
+# lint (ruff), types (mypy), the layers (import-linter), declared dependencies (check_deps), the docs site (mkdocs --strict: a broken link, anchor or API reference fails, into
 # site/), the sdist and the wheel built, checked, installed into a fresh venv and smoke-run (scripts/check_wheel.sh).
 # Run alone with `./scripts/check.sh` once scripts/test.sh has set up .venv.
 set -euo pipefail
@@ -17,6 +17,7 @@ quiet() {
   if [ "$rc" != 0 ]; then cat "$log" >&2; fi
   rm -f "$log"; return "$rc"
 }
+step quiet .venv/bin/lint-imports  # the layers, no cycles, private modules (pyproject.toml, docs/design.md)
 # (NO_MKDOCS_2_WARNING: Material's end-of-life banner, printed on every build otherwise)
 NO_MKDOCS_2_WARNING=1 step quiet "$py" -m mkdocs build --strict --site-dir site
 step scripts/check_wheel.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up everything the tests need on a fresh machine, then run them: `./scripts/test.sh [pytest args]`.
+# Set up everything the tests need on a fresh machine, then run them all, in parallel: `./scripts/test.sh [pytest args]`.
 # - a virtual environment in .venv with the CPU build of torch (fast; a GPU is never needed for the tests)
 # - Debian's chromium for the dashboard's browser tests (installed only if missing, and only as root)
 set -euo pipefail
@@ -29,4 +29,6 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/
     || echo "warning: could not install chromium; browser tests will fail under CI" >&2
 fi
 ./scripts/check.sh
-exec .venv/bin/python -m pytest "$@"
+# In parallel (pytest-xdist): a worker more than the cores, since many tests wait on the processes they start.
+# TRACER_TEST_WORKERS=0 runs them one after another in this process.
+exec .venv/bin/python -m pytest -n "${TRACER_TEST_WORKERS:-$(( $(nproc) + 1 ))}" "$@"

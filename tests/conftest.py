@@ -20,6 +20,18 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 DATA = Path(__file__).parent / "data"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``gpu`` tests skip, saying so, where torch sees no CUDA GPU (the test machines and CI have none)."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        for item in gpu:
+            item.add_marker(pytest.mark.skip(reason="needs a CUDA GPU; torch sees none here"))
+
+
 @pytest.fixture
 def data_dir() -> Path:
     return DATA

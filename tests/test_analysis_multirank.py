@@ -136,6 +136,7 @@ def test_a_one_rank_trace_of_rank_1_reads_as_before():
     assert not analyze(r1).multi_rank
 
 
+@pytest.mark.slow
 def test_the_job_summary_round_trips_and_renders(pair):
     _, job = pair
     s = analyze(job)
@@ -154,6 +155,7 @@ def test_the_job_summary_round_trips_and_renders(pair):
     assert " 0/0 " in text and " 1/0 " in text
 
 
+@pytest.mark.slow
 def test_diff_of_two_jobs_pairs_gpus_by_rank_and_device(pair):
     one, job = pair
     d = diff_timelines(job, job)
@@ -176,6 +178,7 @@ def test_diff_of_two_one_rank_traces_pairs_by_index_whatever_their_ranks():
     assert "rank" not in d.as_dict()["devices"][0]
 
 
+@pytest.mark.slow
 def test_tracer_summary_of_a_job_timeline(tmp_path: Path):
     from tracer.files.storage import write_timeline_parquet
 

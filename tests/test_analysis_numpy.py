@@ -50,6 +50,7 @@ def _rows(ev: pd.DataFrame) -> list[dict]:
     return ev.assign(kind=ev["kind"].astype(str), name=ev["name"].astype(str)).to_dict("records")
 
 
+@pytest.mark.slow
 def test_thread_rows_equal_a_plain_count_and_union_per_thread(timeline: Timeline) -> None:
     ops: dict[tuple, list[tuple[int, int]]] = defaultdict(list)
     calls: dict[tuple, int] = defaultdict(int)

@@ -40,6 +40,7 @@ def _text(summary: object, width: int = 120) -> str:
     return console.export_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRACES)
 def test_typed_results_round_trip_through_the_json(name: str) -> None:
     t = load_trace(DATA / name, cache=False)
@@ -97,6 +98,7 @@ def test_ranges_are_computed_when_first_asked_for(pair: Timeline) -> None:
     assert "ranges" not in summarize(pair, ranges=False)
 
 
+@pytest.mark.slow
 def test_a_summary_that_does_not_keep_its_timeline() -> None:
     t = load_trace(DATA / "pair_kineto.json.gz", cache=False)
     s = analyze(t, keep_timeline=False)

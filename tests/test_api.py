@@ -32,6 +32,7 @@ def _ranges(path: Path) -> dict[str, int]:
     return ev.loc[ev["kind"] == "range", "name"].astype(str).value_counts().to_dict()
 
 
+@pytest.mark.slow
 def test_profile_writes_a_run_with_its_steps(tmp_path: Path) -> None:
     with tracer.profile(out=tmp_path / "runs", name="mine") as run:
         _train(run, 3)
@@ -53,6 +54,9 @@ def test_profile_keeps_the_run_when_the_block_raises(tmp_path: Path) -> None:
     assert not [p for p in (tmp_path / "runs").iterdir() if p.name.startswith(".")]  # no temporary left
 
 
+# (a schedule of two cycles without warmup, as a user may write one: torch warns of both, on purpose here)
+@pytest.mark.filterwarnings("ignore:Profiler won't be using warmup:UserWarning",
+                            "ignore:Warning. Profiler clears events:UserWarning")
 def test_handler_makes_a_run_of_each_cycle(tmp_path: Path) -> None:
     on_ready = tracer.handler(out=tmp_path / "runs", name="cyc")
     sched = torch.profiler.schedule(wait=0, warmup=0, active=2, repeat=2)
@@ -156,6 +160,7 @@ def test_a_rank_that_sees_the_set_complete_while_another_builds_the_run(tmp_path
     assert sorted(p.name.split("-")[0] for p in (out / "job" / "traces").iterdir()) == ["rank0", "rank1"]
 
 
+@pytest.mark.slow
 def test_the_handler_under_torchrun_writes_one_run_for_the_job(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import os

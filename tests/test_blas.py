@@ -50,6 +50,7 @@ def test_importing_the_cli_imports_no_numpy() -> None:
     assert out == "False"
 
 
+@pytest.mark.slow
 def test_a_forkserver_imports_numpy_on_one_blas_thread_first() -> None:
     # (the dashboard's workers come from a forkserver: a fresh interpreter that the CLI's import never reached)
     from tracer.job.parallel import FORKSERVER_PRELOAD

@@ -39,6 +39,7 @@ def _run_measured(*args: str) -> tuple[subprocess.CompletedProcess[str], int]:
     return proc, int(lines[-1]) // 1024
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name, head",
     [("bomb.json.gz", b'{"traceEvents": ['), ("bomb.sqlite.gz", b"SQLite format 3\x00" + b"\x00" * 84)],
@@ -62,6 +63,7 @@ def test_real_traces_are_far_below_the_ratio(data_dir: Path) -> None:
         assert b"".join(iter_inflated(gz, data)) == gzip.decompress(data)
 
 
+@pytest.mark.slow
 def test_the_ratio_can_be_raised_for_a_real_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # 80 MB of JSON whitespace around an empty trace: refused at the default ratio, read when allowed
     p = tmp_path / "sparse.json.gz"

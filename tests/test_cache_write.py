@@ -50,6 +50,7 @@ def test_a_cache_write_that_fails_skips_the_cache_not_the_load(tmp_path: Path, m
     assert written == [] and not cache_path(p).exists()
 
 
+@pytest.mark.slow
 def test_a_trace_whose_metadata_the_cache_cannot_store_is_read_and_summarised(tmp_path: Path) -> None:
     """Regression: a ≥ 4 MB Kineto trace whose distributedInfo holds an integer beyond 64 bits read fine with
     --no-cache, but its cache write (orjson refuses such integers) failed the whole load: "could not be read:

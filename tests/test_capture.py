@@ -68,6 +68,7 @@ def _range_counts(path: Path) -> dict[str, int]:
     return names.value_counts().to_dict()
 
 
+@pytest.mark.slow
 def test_a_plain_script_gives_one_trace_with_its_steps_and_ranges(tmp_path: Path) -> None:
     rc, out, text = _run(tmp_path, "4")
     assert rc == 0, text
@@ -84,6 +85,7 @@ def test_a_plain_script_gives_one_trace_with_its_steps_and_ranges(tmp_path: Path
     assert not list(out.glob(".*"))  # no temporary left
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "code", "ended"), [("exit3", 3, "exit"), ("raise", 1, "exception RuntimeError"),
                                                      ("term", -signal.SIGTERM, "SIGTERM")])
 def test_every_way_out_keeps_the_trace(tmp_path: Path, mode: str, code: int, ended: str) -> None:
@@ -95,6 +97,7 @@ def test_every_way_out_keeps_the_trace(tmp_path: Path, mode: str, code: int, end
     assert _range_counts(trace)["train/step"] == 3
 
 
+@pytest.mark.slow
 def test_the_scripts_own_profiler_wins_and_ours_resumes(tmp_path: Path) -> None:
     rc, out, text = _run(tmp_path, "3", "own")
     assert rc == 0 and "own events True" in text, text
@@ -105,6 +108,7 @@ def test_the_scripts_own_profiler_wins_and_ours_resumes(tmp_path: Path) -> None:
     assert _range_counts(second)["train/step"] == 2
 
 
+@pytest.mark.slow
 def test_a_schedule_writes_one_part_per_cycle(tmp_path: Path) -> None:
     rc, out, text = _run(tmp_path, "12", env={ENV_STEPS: "1,1,2,0"})
     assert rc == 0, text
@@ -139,6 +143,7 @@ def test_steps_are_checked() -> None:
             parse_steps(bad)
 
 
+@pytest.mark.slow
 def test_asking_whether_torch_exists_does_not_switch_capture_off(tmp_path: Path) -> None:
     # transformers' is_torch_available() asks importlib before anything imports torch
     script = "import importlib.util\nimportlib.util.find_spec('torch')\n" + TRAIN

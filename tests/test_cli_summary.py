@@ -13,6 +13,7 @@ import pytest
 from tests.conftest import DATA, run_cli
 
 
+@pytest.mark.slow
 def test_summary_json_shape(data_dir):
     proc = run_cli("summary", "--json", str(data_dir / "copy_side_stream.json.gz"))
     assert proc.returncode == 0, proc.stderr
@@ -35,6 +36,7 @@ def test_summary_json_shape(data_dir):
     assert isinstance(out["span_ns"], int) and out["span_ns"] >= 132077704
 
 
+@pytest.mark.slow
 def test_summary_json_nsys_via_python_m(data_dir):
     proc = run_cli("summary", "--json", str(data_dir / "nsys_compute_copy.sqlite.gz"), module=True)
     assert proc.returncode == 0, proc.stderr
@@ -43,6 +45,7 @@ def test_summary_json_nsys_via_python_m(data_dir):
     assert out["devices"]["0"]["kernels"] == 11
 
 
+@pytest.mark.slow
 def test_summary_table(data_dir):
     proc = run_cli("summary", str(data_dir / "copy_side_stream.json.gz"))
     assert proc.returncode == 0, proc.stderr
@@ -124,6 +127,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", BAD)
 def test_bad_input_one_line_exit_2(tmp_path, data_dir, case, monkeypatch):
     path, phrase = _bad_inputs(tmp_path, data_dir)[case]
@@ -137,6 +141,7 @@ def test_bad_input_one_line_exit_2(tmp_path, data_dir, case, monkeypatch):
     assert proc.stdout == ""
 
 
+@pytest.mark.slow
 def test_one_bad_file_does_not_stop_the_batch(tmp_path, data_dir):
     proc = run_cli("summary", "--json", str(tmp_path / "nope.json"), str(data_dir / "two_streams.json.gz"))
     assert proc.returncode == 2
@@ -232,6 +237,7 @@ def test_wrap_name_prefers_separators():
     assert wrap_name("abcdefghijklmnopqrstuvwxyz", 10) == "abcdefghij\nklmnopqrst\nuvwxyz"  # no separator: cut
 
 
+@pytest.mark.slow
 def test_summary_of_a_folder_summarises_each_run_in_it(tmp_path, data_dir):
     import shutil
 
@@ -252,6 +258,7 @@ def test_summary_of_a_folder_without_runs_says_what_to_pass(tmp_path):
     assert len(lines) == 1 and "no run directories or traces" in lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
 def test_a_loop_of_symbolic_links_is_said_as_one(tmp_path):
     loop = tmp_path / "loop.json"
@@ -261,6 +268,7 @@ def test_a_loop_of_symbolic_links_is_said_as_one(tmp_path):
     assert proc.stderr == f"tracer: error: {loop}: not a regular file but a loop of symbolic links: give a trace file\n"
 
 
+@pytest.mark.slow
 def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped_one(tmp_path, data_dir):
     # Reading a named pipe blocks until a writer comes (the command hung forever); a device may never end.
     import shutil
@@ -336,6 +344,7 @@ def test_bare_tracer_shows_help():
     assert "summary" in proc.stdout and "record" in proc.stdout and "error" not in proc.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [False, True])
 def test_the_command_s_output_is_whole_though_it_leaves_without_teardown(module: bool) -> None:
     """tracer.cli.run: the command and python -m tracer end through leave(); what they printed is all there."""
@@ -348,6 +357,7 @@ def test_the_command_s_output_is_whole_though_it_leaves_without_teardown(module:
     assert bad.returncode == 2 and bad.stderr.startswith("tracer: error: ") and len(bad.stderr.splitlines()) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("thread", [False, True])
 def test_leave_runs_the_exit_handlers_flushes_and_joins_a_running_thread(tmp_path: Path, thread: bool) -> None:
     """tracer.cli.leave(code): exit handlers run (a temporary folder's removal is one), unflushed output is written,

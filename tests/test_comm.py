@@ -171,6 +171,7 @@ def test_per_gpu_compute_comm_overlap_exposed_by_hand(tmp_path: Path) -> None:
     assert (r1.compute_ns, r1.comm_ns, r1.overlap_ns, r1.exposed_comm_ns) == (50_000, 75_000, 0, 75_000)
 
 
+@pytest.mark.slow
 def test_collectives_are_matched_by_process_group_and_sequence_number(tmp_path: Path) -> None:
     result = collectives(load_job(_hand_job(tmp_path)).events)
     rows = {c.seq: c for c in result.rows}
@@ -189,6 +190,7 @@ def test_collectives_are_matched_by_process_group_and_sequence_number(tmp_path: 
     assert (ranks[1].offset_lo_ns, ranks[1].offset_hi_ns, ranks[1].clock_fix_ns) == (-20_000, 20_000, 0)
 
 
+@pytest.mark.slow
 def test_a_clock_behind_is_bounded_by_the_collectives_and_the_fix_makes_them_consistent(tmp_path: Path) -> None:
     job = load_job(_hand_job(tmp_path, rank1_shift_us=-100))  # rank 1's clock 100 µs behind
     ranks = {k.rank: k for k in collectives(job.events).ranks}
@@ -202,6 +204,7 @@ def test_a_clock_behind_is_bounded_by_the_collectives_and_the_fix_makes_them_con
     assert (fixed["start_ns"].to_numpy()[~moved] == job.events["start_ns"].to_numpy()[~moved]).all()
 
 
+@pytest.mark.slow
 def test_summary_json_and_text_carry_the_comm_figures_and_the_table(tmp_path: Path, capsys: Any) -> None:
     paths = _hand_job(tmp_path)
     assert main(["summary", "--json", "--no-cache", "--job", *map(str, paths)]) == 0
@@ -234,6 +237,7 @@ def test_summary_of_a_trace_without_communication_is_unchanged() -> None:
 # ---------------------------------------------------------------------------------------------------- gloo, CPU
 
 
+@pytest.mark.slow
 def test_gloo_ranks_on_the_cpu_are_matched_by_order_from_their_host_ranges(capsys: Any) -> None:
     assert main(["summary", "--json", "--no-cache", "--job", *map(str, GLOO)]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -301,6 +305,7 @@ def _independent(path: Path) -> dict[int, tuple[int, int, int, int, int, int]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [*HTA_PAIR, HTA_NCCL, ROCM_RCCL], ids=lambda p: p.name)
 def test_per_gpu_comm_figures_of_real_traces_equal_an_independent_computation(path: Path) -> None:
     got = {d.device: (d.kernels, d.comm_kernels, d.compute_ns, d.comm_ns, d.overlap_ns, d.exposed_comm_ns)
@@ -368,6 +373,7 @@ def test_parquet_now_keeps_the_metadata_and_sql_shows_it(tmp_path: Path) -> None
     assert got["n"].tolist() == [15, 6]
 
 
+@pytest.mark.slow
 def test_the_nsys_export_keeps_nccl_kernels_as_kernels(tmp_path: Path) -> None:
     t = load_trace(HTA_NCCL, cache=False)
     assert main(["export", str(HTA_NCCL), "-o", str(tmp_path / "t.sqlite"), "--no-cache"]) == 0
@@ -380,6 +386,7 @@ def test_the_nsys_export_keeps_nccl_kernels_as_kernels(tmp_path: Path) -> None:
     assert mine.tolist() == [d.comm_ns for d in device_comm(t.events)]
 
 
+@pytest.mark.slow
 def test_summary_clock_fix_moves_a_rank_whose_clock_is_behind(tmp_path: Path, capsys: Any) -> None:
     paths = _hand_job(tmp_path, rank1_shift_us=-100)
     assert main(["summary", "--json", "--no-cache", "--job", *map(str, paths)]) == 0
@@ -428,6 +435,7 @@ def test_the_comm_summary_reads_back_from_its_json(tmp_path: Path) -> None:
     assert back.part("comm") == s.part("comm")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("paths", [HTA_PAIR, [HTA_NCCL], [ROCM_RCCL]], ids=["hta-pair", "hta-nccl", "rocm-rccl"])
 def test_one_compute_for_the_per_gpu_and_the_comm_tables(paths: list[Path]) -> None:
     """compute = kernels that are not communication, in both tables; the copy overlap is copy hidden behind that

@@ -225,6 +225,7 @@ def test_discover_finds_traces_and_run_dirs_but_not_caches(tmp_path):
     assert store.initial_run is None
 
 
+@pytest.mark.slow
 def test_single_path_opens_straight_on_its_timeline():
     store = _store(SIDE)
     assert store.initial_run == "copy_side_stream"
@@ -341,6 +342,7 @@ def test_timeline_callback_draws_everything_asked_whatever_changed_last():
     assert out[4]["highlight"] is None and "Click a kernel or copy" in str(out[3])
 
 
+@pytest.mark.slow
 def test_runs_table_filters_and_sorts():
     store = _store(DATA)
     rows = runs.table_rows(store)
@@ -364,6 +366,7 @@ def test_compare_link_needs_two_runs_in_tick_order():
     assert "disabled" in runs.compare_link(["a"])[1]
 
 
+@pytest.mark.slow
 def test_every_page_renders():
     store = _store(DATA)
     assert _find(route(store, "/runs", "", None), ids.RUNS_TABLE) is not None
@@ -402,6 +405,7 @@ def _find(component, target_id):
 # ----- the command
 
 
+@pytest.mark.slow
 def test_dashboard_command_is_registered_and_documented():
     from tests.conftest import run_cli
 
@@ -410,6 +414,7 @@ def test_dashboard_command_is_registered_and_documented():
     assert "--port" in proc.stdout and "--host" in proc.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [False, True])
 def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
     from tests.conftest import run_cli
@@ -426,6 +431,7 @@ def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -717,6 +723,7 @@ def test_server_on_a_port_in_use_is_a_one_line_error():
             make_server(_hello, "127.0.0.1", port)
 
 
+@pytest.mark.slow
 def test_debug_server_on_a_port_in_use_is_the_same_one_line(tmp_path):
     # --debug runs Flask's development server, which said a busy port in two lines of its own (exit 1)
     import socket
@@ -733,6 +740,7 @@ def test_debug_server_on_a_port_in_use_is_the_same_one_line(tmp_path):
     assert proc.stderr.count("\n") == 1, proc.stderr
 
 
+@pytest.mark.slow
 def test_dashboard_command_prints_one_line_and_stops_cleanly_on_ctrl_c():
     """`tracer dashboard` says where it serves and nothing else — no development-server warning, no line per
     request — and Ctrl-C (SIGINT) ends it with exit code 0. Waits for the line, not for a fixed time."""
@@ -769,6 +777,7 @@ def test_a_command_run_shows_its_command_in_the_list_and_the_heading():
     assert "Scenario:" not in text
 
 
+@pytest.mark.slow
 def test_a_port_taken_before_the_dashboard_binds_it_is_tried_again():
     """The tests' start_dashboard: a port that another process holds by the time the dashboard binds it is
     that dashboard's one-line error, and the next try takes another port."""
@@ -787,6 +796,7 @@ def test_a_port_taken_before_the_dashboard_binds_it_is_tried_again():
             proc.communicate()
 
 
+@pytest.mark.slow
 def test_stopping_a_server_whose_trigger_is_closed_still_stops_it():
     """stop_server where the loop cannot be woken (its trigger closed: EBADF, seen once in a full run): the
     sockets are closed from here instead, and the loop ends with nothing left to serve."""

@@ -179,6 +179,7 @@ print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "peak_rss": pe
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["json", "sqlite"])
 def test_a_decompression_bomb_upload_is_refused_fast_in_little_memory(tmp_path, kind):
     """A 10 GiB-inflating .json.gz / .sqlite.gz upload, through the upload callback: one line on the page in
@@ -215,6 +216,7 @@ def _rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="needs /proc")
 def test_requests_naming_unknown_runs_leave_memory_flat_and_log_nothing(quiet_log):
     store = _store(SIDE)
@@ -510,6 +512,7 @@ def _wait_for(condition, what: str, timeout_s: float = 60.0) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_the_served_dashboard_removes_its_uploads_when_stopped(tmp_path, sig):
     """`python -m tracer dashboard`: upload over HTTP, stop it with SIGTERM (or Ctrl-C): the upload folder

@@ -8,6 +8,8 @@ import weakref
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from tracer.analysis.summary import Summary, summarize
 from tracer.dashboard.data import RunInfo, _summarize
 from tracer.dashboard.model import prepare
@@ -89,6 +91,7 @@ def test_plain_report_reads_the_typed_per_gpu_figures():
     assert "GPU 0/0: " in report and "GPU 1/0: " in report
 
 
+@pytest.mark.slow
 def test_a_gpu_card_says_how_far_the_host_ran_ahead_with_the_summary_s_launch_figures():
     t = load_trace(DATA / "mlp_train_200.json.gz", cache=False)
     (card,) = common.device_cards(prepare(t))

@@ -43,6 +43,7 @@ def _info(trace: Path) -> dict[str, object]:
     return info
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_record_one_job_with_their_collectives(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["record", "ddp", "--device", "cpu", "--out", str(tmp_path), "-q", *SMALL]) == 0
@@ -91,6 +92,7 @@ def test_two_gloo_ranks_record_one_job_with_their_collectives(tmp_path: Path,
     assert "ddp/backward" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_failing_rank_is_named_and_the_other_rank_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["record", "ddp", "--device", "cpu", "--out", str(tmp_path), *SMALL, "-p", "fail=1"])
     err = capsys.readouterr().err
@@ -123,6 +125,7 @@ def test_the_launcher_tears_down_the_job_when_a_rank_fails(tmp_path: Path) -> No
     assert outcomes[0].describe().startswith(f"rank 0 (pid {outcomes[0].pid}) was torn down")
 
 
+@pytest.mark.slow
 def test_the_launcher_ends_a_job_that_hangs(tmp_path: Path) -> None:
     hangs = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
                                    "print('stuck', flush=True); time.sleep(60)"]
@@ -182,6 +185,7 @@ def test_tracer_scenarios_lists_ddp_with_its_parameters(capsys: pytest.CaptureFi
     assert "ranks" in out and "DistributedDataParallel" in out
 
 
+@pytest.mark.slow
 def test_the_nsys_backend_profiles_the_launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     # one report of the whole job: nsys runs the launcher and follows the ranks it starts (a fake nsys here,
@@ -200,6 +204,7 @@ def test_the_nsys_backend_profiles_the_launcher(tmp_path: Path, monkeypatch: pyt
     assert meta.checks and all(c["ok"] for c in meta.checks.values())
 
 
+@pytest.mark.slow
 def test_sigterm_to_the_launcher_stops_every_rank(tmp_path: Path) -> None:
     # a recorder told to stop (SIGTERM) leaves no rank running behind it
     code = (
@@ -248,6 +253,7 @@ def _running(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="lists processes from /proc (Linux)")
 def test_sigterm_mid_record_ddp_is_one_line_stops_the_ranks_and_leaves_nothing(tmp_path: Path) -> None:
     # `tracer record ddp` told to stop while its ranks run: the command's one line and exit code (as for every

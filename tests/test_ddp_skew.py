@@ -38,6 +38,7 @@ def _record(out: Path, skew: float, capsys: pytest.CaptureFixture[str]) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_a_skewed_job_records_with_its_checks_and_balance_replays_it(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # what the plan does to the spans is timed against real re-runs by bench/balance_rerun.py (a benchmark: on a
@@ -58,6 +59,7 @@ def test_shard_rows(batch: int, ranks: int, skew: float, rows: list[int]) -> Non
     assert shard_rows(batch, ranks, skew) == rows and sum(rows) == batch
 
 
+@pytest.mark.slow
 def test_the_weighted_shard_losses_average_to_the_full_batch_gradient() -> None:
     # what DDP does with the weighted losses (the mean of the ranks' gradients) is the full batch's mean gradient;
     # unweighted, it is not

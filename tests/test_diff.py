@@ -84,6 +84,7 @@ def _mutated_pair(tmp_path: Path, drop: str, double: str) -> tuple[Path, Path, d
 # --- (1) a trace and a copy with one kernel removed and one kernel doubled ------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("drop", "double", "drop_change"),
     [(GEMM, NORMAL, "decreased"), (FILL, GEMM, "removed")],
@@ -149,6 +150,7 @@ def test_cli_table_on_bundled_runs(capsys):
     assert "more items in --json / --csv" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("columns", ["80", "60"])
 def test_cli_table_never_cuts_a_figure_short_on_a_narrow_terminal(capsys, monkeypatch, columns):
     # At 80 columns the items table printed "2,119.…" and "×1.…", and folded cells split figures over two lines:
@@ -167,6 +169,7 @@ def test_cli_table_never_cuts_a_figure_short_on_a_narrow_terminal(capsys, monkey
     assert len(figures) > 20 and not figures - words, sorted(figures - words)[:10]
 
 
+@pytest.mark.slow
 def test_cli_json_and_csv_carry_every_item(capsys):
     assert tracer.cli.main(["diff", str(SIDE), str(NON_BLOCKING), "--json", "--top", "1"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -184,6 +187,7 @@ def test_cli_json_and_csv_carry_every_item(capsys):
     assert added["ratio"] == "" and int(added["count_a"]) == 0
 
 
+@pytest.mark.slow
 def test_diff_carries_each_gpu_s_launch_figures_as_the_summaries_give_them(capsys):
     # "did my change make the GPU wait less for the host?": blocking copies against copies on a side stream
     from tracer.analysis.summary import summarize
@@ -269,6 +273,7 @@ def test_hta_larger_trace_diff_pair():
 # --- (4) A against A -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [SIDE, DATA / "pair_kineto.json.gz", DATA / "nsys_compute_copy.sqlite.gz"],
                          ids=["run-dir", "kineto", "nsys"])
 def test_a_vs_a_is_all_unchanged(path):
@@ -388,6 +393,7 @@ def _find_id(component, wanted):
     return None
 
 
+@pytest.mark.slow
 def test_compare_page_shows_the_diff_under_the_timelines():
     pytest.importorskip("dash")
     from tracer.dashboard import diff_view, ids
@@ -467,6 +473,7 @@ def _count_in_window(events, kind, name, window) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_a_row_of_the_diff_table_outlines_its_kernels_in_both_timelines_and_a_second_click_clears():
     from tracer.dashboard import ids
     from tracer.dashboard.pages import compare
@@ -500,6 +507,7 @@ def test_a_row_of_the_diff_table_outlines_its_kernels_in_both_timelines_and_a_se
         assert "selected" not in " ".join(compare.row_classes(cleared, rows, len(rows)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [10**9, -1, "0", None, True, 1.5, {"a": 1}])
 def test_a_row_that_is_not_in_the_diff_table_is_a_message(index):
     from tracer.dashboard import ids
@@ -532,6 +540,7 @@ def test_the_highlight_is_capped_and_says_so(monkeypatch):
     assert "the first 1 of each outlined" in status
 
 
+@pytest.mark.slow
 def test_a_click_posted_to_the_app_with_a_row_that_is_no_row_is_a_message_not_a_500(caplog):
     import logging
 

@@ -36,6 +36,7 @@ def test_every_scenario_is_bundled_with_both_back_ends():
     assert all((s, "nsys") in seen and (s, "torch") in seen for s in scenarios)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "nsys"])
 def test_side_stream_copies_hide_behind_compute(backend):
     (run,) = [r for r in runs_of("compute-copy", "side-stream") if meta(r)["backend"] == backend]
@@ -44,6 +45,7 @@ def test_side_stream_copies_hide_behind_compute(backend):
     assert dev["overlap_ns"] >= 0.8 * dev["copy_ns"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "nsys"])
 @pytest.mark.parametrize("variant", ["non-blocking", "blocking"])
 def test_same_stream_copies_wait_for_compute(backend, variant):
@@ -60,6 +62,7 @@ def lane_counts(run: Path) -> dict[tuple[int, int], tuple[int, int]]:
     return {(int(d), int(s)): (int(r.get("kernel", 0)), int(r.get("memcpy", 0))) for (d, s), r in counts.iterrows()}
 
 
+@pytest.mark.slow
 def test_torch_and_nsys_twins_see_the_same_work_per_stream():
     pairs = 0
     for torch_run in (r for r in RUNS if meta(r)["backend"] == "torch"):
@@ -72,6 +75,7 @@ def test_torch_and_nsys_twins_see_the_same_work_per_stream():
     assert pairs == 10  # nine scenario pairs and the user script's (tracer record -- python bench/user_train.py)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["torch", "nsys"])
 def test_the_user_script_run_is_a_command_run(backend):
     (run,) = [r for r in RUNS if meta(r)["mode"] == "command" and meta(r)["backend"] == backend]

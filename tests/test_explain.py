@@ -176,6 +176,7 @@ def test_range_window_errors(event_sync):
         window_of_range(event_sync, "aten::matmul", 5)
 
 
+@pytest.mark.slow
 def test_cli_explain_json(data_dir):
     proc = run_cli("explain", "--json", "--range", ALEXNET_FORWARD, "--instance", "1", str(data_dir / ALEXNET),
                    module=True)
@@ -187,6 +188,7 @@ def test_cli_explain_json(data_dir):
     assert out["window"]["what"].startswith("range " + ALEXNET_FORWARD)
 
 
+@pytest.mark.slow
 def test_cli_explain_text(data_dir):
     proc = run_cli("explain", str(data_dir / "copy_nonblocking_same_stream.json.gz"), module=True)
     assert proc.returncode == 0, proc.stderr
@@ -204,6 +206,7 @@ def _no_correlation_trace(tmp_path):
     return p
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "phrase"),
     [
@@ -225,6 +228,7 @@ def test_cli_explain_bad_options_one_line_exit_2(data_dir, args, phrase):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_explain_says_when_the_launching_calls_are_missing(tmp_path):
     # GPU rows with correlation ids but no runtime call in the trace: the message said "no correlation ids"
     ev = [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5,
@@ -237,6 +241,7 @@ def test_cli_explain_says_when_the_launching_calls_are_missing(tmp_path):
     assert "none of the CUDA runtime or driver calls that launched it" in proc.stderr
 
 
+@pytest.mark.slow
 def test_cli_explain_says_what_to_record_for_a_trace_without_correlation(tmp_path):
     proc = run_cli("explain", str(_no_correlation_trace(tmp_path)), module=True)
     assert proc.returncode == 2
@@ -270,6 +275,7 @@ def test_record_turns_on_cuda_sync_events_where_torch_takes_them(monkeypatch: py
     assert seen == [{"profile_all_threads": True}]
 
 
+@pytest.mark.slow
 def test_explain_imports_no_dashboard():
     import subprocess
 
@@ -278,6 +284,7 @@ def test_explain_imports_no_dashboard():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow
 def test_graph_of_a_host_only_trace_has_thread_edges_only(data_dir):
     t = load_trace(data_dir / "mlp_train_200.json.gz", cache=False)
     ev = t.events

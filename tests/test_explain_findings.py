@@ -181,6 +181,7 @@ def test_kernels_one_at_a_time_full_or_serialised_by_occupancy(tmp_path, blocks,
 
 # ---- the real H200 runs
 
+@pytest.mark.slow
 def test_nonblocking_same_stream_copies_are_same_stream(data_dir):
     g = build_graph(load_trace(data_dir / "copy_nonblocking_same_stream.json.gz", cache=False))
     f = findings(g)
@@ -243,6 +244,7 @@ def test_two_streams_of_big_matmuls_fill_the_gpu(data_dir):
     assert set(findings(g)["kind"]) == {"one_at_a_time"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["small-ops-streams-20261202-161222", "small-ops-streams-20261202-161655"])
 def test_small_ops_streams_kernels_that_waited_found_the_gpu_full(run):
     """Issue 10: the 167 and 380 one-at-a-time findings of the small-ops streams parts (torch, nsys) are 1024²
@@ -277,6 +279,7 @@ def test_to_dict_is_json(data_dir):
 
 # ---- surfaces
 
+@pytest.mark.slow
 def test_cli_explain_prints_ranked_findings(data_dir):
     proc = run_cli("explain", "--top", "2", str(BLOCKING), module=True)
     assert proc.returncode == 0, proc.stderr
@@ -285,6 +288,7 @@ def test_cli_explain_prints_ranked_findings(data_dir):
     assert "pageable, synchronous" in out and "pin the host buffer" in out
 
 
+@pytest.mark.slow
 def test_cli_explain_json_has_every_finding(data_dir):
     proc = run_cli("explain", "--json", "--top", "1", str(data_dir / "copy_nonblocking_same_stream.json.gz"),
                    module=True)
@@ -299,6 +303,7 @@ def test_cli_explain_json_has_every_finding(data_dir):
     assert 0.9 * 58.0e6 < fix["gain_ns"] < 58.1e6 and fix["predicted_ns"] > 130.9e6
 
 
+@pytest.mark.slow
 def test_cli_explain_says_when_a_fix_cannot_be_replayed(data_dir):
     """The blocking run has no pinned device-to-host copy to take a bandwidth from: the H200's reference is used
     and said (another model gets the request for pinned=GBPS: tests/test_replay.py); its host syncs' fix is
@@ -312,12 +317,14 @@ def test_cli_explain_says_when_a_fix_cannot_be_replayed(data_dir):
     assert sync["plan"] == "no-sync" and 0 < sync["gain_ns"] <= groups["host_sync"]["cost_ns"] * 1.01
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["-1", "x"])
 def test_cli_explain_bad_min_gap(data_dir, bad):
     proc = run_cli("explain", "--min-gap-us", bad, str(DATA / "copy_side_stream.json.gz"), module=True)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_record_prints_the_top_findings_of_a_run():
     from tracer.cli.explain import findings_lines
 
@@ -370,6 +377,7 @@ def test_one_stream_run_of_roomy_kernels(tmp_path, blocks, found):
     assert "if the work is independent" in r.fix
 
 
+@pytest.mark.slow
 def test_one_stream_fix_predicts_the_small_ops_streams_part():
     """The bundled small-ops run (torch): its one-stream 1024² part is one run of 800 GEMMs of demand 0.485 on
     stream 13; spread over 2 streams (as many as fit at once) the replay predicts 36.2 ms; the same run measured
@@ -411,6 +419,7 @@ def test_launch_plan_cuts_launch_calls_to_a_stated_cost(tmp_path):
         parse_plan(["launch=x"])
 
 
+@pytest.mark.slow
 def test_cli_explain_prices_each_kind_or_says_why_not(tmp_path):
     # the event-wait trace (no ranges): a declared dependency, not priced; its launch-bound gap: priced with `graphs`
     ev = [*_event_wait(), _host("aten::slow_host_op", 16, 584), _call("cudaLaunchKernel", 600, 5, 5),
@@ -428,6 +437,7 @@ def test_cli_explain_prices_each_kind_or_says_why_not(tmp_path):
     assert "not priced: a true dependency as far as the trace shows" in proc.stdout
 
 
+@pytest.mark.slow
 def test_graphs_plan_predicts_the_cuda_graph_replay_of_the_same_work(data_dir):
     """graphs_kineto.json.gz (H200, tests/data/record_graphs.py 256): 8 chains of 50 x relu(x @ w + b) launched
     eagerly (35.9 ms: launch-bound, the host's operators take ~20 µs per op) and replayed as one CUDA graph
@@ -454,6 +464,7 @@ def test_graphs_plan_predicts_the_cuda_graph_replay_of_the_same_work(data_dir):
     assert any("1600 ops" in n and "1.30 µs per GPU op" in n for n in graphs.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("first", "second", "priced"), [("chain0", "chain1", True), ("load0", "mix0", False)])
 def test_event_wait_priced_only_between_independent_ranges(tmp_path, first, second, priced):
     """k2 (stream 9) waits by event for k1 (stream 7). Launched in sibling ranges of one stem (chain0, chain1:
@@ -502,6 +513,7 @@ def test_gpu_full_gains_almost_nothing_from_more_room():
     ("tests/data/h200-sizes/compute-copy-blocking-streams-20261203-194643",
      "tests/data/h200-sizes/compute-copy-side-stream-streams-20261203-194656"),
 ], ids=["4000-a", "4000-b", "2000"])
+@pytest.mark.slow
 def test_blocking_copies_are_pageable_with_a_pinned_side_stream_time_near_the_side_stream_run(blocking, side):
     """The issue's own check: a blocking run's copies are "pageable, synchronous", and the fix's replay (pinned
     and on a side stream) predicts the time the same session's side-stream run measured, within 15%. The

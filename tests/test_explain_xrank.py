@@ -18,6 +18,7 @@ from tracer.analysis.comm import collectives
 from tracer.explain import build_graph, critical_path
 from tracer.explain.critical import Walker
 from tracer.explain.findings import findings
+from tracer.job.clocks import fix_clocks
 from tracer.job.load import load_job
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
@@ -137,6 +138,34 @@ def test_a_clock_that_contradicts_the_collective_drops_its_edge_and_says_so(tmp_
     assert (s["kind"] != "straggler").all()  # the only waiting rank's part ended before the other arrived
 
 
+def test_the_clock_fix_moves_the_rank_that_is_behind_and_says_by_how_much(tmp_path: Path) -> None:
+    skewed = _job(_hand_job(tmp_path, rank1_shift_us=-400))
+    fixed = fix_clocks(skewed)
+    assert fixed.fixes[0] == 0 and fixed.fixes[1] is not None and fixed.fixes[1] > 0  # rank 1 moved forward
+    assert fixed.timeline.meta.extra["clock_fix_ns"] == {"1": fixed.fixes[1]}
+    moved = fixed.timeline.events
+    assert (moved["start_ns"] - skewed.events["start_ns"]).groupby(skewed.events["rank"]).unique().to_dict() == {
+        0: [0], 1: [fixed.fixes[1]]}
+    assert not any("contradict" in n for n in build_graph(fixed.timeline).notes)  # the collectives agree now
+
+
+def test_a_job_whose_clocks_agree_is_left_as_it_is(tmp_path: Path) -> None:
+    job = _job(_hand_job(tmp_path))
+    fixed = fix_clocks(job)
+    assert fixed.timeline is job and not any(fixed.fixes.values()) and "clock_fix_ns" not in job.meta.extra
+
+
+def test_explain_of_a_job_folder_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command's own path, quickly (the slow test below runs it as a user does)."""
+    from tracer.cli import main
+
+    _hand_job(tmp_path / "job")
+    assert main(["explain", str(tmp_path / "job"), "--json", "--no-cache"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {g["kind"]: g["cost_ns"] for g in doc["findings"]["groups"]}["straggler"] == 187_000
+
+
+@pytest.mark.slow
 def test_cli_explain_of_a_job_folder_and_clock_fix(tmp_path: Path) -> None:
     _hand_job(tmp_path / "job")
     out = run_cli("explain", str(tmp_path / "job"), "--json", "--no-cache")
@@ -189,6 +218,7 @@ def test_hta_nccl_pair_collective_edges_and_a_walk_that_crosses_ranks() -> None:
         assert ranks == {int(nodes.at[d, "rank"]), int(nodes.at[s, "rank"])}
 
 
+@pytest.mark.slow
 def test_hta_nccl_pair_straggler_findings_match_the_collectives_table() -> None:
     job = _job(HTA_RANKS)
     g = build_graph(job)
@@ -222,6 +252,7 @@ def test_gloo_job_barriers_wait_for_rank_1_by_its_sleep() -> None:
     assert s["cost_ns"].tolist() == skew.tolist()
 
 
+@pytest.mark.slow
 def test_explain_a_job_run_directory(tmp_path: Path) -> None:
     run = make_job_run(tmp_path / "run", GLOO_RANKS)
     out = run_cli("explain", str(run), "--json", "--top", "0")
@@ -325,6 +356,7 @@ def test_a_range_of_a_job_spans_that_instance_on_every_rank() -> None:
     assert w.start_ns is not None and path.start_ns >= w.start_ns and path.length_ns > 0
 
 
+@pytest.mark.slow
 def test_exposed_comm_findings_add_up_to_the_comm_analysis_exposed_comm_per_gpu():
     """Each NCCL kernel's part beside no compute is an ``exposed_comm`` finding; with no threshold, per GPU they
     add up to the ``comm`` analysis' exposed comm where the GPU's comm kernels do not overlap one another."""
@@ -352,6 +384,7 @@ def test_exposed_comm_findings_add_up_to_the_comm_analysis_exposed_comm_per_gpu(
     assert "ran beside no compute" in ex["evidence"].iloc[0]
 
 
+@pytest.mark.slow
 def test_the_replay_gives_each_rank_s_gpu_its_own_resources_even_where_device_indexes_repeat() -> None:
     # Ranks on different hosts each have a GPU 0: their kernels share no SMs. HTA's pair has rank r on GPU r;
     # with rank 1's rows put on GPU 0 too, the replay must set up the same solo durations and no shared resource.
@@ -404,6 +437,7 @@ def test_a_job_s_kernel_demand_is_read_per_rank(tmp_path: Path) -> None:
         assert (~np.isnan(want)).sum() > 0
 
 
+@pytest.mark.slow
 def test_explain_takes_the_job_options_of_summary(tmp_path: Path) -> None:
     # explain read a job without --ranks / --skip-bad-ranks / --scheduler (yet obeyed $TRACER_DASK_SCHEDULER)
     import gzip

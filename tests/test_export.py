@@ -62,6 +62,7 @@ def test_existing_output_needs_force_and_is_left_alone(tmp_path: Path) -> None:
     assert out.read_bytes().startswith(b"{")
 
 
+@pytest.mark.slow
 def test_export_to_a_pipe_with_force_is_one_line_before_the_parse(tmp_path: Path) -> None:
     fifo = tmp_path / "p.json"
     os.mkfifo(fifo)
@@ -72,6 +73,7 @@ def test_export_to_a_pipe_with_force_is_one_line_before_the_parse(tmp_path: Path
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+@pytest.mark.slow
 def test_export_to_standard_output_is_the_file_export(tmp_path: Path) -> None:
     # `-o -` wrote a file named "-"; now the export itself, for a pipe
     proc = run_cli("export", str(KINETO), "-o", "-", "--to", "chrome", cwd=tmp_path)
@@ -114,6 +116,7 @@ def test_export_is_readable_by_others(tmp_path: Path) -> None:
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
 
 
+@pytest.mark.slow
 def test_cli_writes_each_format(tmp_path: Path) -> None:
     for name in ("t.sqlite", "t.nvtxt", "t.json.gz", "t.parquet"):
         proc = run_cli("export", str(KINETO), "-o", str(tmp_path / name))
@@ -152,6 +155,7 @@ def test_an_nsys_sqlite_export_gzipped_reads_back_as_the_plain_one(tmp_path: Pat
     pd.testing.assert_frame_equal(zipped.events, plain.events, check_exact=True)
 
 
+@pytest.mark.slow
 def test_cli_refuses_to_overwrite_with_one_line_and_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "t.sqlite"
     out.write_bytes(b"x")
@@ -164,6 +168,7 @@ def test_cli_refuses_to_overwrite_with_one_line_and_exit_2(tmp_path: Path) -> No
     assert out.read_bytes()[:16] == b"SQLite format 3\x00"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -179,6 +184,7 @@ def test_cli_bad_arguments_exit_2_before_parsing(tmp_path: Path, args: list[str]
     assert proc.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_cli_output_under_a_file_is_one_line_before_parsing(tmp_path: Path) -> None:
     # `-o afile/t.sqlite` used to end in a FileExistsError traceback from mkdir, after the parse
     (tmp_path / "afile").write_text("")
@@ -187,6 +193,7 @@ def test_cli_output_under_a_file_is_one_line_before_parsing(tmp_path: Path) -> N
     assert proc.stderr == f"tracer: error: {tmp_path / 'afile'}: is a file, not a directory\n"
 
 
+@pytest.mark.slow
 def test_cli_missing_input_is_one_line(tmp_path: Path) -> None:
     proc = run_cli("export", str(tmp_path / "nope.json.gz"), "-o", str(tmp_path / "t.json"))
     assert proc.returncode == 2
@@ -194,6 +201,7 @@ def test_cli_missing_input_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "t.json").exists()
 
 
+@pytest.mark.slow
 def test_cli_exports_a_run_directory(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()

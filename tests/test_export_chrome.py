@@ -87,6 +87,7 @@ def _perfetto_track_violations(doc: dict[str, Any]) -> list[tuple[Any, ...]]:
     return bad
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRACES)
 def test_round_trip_through_tracers_parser(tmp_path: Path, name: str) -> None:
     """Same rows: counts, times to the ns, kinds, names, devices, streams, copies, bytes, correlations; pid/tid
@@ -105,6 +106,7 @@ def test_round_trip_through_tracers_parser(tmp_path: Path, name: str) -> None:
     assert back.meta.gpu_names == timeline.meta.gpu_names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRACES)
 def test_gpu_summary_survives(tmp_path: Path, name: str) -> None:
     timeline = load_trace(DATA / name, cache=False)
@@ -115,6 +117,7 @@ def test_gpu_summary_survives(tmp_path: Path, name: str) -> None:
         assert b.get(key) == a.get(key), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRACES)
 def test_whole_timeline_and_summary_survive(tmp_path: Path, name: str) -> None:
     timeline = load_trace(DATA / name, cache=False)
@@ -127,6 +130,7 @@ def test_whole_timeline_and_summary_survive(tmp_path: Path, name: str) -> None:
     assert b == a
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", TRACES)
 def test_every_track_nests_as_perfetto_needs(tmp_path: Path, name: str) -> None:
     doc = _export(load_trace(DATA / name, cache=False), tmp_path)
@@ -172,6 +176,7 @@ def test_layout_one_process_per_gpu_and_named_threads(tmp_path: Path) -> None:
     assert all(tid != 0 for _, tid in threads)
 
 
+@pytest.mark.slow
 def test_times_are_exact_to_the_nanosecond(tmp_path: Path) -> None:
     timeline = load_trace(DATA / "mlp_train_200.json.gz", cache=False)
     doc = _export(timeline, tmp_path)

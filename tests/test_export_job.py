@@ -68,6 +68,7 @@ def test_chrome_export_keeps_ranks_apart_when_both_use_gpu_0(hta_job: Path, tmp_
     assert pids[0] and pids[1] and not pids[0] & pids[1]
 
 
+@pytest.mark.slow
 def test_nsys_export_of_a_job_keeps_nccl_kernels_as_kernels_per_rank(hta_job: Path, tmp_path: Path) -> None:
     out = tmp_path / "job.sqlite"
     assert main(["export", str(hta_job), "-o", str(out)]) == 0
@@ -83,6 +84,7 @@ def test_nsys_export_of_a_job_keeps_nccl_kernels_as_kernels_per_rank(hta_job: Pa
     assert _nccl_per_rank(load_trace(out, cache=False).events) == {0: 10, 1: 10}
 
 
+@pytest.mark.slow
 def test_every_format_exports_a_cpu_job(tmp_path: Path) -> None:
     run = make_job_run(tmp_path / "gloo", GLOO_RANKS)
     job = load_trace(run, cache=False)
@@ -95,6 +97,7 @@ def test_every_format_exports_a_cpu_job(tmp_path: Path) -> None:
     assert len(chrome) == int(job.events["kind"].isin(["cpu_op", "range"]).sum())
 
 
+@pytest.mark.slow
 def test_nsys_export_gives_ranks_sharing_a_pid_and_a_gpu_their_own_processes(hta_job: Path, tmp_path: Path) -> None:
     """Regression: ranks in containers (the same pid) on their own GPU 0 were one process in the nsys export,
     their kernels and CUDA calls mixed."""
@@ -135,6 +138,7 @@ def test_chrome_export_of_a_job_reads_back_with_every_row_on_its_rank(hta_job: P
     assert device_overlap(back) == device_overlap(job)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", ["files", "folder", "run"])
 def test_export_job_of_rank_traces_reads_back_as_the_job(tmp_path: Path, capsys: pytest.CaptureFixture,
                                                            given: str) -> None:

@@ -155,6 +155,7 @@ def test_report_joins_give_tracers_numbers(tmp_path: Path) -> None:
     ).fetchone() == (50,)
 
 
+@pytest.mark.slow
 def test_memsets_and_driver_calls(tmp_path: Path) -> None:
     con = sqlite3.connect(_export(load_trace(DATA / "mlp_train_200.json.gz", cache=False), tmp_path))
     assert con.execute(
@@ -195,6 +196,7 @@ def test_ids_beyond_24_bits_are_renumbered_with_a_note(tmp_path: Path) -> None:
 NATIVE = ["kernel", "memcpy", "memset", "runtime", "driver", "range"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINETO)
 def test_kineto_round_trip_native_rows_are_exact(tmp_path: Path, name: str) -> None:
     """Kineto → nsys-sqlite → tracer's nsys parser: every kernel, copy, memset, CUDA call and range comes back
@@ -212,6 +214,7 @@ def test_kineto_round_trip_native_rows_are_exact(tmp_path: Path, name: str) -> N
     assert back.meta.gpu_names == timeline.meta.gpu_names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINETO)
 def test_kineto_round_trip_gpu_summary_is_the_same(tmp_path: Path, name: str) -> None:
     timeline = load_trace(DATA / name, cache=False)
@@ -221,6 +224,7 @@ def test_kineto_round_trip_gpu_summary_is_the_same(tmp_path: Path, name: str) ->
         assert b.get(key) == a.get(key), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINETO)
 def test_kineto_round_trip_whole_timeline(tmp_path: Path, name: str) -> None:
     """The whole timeline and the whole `tracer summary --json` survive the round trip (but for the GPU rows'

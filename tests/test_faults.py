@@ -58,6 +58,7 @@ def test_a_full_disk_during_export_is_one_line_and_keeps_the_previous_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no temporary left
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_record_is_one_line_and_leaves_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,6 +91,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     subprocess.run(["umount", str(where)], check=False)
 
 
+@pytest.mark.slow
 def test_a_real_full_disk_in_every_format_and_in_record(tiny_disk: Path) -> None:
     big = DATA / "mlp_train_200.json.gz"  # its exports are all larger than the disk
     for name in FORMATS:
@@ -149,6 +151,7 @@ def test_an_existing_empty_directory_of_that_name_is_not_replaced(tmp_path: Path
     assert publish_dir(t, tmp_path / "run") == tmp_path / "run-2"
 
 
+@pytest.mark.slow
 def test_two_records_at_once_into_one_out_both_land(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "tracer", "record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), "-q",
            *SMALL]

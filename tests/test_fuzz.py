@@ -26,12 +26,14 @@ def outcomes(tmp_path_factory):
     return fuzzing.run_all(CASES, tmp_path_factory.mktemp("fuzz"), seed=SEED)
 
 
+@pytest.mark.slow
 def test_every_mutated_trace_is_a_correct_parse_or_a_one_line_refusal(outcomes):
     defects = [f"{o.case.label}: {o.verdict} | {o.stderr.strip().splitlines()[-1:] if o.stderr else ''}"
                for o in outcomes if o.defect]
     assert not defects, f"{len(defects)} of {len(outcomes)} cases:\n" + "\n".join(defects[:30])
 
 
+@pytest.mark.slow
 def test_every_class_and_mutation_was_exercised(outcomes):
     # a suite that quietly stopped building inputs (a renamed fixture, a mutation that always raises in the
     # builder) would pass the test above with nothing tried

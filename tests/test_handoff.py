@@ -106,6 +106,7 @@ def test_an_empty_job_is_no_tasks() -> None:
     assert parallel.parse_groups([], scheduler=parallel.Scheduler("processes")) == []
 
 
+@pytest.mark.slow
 def test_scan_part_hands_a_file_over_or_the_part_itself(plain: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import tracer.parsers
@@ -129,6 +130,7 @@ def test_scan_part_hands_a_file_over_or_the_part_itself(plain: Path, tmp_path: P
                                   whole.events, check_exact=True)
 
 
+@pytest.mark.slow
 def test_a_split_job_hands_its_parts_over_in_files_and_leaves_none(
         plain: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     files = [plain]

@@ -147,6 +147,7 @@ def test_a_corrupt_rank_is_one_error_naming_its_file(job_dir: Path) -> None:
     assert not list(job_dir.glob(".tracer-job-*"))  # a job read without a rank is not stored
 
 
+@pytest.mark.slow
 def test_cli_corrupt_rank_and_skip_bad_ranks(job_dir: Path) -> None:
     bad = _corrupt(job_dir)
     proc = run_cli("summary", "--job", "--json", str(job_dir), "--scheduler", "sync")
@@ -161,6 +162,7 @@ def test_cli_corrupt_rank_and_skip_bad_ranks(job_dir: Path) -> None:
     assert list(doc["meta"]["skipped_ranks"]) == [str(bad)]
 
 
+@pytest.mark.slow
 def test_cli_options_need_job(job_dir: Path) -> None:
     proc = run_cli("summary", str(job_dir), "--scheduler", "sync")
     assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --scheduler: applies to a job's traces: add --job"
@@ -187,6 +189,7 @@ def test_scheduler_values_and_the_environment() -> None:
         parallel.resolve_scheduler(None, env={parallel.SCHEDULER_ENV: "x y"})
 
 
+@pytest.mark.slow
 def test_an_unreachable_cluster_is_one_line(job_dir: Path) -> None:
     pytest.importorskip("distributed")
     env = {**os.environ, parallel.SCHEDULER_ENV: "tcp://127.0.0.1:9"}
@@ -211,6 +214,7 @@ def test_a_local_cluster_parses_the_job(job_dir: Path) -> None:
     assert started < 30
 
 
+@pytest.mark.slow
 def test_the_single_file_path_does_not_import_dask() -> None:
     code = ("import sys; from tracer.cli import main; rc = main(['summary', '--json', sys.argv[1]]); "
             "bad = [m for m in ('dask', 'distributed') if m in sys.modules]; assert rc == 0 and not bad, bad")
@@ -248,6 +252,7 @@ def test_a_worker_keeps_freed_memory_for_the_next_rank() -> None:
     assert kept[0] >= pages * 0.9 and max(kept[1:]) < pages * 0.05  # the heap's pages reused
 
 
+@pytest.mark.slow
 def test_the_local_pool_keeps_freed_memory_where_a_worker_parses_several_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
     import concurrent.futures
 
@@ -330,6 +335,7 @@ def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
     assert read_for_a_key == [nsys]
 
 
+@pytest.mark.slow
 def test_the_workers_are_forked_with_dask_and_their_tasks_modules_imported(tmp_path: Path) -> None:
     """Every task a local worker runs is Dask's (dask.local.batch_execute_tasks): the job's process imports Dask and
     the tasks' modules before it forks the workers, so none imports them again at its first task (0.45 s on a
@@ -354,6 +360,7 @@ print([d.error for d in done])
     assert seen.read_text().split() == ["True", "True"]
 
 
+@pytest.mark.slow
 def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
     """start_worker, in a fresh interpreter (as a forkserver's or a spawned worker): the parser, the Parquet writer
     and the key's hash are there before the first task; a module that fails to import is left to the task."""
@@ -363,6 +370,7 @@ def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
 
 
+@pytest.mark.slow
 def test_a_job_s_workers_end_with_it_however_it_ends(tmp_path: Path) -> None:
     """start_worker(..., parent): on Linux a worker is killed as its parent ends (here SIGKILL, which no handler
     sees): it does not go on parsing ranks for nobody. Elsewhere only said."""
@@ -435,6 +443,7 @@ run()
 """
 
 
+@pytest.mark.slow
 def test_sigterm_mid_job_is_one_line_and_leaves_nothing_half_written(job_dir: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", _TERM_MID_JOB, str(job_dir)], capture_output=True, text=True,
                           timeout=120)
@@ -445,6 +454,7 @@ def test_sigterm_mid_job_is_one_line_and_leaves_nothing_half_written(job_dir: Pa
     assert sorted(p.name for p in job_dir.iterdir()) == sorted(p.name for p in HTA_RANKS)
 
 
+@pytest.mark.slow
 def test_a_worker_ends_on_sigterm_as_any_process_does() -> None:
     """Workers forked from the command do not keep its SIGTERM handler (tracer.cli: an exception, for the
     command's clean-up): in a worker it would turn a stopped task into an error sent back, not an end."""

@@ -65,6 +65,7 @@ def _assert_same(got: Summary, want: Summary) -> None:
     assert _text(got) == _text(want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheduler", ["processes", "sync"])
 def test_the_combined_summary_equals_the_whole_jobs(job: list[Path], scheduler: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,6 +81,7 @@ def test_the_combined_summary_equals_the_whole_jobs(job: list[Path], scheduler: 
     assert set(meta.extra["ranks"]) == {"0", "1"} and "stored_as" not in meta.extra
 
 
+@pytest.mark.slow
 def test_first_open_and_reload_equal_the_whole_jobs(job: list[Path]) -> None:
     want = _whole(job)
     written: list[Path] = []
@@ -95,6 +97,7 @@ def test_first_open_and_reload_equal_the_whole_jobs(job: list[Path]) -> None:
     _assert_same(here, want)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_subset_of_ranks(job: list[Path], rank: int) -> None:
     want = _whole(job, ranks=[rank])
@@ -107,6 +110,7 @@ def test_a_subset_of_ranks(job: list[Path], rank: int) -> None:
     _assert_same(got, want)
 
 
+@pytest.mark.slow
 def test_combining_is_splitting_by_rank(job: list[Path]) -> None:
     """Each analysis's per-rank parts, combined, give what it computes over the concatenated job (on the
     timelines themselves: no workers, no store)."""
@@ -122,6 +126,7 @@ def test_combining_is_splitting_by_rank(job: list[Path]) -> None:
         assert a.to_json(got, analyze(whole)) == a.to_json(a.compute(whole), analyze(whole)), a.name
 
 
+@pytest.mark.slow
 def test_the_job_meta_is_the_concatenated_jobs(job: list[Path]) -> None:
     whole = load_job(job, load=lambda p: load_trace(p, cache=False))
     _, meta = summarize_job(job, scheduler="sync", cache=False)
@@ -137,6 +142,7 @@ def _without_rank_info(src: Path, dest: Path) -> None:
     dest.write_bytes(gzip.compress(json.dumps(doc).encode()))
 
 
+@pytest.mark.slow
 def test_a_rank_numbered_by_order_behind_a_skipped_one(tmp_path: Path) -> None:
     """Ranks from the files' order: with the middle file unreadable, the third file is rank 1, not the 2 its
     worker numbered it; the job is then read whole, and the summary is still the whole job's."""
@@ -152,6 +158,7 @@ def test_a_rank_numbered_by_order_behind_a_skipped_one(tmp_path: Path) -> None:
     assert len(skipped) == 1  # said once, not again by the second read
 
 
+@pytest.mark.slow
 def test_an_analysis_without_combine_reads_the_job_whole(job: list[Path]) -> None:
     extra = registry.Analysis("test_rows_per_rank", "rows per rank", lambda t: t.events["rank"].value_counts()
                               .sort_index().to_dict(), to_json=lambda r, s: {"test_rows_per_rank": r},
@@ -166,6 +173,7 @@ def test_an_analysis_without_combine_reads_the_job_whole(job: list[Path]) -> Non
         registry.unregister(extra.name)
 
 
+@pytest.mark.slow
 def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
     proc = run_cli("summary", "--json", "--job", *map(str, job))
     assert proc.returncode == 0, proc.stderr
@@ -176,6 +184,7 @@ def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
     assert orjson.loads(again.stdout) == _whole(job, ranks=[1]).to_dict()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("side_thread", [False, True])
 def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread: bool) -> None:
     """The key, the stored partition and the results are the same whether a side thread hashes and writes
@@ -203,6 +212,7 @@ def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread
     assert failed.error is not None and failed.error[1] == str(bad) and "truncated gzip" in failed.error[2]
 
 
+@pytest.mark.slow
 def test_clock_fix_gives_the_figures_of_the_job_read_whole(job: list[Path], capsys: pytest.CaptureFixture) -> None:
     """--clock-fix: where no rank moves, the combined summary stands (and says what the fix found); where one
     moves, the job is read whole and moved, as before. Either way the figures and notes are the old path's."""
@@ -236,6 +246,7 @@ def test_a_rank_with_no_events(tmp_path: Path) -> None:
     assert set(meta.extra["ranks"]) == {"0", "1", "2"}
 
 
+@pytest.mark.slow
 def test_a_clock_fix_is_applied_where_each_rank_is_analysed(job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     """``--clock-fix``: each rank moved on its worker before it is analysed equals the job read whole and moved
     (``shift_ranks``), on the first open, on a reload and in this process, and the store keeps the ranks as their
@@ -263,6 +274,7 @@ def test_a_clock_fix_is_applied_where_each_rank_is_analysed(job: list[Path], mon
     assert "clock_fix_ns" not in meta.extra
 
 
+@pytest.mark.slow
 def test_a_job_s_run_directory_with_job_is_its_rank_traces(tmp_path: Path) -> None:
     # `summary --job RUN` of a recorded job took the run for one rank: every row on rank 0, the GPUs merged
     from tests.job_runs import HTA_RANKS, make_job_run
@@ -286,6 +298,7 @@ def test_a_job_s_run_directory_with_job_is_its_rank_traces(tmp_path: Path) -> No
                            "trace per rank\n")
 
 
+@pytest.mark.slow
 def test_clock_fix_says_what_it_moved_each_rank_by(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     # After --clock-fix the rank table's "clock fix" is what is left to move (0 once moved), and its caption said
     # "(not applied)": the shift applied was said only on stderr. Now a "moved" column and --json's meta say it.
@@ -314,6 +327,7 @@ def test_clock_fix_says_what_it_moved_each_rank_by(tmp_path: Path, capsys: pytes
     assert "not applied" not in text and "(--clock-fix moved no rank: none needed it, or none fits)" in text
 
 
+@pytest.mark.slow
 def test_a_file_that_holds_several_ranks_is_not_one_rank_of_a_job(tmp_path: Path) -> None:
     # --job stamps one rank on every row of each file: an nsys report of two processes (read as ranks 0 and 1 on its
     # own) had its two GPUs' figures summed into one; refused in one line (or left out, --skip-bad-ranks)

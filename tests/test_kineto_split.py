@@ -60,6 +60,7 @@ def _split_equals_whole(data: bytes, k: int, tmp_path: Path) -> list[Any]:
     return parts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(DATA)))
 def test_every_trace_in_parts_equals_the_whole(trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto, "_CHUNK_BYTES", 16 * 1024)  # (a few chunks per part of the larger traces)
@@ -92,6 +93,7 @@ def _every_cut(data: bytes, tmp_path: Path, most: int = 12) -> int:
     return fell_back
 
 
+@pytest.mark.slow
 def test_slices_crossing_the_cut_pair_up(tmp_path: Path) -> None:
     events: list[Any] = [{"ph": "B", "cat": "user_annotation", "name": f"outer{i}", "pid": 1, "tid": 2, "ts": i * 100}
                          for i in range(5)]
@@ -105,6 +107,7 @@ def test_slices_crossing_the_cut_pair_up(tmp_path: Path) -> None:
     assert (t.events["name"].astype(str).str.startswith("outer")).sum() == 4
 
 
+@pytest.mark.slow
 def test_metadata_in_the_second_part(tmp_path: Path) -> None:
     events: list[Any] = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "first"}}]
     events += [_x(i) for i in range(30)]
@@ -117,6 +120,7 @@ def test_metadata_in_the_second_part(tmp_path: Path) -> None:
     assert t.meta.process_names == {1: "later", 3: "other"} and t.meta.thread_names == {"1:2": "main"}
 
 
+@pytest.mark.slow
 def test_codes_of_each_part_are_remapped(tmp_path: Path) -> None:
     # names and process groups first met in the second part, and met again there in another order
     coll = {"Collective name": "allreduce", "In msg nelems": 4, "Out msg nelems": 4, "dtype": "Float"}
@@ -128,6 +132,7 @@ def test_codes_of_each_part_are_remapped(tmp_path: Path) -> None:
     assert list(t.events["pg"].cat.categories) == ["", "pg0", "pg1", "pg3", "pg2"]  # as first met in the file
 
 
+@pytest.mark.slow
 def test_skipped_events_in_each_part_are_counted_once(tmp_path: Path) -> None:
     bad: list[Any] = [{"ph": "X", "cat": "cpu_op", "name": "n", "ts": "abc", "dur": 1},
                       {"ph": "X", "cat": "cpu_op", "name": "n", "ts": 5, "dur": -1},
@@ -198,6 +203,7 @@ def test_split_counts(plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) ->
     assert parallel.split_counts([[str(p)] for p in plain_job]) == [8, 8]  # the cores bound it
 
 
+@pytest.mark.slow
 def test_a_job_with_split_ranks_equals_the_unsplit_one(plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.analysis import ranked
     from tracer.job.load import load_job
@@ -313,6 +319,7 @@ def _early_child(files: list[Path]) -> dict[str, Any]:
     return json.loads(proc.stderr.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_job_s_parts_are_scanned_before_pandas_is_imported_and_sum_up_the_same(plain_job: list[Path]) -> None:
     got = _early_child(plain_job)
     seen = got["seen"]
@@ -322,6 +329,7 @@ def test_a_job_s_parts_are_scanned_before_pandas_is_imported_and_sum_up_the_same
     assert got["parked left"] is False  # the parts handed over through memory's folder, removed after
 
 
+@pytest.mark.slow
 def test_no_early_scans_where_they_do_not_apply(plain_job: list[Path], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.job import store as jobstore
@@ -372,6 +380,7 @@ sys.exit(rc)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skip", [False, True], ids=["refused", "skipped"])
 def test_a_corrupt_rank_among_early_scanned_ranks_is_one_line_naming_it(plain_job: list[Path], tmp_path: Path,
                                                                         skip: bool) -> None:

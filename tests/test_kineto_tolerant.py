@@ -113,6 +113,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_external_trace_matches_its_raw_events(name):
     path = EXTERNAL / name
@@ -126,6 +127,7 @@ def test_external_traces_are_all_covered():
     assert kineto == set(EXPECTED)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["two_streams.json.gz", "copy_nonblocking_same_stream.json.gz",
                                   "copy_side_stream.json.gz", "mlp_train_200.json.gz"])
 def test_h200_fixtures_match_exact_decimals(name):
@@ -173,6 +175,7 @@ def test_lane_gap_is_kept():
     assert k["start_ns"].iloc[1] - k["end_ns"].iloc[0] == 101
 
 
+@pytest.mark.slow
 def test_pytorch_1_8_resnet_places_its_gpu_work():
     """Used to give 0 GPUs and 0 kernels: its categories are capitalised and its GPU tids text."""
     tl = load_trace(EXTERNAL / "kineto_resnet50_num_workers_0_worker0.pt.trace.json.gz", cache=False)
@@ -304,6 +307,7 @@ def test_entries_that_are_not_events_are_counted():
     assert tl.meta.extra["skipped"] == {"no ph": 1, "not an event object": 2}
 
 
+@pytest.mark.slow
 def test_a_typed_chunk_failing_midway_is_read_loosely_with_the_same_result():
     """Chunks of a big trace are decoded typed; one with a string arg is decoded again loosely. The result
     equals the careful path's (a bare array, pre-split by msgspec)."""
@@ -378,6 +382,7 @@ def test_begin_end_pairs_become_intervals():
 # --- what tracer summary says -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text", ['{"traceEvents": []}', "[]"])
 def test_empty_trace_is_an_empty_summary(tmp_path, text):
     p = tmp_path / "empty.json"
@@ -390,6 +395,7 @@ def test_empty_trace_is_an_empty_summary(tmp_path, text):
     assert (out["devices"], out["events"]) == ({}, 0)
 
 
+@pytest.mark.slow
 def test_summary_names_skipped_events_and_strict_refuses_them(tmp_path):
     p = tmp_path / "soon.json"
     p.write_bytes(raw_trace(kernel_json('"soon"', "1", corr=1), kernel_json('"later"', "1", corr=2),
@@ -409,6 +415,7 @@ def test_summary_names_skipped_events_and_strict_refuses_them(tmp_path):
     assert clean.returncode == 0 and clean.stderr == ""
 
 
+@pytest.mark.slow
 def test_rocprofv3_json_is_one_line_that_says_what_to_record_instead(tmp_path):
     import subprocess
     import sys

@@ -78,6 +78,7 @@ def _expected(doc: dict[str, Any]) -> dict[str, Any]:
             "empty_at_launch": sum(a == 0 for a in ahead)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mlp_train_200.json.gz", "copy_side_stream.json.gz", "two_streams.json.gz",
                                   "graphs_kineto.json.gz"])
 def test_launch_figures_equal_an_independent_computation_on_real_h200_traces(name: str) -> None:
@@ -122,6 +123,7 @@ def test_a_graph_launch_counts_once_its_own_rows_are_not_ahead_of_it_and_a_skewe
     assert (row["kernels"], row["short_kernels"]) == (2, 1)  # "long" and "skewed" ran one per call
 
 
+@pytest.mark.slow
 def test_summary_shows_and_writes_the_launch_figures() -> None:
     proc = run_cli("summary", str(DATA / "mlp_train_200.json.gz"))
     assert proc.returncode == 0, proc.stderr

@@ -265,6 +265,7 @@ def test_an_nsys_export_reexported_has_the_same_copy_rows(tmp_path: Path, fixtur
     pd.testing.assert_frame_equal(back[cols].astype(str), timeline.events[cols].astype(str))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", ["copy_side_stream.json.gz", "pair_kineto.json.gz", "mlp_train_200.json.gz"])
 def test_kineto_round_trip_through_nsys_sqlite_keeps_the_kinds(tmp_path: Path, trace: str) -> None:
     timeline = load_trace(DATA / trace, cache=False)
@@ -313,6 +314,7 @@ def _schema_1(timeline: Timeline, path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", ["pair_kineto.json.gz", "mlp_train_200.json.gz", "two_streams.json.gz",
                                    "external/HTA_trace_filter_sampled_rank-0.json.gz", "nsys_compute_copy.sqlite.gz"])
 def test_a_schema_1_parquet_timeline_loads_with_the_kinds_a_parse_gives(tmp_path: Path, trace: str) -> None:

@@ -257,6 +257,7 @@ def check(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     return ("skipped rows" if lines else "ok"), err.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("source", list(SOURCES))
 def test_a_mutated_export_is_summarised_or_refused_in_one_line(

@@ -93,6 +93,7 @@ def test_the_old_import_pattern_catches_what_it_should() -> None:
         assert not OLD_IMPORT.search(line), line
 
 
+@pytest.mark.slow
 def test_a_bare_checkout_on_pythonpath_runs_the_mapped_packages(tmp_path: Path) -> None:
     # what the GPU machine does: no install at all, only PYTHONPATH=<repository root>; cwd elsewhere
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

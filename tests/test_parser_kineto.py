@@ -8,6 +8,7 @@ import sys
 
 import orjson
 import pandas as pd
+import pytest
 
 from tracer.parsers import detect_format, load_trace
 from tracer.parsers.kineto import copy_kind_from_name, parse_kineto_bytes
@@ -116,6 +117,7 @@ def test_format_is_detected_from_content_not_suffix(tmp_path, data_dir):
     assert load_trace(sqlite_named_json).meta.format == "nsys"
 
 
+@pytest.mark.slow
 def test_parquet_cache_beside_big_traces(tmp_path, data_dir, monkeypatch):
     import tracer.parsers as parsers
 
@@ -157,6 +159,7 @@ def test_a_cache_written_by_an_older_parser_is_not_served(tmp_path, data_dir, mo
     assert len(load_trace(src).events) == len(right.events)
 
 
+@pytest.mark.slow
 def test_importing_parsers_and_cli_does_not_import_dash():
     code = (
         "import sys, tracer.parsers, tracer.analysis.summary, tracer.cli; "
@@ -166,6 +169,7 @@ def test_importing_parsers_and_cli_does_not_import_dash():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow
 def test_ts_beyond_int64_ns_is_skipped_and_counted_not_a_wrong_number(tmp_path):
     """Regression: ts 1e20 µs used to become a garbage start and a 0-ns kernel that was still counted. Since
     issue 14 the event is left out and counted (the rest of the trace is still read); --strict refuses it."""

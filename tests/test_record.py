@@ -47,6 +47,7 @@ def _trace_names(path: Path) -> set[str]:
     return {e.get("name", "") for e in trace["traceEvents"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_every_scenario_records_a_complete_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
     from tracer.analysis.summary import summarize
@@ -230,6 +231,7 @@ run()
 """
 
 
+@pytest.mark.slow
 def test_sigterm_mid_record_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -334,6 +336,7 @@ def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return install_fake_nsys(tmp_path, monkeypatch, capture_range=True)
 
 
+@pytest.mark.slow
 def test_nsys_backend_writes_report_sqlite_and_timeline(tmp_path: Path, fake_nsys: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
@@ -354,6 +357,7 @@ def test_nsys_backend_needs_a_gpu(tmp_path: Path, fake_nsys: Path) -> None:
         rec.record("compute-copy", device="cpu", out=tmp_path / "runs", backend="nsys")
 
 
+@pytest.mark.slow
 def test_nsys_child_check_failure_leaves_nothing(tmp_path: Path, fake_nsys: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
@@ -367,6 +371,7 @@ def test_nsys_child_check_failure_leaves_nothing(tmp_path: Path, fake_nsys: Path
 # ---- the console script and python -m tracer ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [False, True])
 def test_tracer_record_as_a_user_runs_it(tmp_path: Path, module: bool) -> None:
     proc = run_cli("record", "small-ops", "--device", "cpu", "--out", str(tmp_path), *_params("small-ops"),
@@ -394,6 +399,7 @@ def test_tracer_scenarios_lists_them(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["scenarios", "nope"]) == 2
 
 
+@pytest.mark.slow
 def test_compact_run_gzips_the_sqlite_and_drops_a_big_report(tmp_path: Path, fake_nsys: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.parsers import load_trace
@@ -460,3 +466,14 @@ def test_record_output_tells_the_wall_time_estimate_from_the_timeline_overlap() 
     text = console.export_text()
     assert "Derived from the wall times" in text and "blocking: copy time hidden" in text
     assert "overlap = copy time hidden behind compute, on the timeline" in text
+
+
+@pytest.mark.gpu
+def test_a_scenario_recorded_on_a_gpu_has_its_kernels_and_copies_there(tmp_path: Path) -> None:
+    """On a machine with a GPU (skipped elsewhere): the side-stream scenario's kernels and device-to-host copies
+    are on GPU 0, and some copy time is hidden behind compute."""
+    run = rec.record("compute-copy", device="cuda:0", out=tmp_path / "runs",
+                     params={**SMALL["compute-copy"], "variant": "side-stream"})
+    gpu = run.summary["devices"]["0"]
+    assert gpu["kernels"] > 0 and gpu["memcpys"] > 0
+    assert 0 < gpu["overlap_ns"] <= min(gpu["compute_ns"], gpu["copy_ns"])

@@ -54,6 +54,7 @@ def test_a_missing_command_is_127_and_writes_nothing(tmp_path: Path) -> None:
     assert empty.value.exit_code == 2  # a usage error, not a missing program
 
 
+@pytest.mark.slow
 def test_the_exit_code_comes_back_with_the_trace(tmp_path: Path) -> None:
     (tmp_path / "s.py").write_text(SCRIPT)
     result = run_command([sys.executable, str(tmp_path / "s.py"), "3"], tmp_path / "cap")
@@ -68,6 +69,7 @@ def test_bad_steps_are_refused_before_running(tmp_path: Path) -> None:
     assert not (tmp_path / "cap").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
                     reason="torchrun is not beside this Python")
 def test_a_two_rank_torchrun_job_on_gloo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,6 +92,7 @@ def test_a_two_rank_torchrun_job_on_gloo(tmp_path: Path, monkeypatch: pytest.Mon
     assert stored.meta.extra["ranks"]["1"]["source"].startswith("traces/rank1-")
 
 
+@pytest.mark.slow
 def test_the_cli_records_a_command_and_exits_with_its_code(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "s.py").write_text(SCRIPT)
     rc = main(["record", "--out", str(tmp_path / "runs"), "--", sys.executable, str(tmp_path / "s.py"), "3"])
@@ -177,6 +180,7 @@ DIES = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
                     reason="torchrun is not beside this Python")
 def test_a_rank_that_dies_is_named_and_the_others_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,6 +210,7 @@ SLEEPS = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_captured(tmp_path: Path) -> None:
     import signal
     import subprocess

@@ -34,6 +34,7 @@ def _range(timeline, name: str) -> tuple[int, int]:
     return int(r["start_ns"].min()), int(r["end_ns"].max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["copy_nonblocking_same_stream.json.gz", "copy_side_stream.json.gz",
                                   "two_streams.json.gz", "graph_kineto.json.gz", "pair_kineto.json.gz",
                                   "mlp_train_200.json.gz", "pair.sqlite.gz"])
@@ -143,6 +144,7 @@ def test_parse_plan_combines():
     assert parse_plan([]).unchanged
 
 
+@pytest.mark.slow
 def test_cli_what_if_json_and_bad_plan():
     path = str(DATA / "copy_nonblocking_same_stream.json.gz")
     proc = run_cli("explain", "--json", "--what-if", "side-stream", path, module=True)
@@ -164,6 +166,7 @@ def test_nsys_launch_figures_give_the_same_demand_as_kineto():
     assert read_demand(DATA / "graph_nsys_stats.txt") == ({}, None)  # neither format: nothing, no error
 
 
+@pytest.mark.slow
 def test_kineto_demand_typed_read_equals_the_loose_one_and_refuses_a_bomb(tmp_path):
     # The typed decode reads only the kernels' launch figures; a trace it refuses (here one event whose args are
     # a list) is read whole: both must give the same demand, from an independent computation over the JSON.
@@ -187,6 +190,7 @@ def test_kineto_demand_typed_read_equals_the_loose_one_and_refuses_a_bomb(tmp_pa
     assert read_kineto_demand(bomb) == ({}, None)
 
 
+@pytest.mark.slow
 def test_cli_what_if_streams_reads_the_ranges_chains():
     run = EXAMPLES / "dependency-graph-streams-20261202-161236"
     proc = run_cli("explain", "--range", "dependency-graph/serial", "--what-if", "streams=4", "--what-if", "warm",

@@ -109,6 +109,7 @@ def test_unchanged_plan_reproduces_each_range(name, rng):
     assert abs(r.ratio - 1) < 0.02, (name, rng, r.measured_ns, r.predicted_ns)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", RUNS)
 def test_unchanged_plan_reproduces_the_whole_trace(name):
     # regression: independent-ops 512² replayed 12.6% short, small-ops 256² 4.2%: the cudaDeviceSynchronize
@@ -173,6 +174,7 @@ def test_independent_ops_512_streams_warm_drops_allocator_growth():
     # -13.5%: the host ran 10% slower in the streams part (test_host_change_explains_launch_bound_errors)
     ("small-ops-streams-20261203-200747", "small-ops/one-stream-256", "small-ops/streams-256"),
 ])
+@pytest.mark.slow
 def test_small_ops_streams(name, before, after):
     r = _replay(name, [before], Plan(streams=8))
     assert r.predicted_ns <= r.measured_ns * 1.001  # never slower than one stream
@@ -224,6 +226,7 @@ def _bench() -> ModuleType:
     ("independent-ops-streams-20261203-200735", "independent-ops/serial", "independent-ops/spread", False),
     ("small-ops-streams-20261203-200747", "small-ops/one-stream-256", "small-ops/streams-256", True),
 ])
+@pytest.mark.slow
 def test_host_change_explains_launch_bound_errors(name, before, after, reached):
     # the launch-bound pairs' time is the host's: the prediction (from the before part alone) is off by as much
     # as the host ran slower or faster in the after part; bench/whatif.py's host× · tail× column, read from both
@@ -241,6 +244,7 @@ def test_host_change_explains_launch_bound_errors(name, before, after, reached):
     assert abs(predicted * host.total / measured - 1) < abs(error)
 
 
+@pytest.mark.slow
 def test_mlp_parallel_from_a_second_recording():
     # the pair's trace has no replica-sized work to replay; the single-only run at the replicas' batch (2048 of
     # 4096) is launch-bound, and one host thread submits both replicas: 2 × its time, -9.1% of the parallel part

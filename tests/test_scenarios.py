@@ -539,6 +539,7 @@ def test_phases_work_without_nvtx(monkeypatch: pytest.MonkeyPatch) -> None:
     assert r.ok
 
 
+@pytest.mark.slow
 def test_scenarios_import_nothing_from_tracer() -> None:
     # tracer.scenarios lives in the tracer package (its parent's light __init__ is imported first), but it imports
     # nothing else of tracer: the record path depends on the scenarios, never the reverse
@@ -551,6 +552,7 @@ def test_scenarios_import_nothing_from_tracer() -> None:
     assert out.stdout.strip() == "[]", out.stderr
 
 
+@pytest.mark.slow
 def test_python_m_scenarios_run_writes_the_result(tmp_path) -> None:
     result = tmp_path / "r.json"
     args = ["--param", "n=2", "--param", "size=32", "--param", "variant=side-stream"]
@@ -566,6 +568,7 @@ def test_python_m_scenarios_run_writes_the_result(tmp_path) -> None:
     assert all(c["ok"] for c in d["checks"].values())
 
 
+@pytest.mark.slow
 def test_python_m_scenarios_bad_input_is_one_line() -> None:
     proc = subprocess.run([sys.executable, "-m", "tracer.scenarios", "run", "nope"], capture_output=True, text=True,
                           timeout=120)

@@ -300,6 +300,7 @@ def test_statements_are_split_at_line_ends_with_a_semicolon():
     assert list(_statements(lines, lambda s: s.startswith("."))) == [".tables", "SELECT 1,\n2;", "SELECT 3"]
 
 
+@pytest.mark.slow
 def test_the_command_as_a_process(tmp_path):
     before = run_files(RUN)
     proc = subprocess.run([sys.executable, "-c", CLI, "sql", str(RUN), "SELECT count(*) AS n FROM copies",

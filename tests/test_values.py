@@ -50,6 +50,7 @@ def one_line_error(proc, path: Path, words: str) -> None:
 # 1. values outside what a trace can mean: skipped and counted, never summed -------------------------------
 
 
+@pytest.mark.slow
 def test_bytes_near_2_63_are_skipped_not_summed_into_a_negative_total(tmp_path: Path) -> None:
     """Regression: two copies of 2**63 - 10 bytes summed to -9.2e18 bytes (-5.9e12 GB/s), exit 0."""
     p = tmp_path / "wrap.json"
@@ -102,6 +103,7 @@ def _parquet(path: Path, rows: Sequence[tuple[int, int, object]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_loader_drops_impossible_rows_of_any_format_and_counts_them(tmp_path: Path) -> None:
     """Regression: a Parquet timeline (or an nsys export) with such rows was summed as it was, or refused whole
     ("timeline has intervals that end before they start")."""
@@ -137,6 +139,7 @@ def test_a_total_beyond_int64_is_refused_not_printed(tmp_path: Path) -> None:
 # 2. one rule for a duplicated "traceEvents", whatever the file's size ---------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pad_events", [0, 3 * _CHUNK_BYTES // 100], ids=["small", "chunked"])
 def test_two_trace_events_arrays_are_refused_by_both_decoders(tmp_path: Path, pad_events: int) -> None:
     """Regression: the chunked decoder (files over ~512 KB) kept the first array, the whole decoder the last."""
@@ -201,6 +204,7 @@ def test_an_untouched_trace_is_served_from_the_cache_without_hashing_it(tmp_path
     assert len(load_trace(p).events) == 3
 
 
+@pytest.mark.slow
 def test_summary_says_once_that_it_wrote_a_cache_and_no_cache_writes_none(tmp_path: Path) -> None:
     p = _big_trace(tmp_path / "t.json", 2)
     proc = run_cli("summary", "--no-cache", "--json", str(p))
@@ -211,6 +215,7 @@ def test_summary_says_once_that_it_wrote_a_cache_and_no_cache_writes_none(tmp_pa
     assert proc.returncode == 0 and proc.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["diff", "export"])
 def test_diff_and_export_say_too_that_they_wrote_a_cache(tmp_path: Path, command: str) -> None:
     # Regression: only summary and sql passed the note; diff and export wrote the hidden file without a word.
@@ -242,6 +247,7 @@ def test_no_cache_where_the_directory_is_not_writable(tmp_path: Path, monkeypatc
 # 4.-5. nesting, byte-order marks, whitespace, warnings ------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "body",
     [
@@ -266,6 +272,7 @@ def test_a_utf8_byte_order_mark_is_skipped(tmp_path: Path, gz: bool) -> None:
     assert load_trace(p).events["name"].astype(str).tolist() == ["k"]
 
 
+@pytest.mark.slow
 def test_whitespace_only_files_say_so(tmp_path: Path) -> None:
     """Regression: a .gz of whitespace said "unrecognised content" (or "holds no 'traceEvents'")."""
     for name, body in (("ws.json.gz", gzip.compress(b" \n" * 5_000_000)), ("ws.json", b"\xef\xbb\xbf  \n\t ")):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from tracer.dashboard import ids
 from tracer.dashboard.data import bundled_examples_dir
@@ -18,6 +19,8 @@ from tracer.dashboard.model import CLASS_INDEX, N_CLASSES
 from tracer.files.discover import discover
 
 from .conftest import DATA
+
+pytestmark = pytest.mark.browser
 
 GRAPH_JS = f"document.querySelector('#{ids.TL_GRAPH} .js-plotly-plot')"
 MINIMAP_JS = f"document.querySelector('#{ids.TL_MINIMAP} .js-plotly-plot')"

@@ -12,6 +12,8 @@ from tracer.dashboard import ids
 
 from .conftest import DATA, Served, _need_chromium
 
+pytestmark = pytest.mark.browser
+
 GRAPH = f"#{ids.TL_GRAPH} .js-plotly-plot"
 
 

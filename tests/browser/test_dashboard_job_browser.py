@@ -18,6 +18,8 @@ from .test_dashboard_browser import GRAPH_JS, settle, window_ns
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (job_runs), as pytest has it for tests/
 from job_runs import HTA_RANKS, make_job_run  # noqa: E402
 
+pytestmark = pytest.mark.browser
+
 
 @pytest.fixture(scope="module")
 def job_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
