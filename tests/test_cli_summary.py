@@ -230,7 +230,7 @@ def test_long_range_names_break_after_a_separator_not_mid_word(width):
 
 
 def test_wrap_name_prefers_separators():
-    from tracer.cli.summary import wrap_name
+    from tracer.cli._tables import wrap_name
 
     assert wrap_name("mlp-data-parallel/forward-backward", 20) == "mlp-data-parallel/\nforward-backward"
     assert wrap_name("short", 20) == "short"

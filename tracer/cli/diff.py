@@ -12,7 +12,7 @@ import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.cli.summary import _table_width
+from tracer.cli._tables import table_width
 from tracer.errors import TracerError, UsageError
 
 #: The columns of --csv, one row per item.
@@ -104,10 +104,10 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
             items.add_column(col, justify="left", no_wrap=True, min_width=least[i] if col != "name" else None)
         else:
             items.add_column(col, justify="right", no_wrap=True, min_width=least[i])
-    fixed = _table_width(items, [[*r[:2], r[2][:8], *r[3:]] for r in rows])  # (names cut to 8 characters)
+    fixed = table_width(items, [[*r[:2], r[2][:8], *r[3:]] for r in rows])  # (names cut to 8 characters)
     if fixed > width:
         items.width = fixed
-    room = max(8, min(80, width - _table_width(items, [[*r[:2], "", *r[3:]] for r in rows])))
+    room = max(8, min(80, width - table_width(items, [[*r[:2], "", *r[3:]] for r in rows])))
     for row in rows:
         name = row[2] if len(row[2]) <= room else row[2][: room - 1] + "…"
         items.add_row(Text(row[0], style=_CHANGE_STYLE[row[0]]), row[1], name, *row[3:])

@@ -46,7 +46,7 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from tracer.cli.summary import wrap_name
+    from tracer.cli._tables import wrap_name
 
     out: list[Any] = [Text(f"Critical path of {path.window.what}: {path.length_ns / 1e6:,.3f} ms "
                            f"({len(path.pieces):,} pieces)")]

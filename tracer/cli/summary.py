@@ -12,40 +12,15 @@ import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._tables import table_width, wrap_name
 from tracer.errors import TracerError
-
-
-def wrap_name(name: str, width: int) -> str:
-    """``name`` in lines of at most ``width`` characters, broken after ``/ - _ . + :`` where it can be."""
-    lines: list[str] = []
-    while len(name) > width:
-        cut = max(name.rfind(sep, 0, width) for sep in "/-_.+: ") + 1
-        if cut <= width // 3:  # no separator far enough in: cut at the width
-            cut = width
-        lines.append(name[:cut].rstrip())
-        name = name[cut:].lstrip()
-    lines.append(name)
-    return "\n".join(lines)
-
-
-def _table_width(table: Any, rows: list[list[str]]) -> int:
-    """The width ``table``'s columns (headers included) and ``rows`` need, borders and padding included."""
-    from copy import deepcopy
-
-    from rich.console import Console
-
-    probe = deepcopy(table)
-    for row in rows:
-        probe.add_row(*row)
-    console = Console(width=10_000)
-    return console.measure(probe).maximum
 
 
 def _numbers_first(t: Any, rows: list[list[str]], numeric: list[bool], width: int) -> None:
     """Where ``t`` is wider than ``width``: its text columns are capped to share what the numeric ones leave (at
     least 8 characters each: a name is cut with "…"), and where even that is too wide the table is made wider than
     the terminal rather than a number cut or split (print it with ``crop=False``)."""
-    if _table_width(t, rows) <= width:
+    if table_width(t, rows) <= width:
         return
     # (a numeric cell may hold two figures, "[lo, hi]": it may wrap at its space, never inside a figure)
     words = [[len(w) for r in rows for w in str(r[i]).split()] for i in range(len(numeric))]
@@ -86,7 +61,7 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
         fit = next((i for i, c in enumerate(block.columns) if c.fit), None)
         room = 0
         if fit is not None:
-            room = max(12, width - _table_width(t, [[*row[:fit], "", *row[fit + 1:]] for row in block.rows]))
+            room = max(12, width - table_width(t, [[*row[:fit], "", *row[fit + 1:]] for row in block.rows]))
         rows = [[wrap_name(cell, room) if i == fit else cell for i, cell in enumerate(row)] for row in block.rows]
         _numbers_first(t, rows, numeric, width)
         for row in rows:
