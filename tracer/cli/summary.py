@@ -6,13 +6,16 @@ import contextlib
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
 from tracer.errors import TracerError
+
+if TYPE_CHECKING:
+    from tracer.timeline import TraceMeta
 
 
 def wrap_name(name: str, width: int) -> str:
@@ -216,7 +219,7 @@ def summary(
         found = [job_label(traces)]
         wanted = parse_ranks(ranks) if ranks is not None else None
 
-        def read(_path: Path) -> tuple[Any, Callable[[], Any]]:  # (one job: every path at once)
+        def read(_path: Path) -> tuple[TraceMeta, Callable[[], Any]]:  # (one job: every path at once)
             how: dict[str, Any] = dict(scheduler=scheduler, cache=not no_cache, ranks=wanted,
                                        skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
                                        on_cache_write=say_job_cached, on_skip=say_skipped)
@@ -239,7 +242,7 @@ def summary(
         from tracer.analysis.summary import analyze
         from tracer.parsers import load_trace
 
-        def read(_path: Path) -> tuple[Any, Callable[[], Any]]:
+        def read(_path: Path) -> tuple[TraceMeta, Callable[[], Any]]:
             timeline = load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
             return timeline.meta, lambda: analyze(timeline)
 
