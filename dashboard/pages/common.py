@@ -298,8 +298,9 @@ def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
     device and mode, back end, when; with the timeline, its span and counts; the speedup and what it
     compares."""
     meta = info.meta or {}
-    if not meta and view is not None and isinstance(view.timeline.meta.extra.get("run"), dict):
-        meta = view.timeline.meta.extra["run"]
+    run = view.timeline.meta.extra.get("run") if view is not None else None
+    if not meta and isinstance(run, dict):
+        meta = run
     summary = info.summary
     facts: list[Any] = []
     scenario = meta.get("scenario")

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracer.timeline import TraceExtra
 
 
 def say_cached(cache: Path) -> None:
@@ -31,14 +34,14 @@ def left_out_text(skipped: dict[str, int], ignored: dict[str, str]) -> str:
     return "; ".join(parts)
 
 
-def warn_left_out(path: Any, meta_extra: dict[str, Any]) -> None:
+def warn_left_out(path: Any, meta_extra: TraceExtra) -> None:
     """The warning line for what a timeline's parser left out (nothing when it left nothing out)."""
     text = left_out_text(meta_extra.get("skipped") or {}, meta_extra.get("ignored") or {})
     if text:
         print(f"tracer: warning: {path}: {text}", file=sys.stderr)
 
 
-def run_failures(meta_extra: dict[str, Any]) -> list[str]:
+def run_failures(meta_extra: TraceExtra) -> list[str]:
     """What a recorded run's meta.json (``meta.extra["run"]``) says went wrong with its processes, one sentence
     each: a rank that failed, hung or was torn down, and the ranks with no trace (the figures are the others')."""
     run = meta_extra.get("run")

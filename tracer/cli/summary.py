@@ -6,7 +6,7 @@ import contextlib
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -14,6 +14,9 @@ import typer
 from tracer.cli import TracerCommand, app
 from tracer.cli._tables import table_width, wrap_name
 from tracer.errors import TracerError
+
+if TYPE_CHECKING:
+    from tracer.timeline import TraceMeta
 
 
 def _numbers_first(t: Any, rows: list[list[str]], numeric: list[bool], width: int) -> None:
@@ -191,7 +194,7 @@ def summary(
         found = [job_label(traces)]
         wanted = parse_ranks(ranks) if ranks is not None else None
 
-        def read(_path: Path) -> tuple[Any, Callable[[], Any]]:  # (one job: every path at once)
+        def read(_path: Path) -> tuple[TraceMeta, Callable[[], Any]]:  # (one job: every path at once)
             how: dict[str, Any] = dict(scheduler=scheduler, cache=not no_cache, ranks=wanted,
                                        skip_bad_ranks=skip_bad_ranks, on_rank=job_progress(traces, status_console),
                                        on_cache_write=say_job_cached, on_skip=say_skipped)
@@ -214,7 +217,7 @@ def summary(
         from tracer.analysis.summary import analyze
         from tracer.parsers import load_trace
 
-        def read(_path: Path) -> tuple[Any, Callable[[], Any]]:
+        def read(_path: Path) -> tuple[TraceMeta, Callable[[], Any]]:
             timeline = load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
             return timeline.meta, lambda: analyze(timeline)
 

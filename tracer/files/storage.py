@@ -104,10 +104,14 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
         df = mark_by_name(df)  # (schema < 3: communication from the names, as a parse of the trace would say)
     meta = TraceMeta.from_dict(meta_dict)
     meta.extra.setdefault("stored_as", "parquet")
-    for k in meta_dict:
-        if k not in ("format", "source", "gpu_names", "process_names", "thread_names", "extra", "schema_version"):
-            meta.extra[k] = meta_dict[k]
+    # the footer's other top-level keys (a cache's cache_key, an export's exported_by ...) join extra
+    meta.add_extra({k: v for k, v in meta_dict.items() if k not in _OWN_KEYS})
     return Timeline(validate(df, source), meta)
+
+
+#: The top-level keys of the footer that TraceMeta reads itself; the others are copied into its extra. (clock and
+#: clock_offset_ns came later and are copied too: ``TraceExtra.clock``.)
+_OWN_KEYS = ("format", "source", "gpu_names", "process_names", "thread_names", "extra", "schema_version")
 
 
 def _added_columns(columns: dict[str, pd.Series], absent: list[str]) -> dict[str, pd.Series]:

@@ -41,7 +41,7 @@ from tracer.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from tracer.timeline import Timeline
+    from tracer.timeline import CudaSyncTable, Timeline
 
 
 # gc=False: these structs hold only str/int/Raw/None and each other, so they can never be part of a
@@ -1018,17 +1018,25 @@ def _sync_entry(e: Any) -> tuple[int, str, int, int, int, int]:
             num(a.wait_on_event_corr))
 
 
-#: The columns of ``meta.extra["cuda_sync"]``: one entry per cuda_sync row, in file order.
+#: The columns of ``meta.extra["cuda_sync"]`` (:class:`tracer.timeline.CudaSyncTable`, in its order): one entry per
+#: cuda_sync row, in file order.
 CUDA_SYNC_FIELDS: tuple[str, ...] = ("correlation", "name", "device", "stream", "wait_stream", "wait_correlation")
 
 
-def cuda_sync_table(entries: list[tuple[int, str, int, int, int, int]]) -> dict[str, list[Any]]:
+def cuda_sync_table(entries: list[tuple[int, str, int, int, int, int]]) -> CudaSyncTable:
     """What Kineto's cuda_sync rows say beyond the timeline's columns, as columns of lists (JSON, so the Parquet
     cache keeps it): the sync's ``correlation`` (its runtime call's), its ``name`` ("Stream Wait Event",
     "Event Sync", "Stream Sync", "Context Sync"), ``device``, the ``stream`` that waits (-1: the host),
     ``wait_stream`` and ``wait_correlation``: the stream and the correlation id of the cudaEventRecord waited on.
     """
-    return {f: [e[i] for e in entries] for i, f in enumerate(CUDA_SYNC_FIELDS)}
+    return {
+        "correlation": [e[0] for e in entries],
+        "name": [e[1] for e in entries],
+        "device": [e[2] for e in entries],
+        "stream": [e[3] for e in entries],
+        "wait_stream": [e[4] for e in entries],
+        "wait_correlation": [e[5] for e in entries],
+    }
 
 
 # kind code -> is it on a GPU lane / a runtime or driver call (a table lookup: np.isin sorts, per chunk)
@@ -1228,19 +1236,21 @@ def _build(scan: _Scan, trace: _Trace, skipped: Counter[str], source: str) -> Ti
             meta.gpu_names[gpu] = str(prop.get("name", ""))
         else:
             ignored["deviceProperties"] = "an entry without a GPU index"
-    meta.extra = {
-        k: v
-        for k, v in {
-            "base_time_ns": base_ns if trace.baseTimeNanoseconds is not None and base_ns else None,
-            "cuda_driver_version": trace.cuda_driver_version,
-            "cuda_runtime_version": trace.cuda_runtime_version,
-            "distributed_info": trace.distributedInfo,
-            "skipped": dict(sorted(skipped.items())) or None,
-            "ignored": ignored or None,
-            "cuda_sync": cuda_sync_table(cols.syncs) if cols.syncs else None,
-        }.items()
-        if v is not None
-    }
+    # (in this order, each only where there is one: the order they are stored in)
+    if trace.baseTimeNanoseconds is not None and base_ns:
+        meta.extra["base_time_ns"] = base_ns
+    if trace.cuda_driver_version is not None:
+        meta.extra["cuda_driver_version"] = trace.cuda_driver_version
+    if trace.cuda_runtime_version is not None:
+        meta.extra["cuda_runtime_version"] = trace.cuda_runtime_version
+    if trace.distributedInfo is not None:
+        meta.extra["distributed_info"] = trace.distributedInfo
+    if skipped:
+        meta.extra["skipped"] = dict(sorted(skipped.items()))
+    if ignored:
+        meta.extra["ignored"] = ignored
+    if cols.syncs:
+        meta.extra["cuda_sync"] = cuda_sync_table(cols.syncs)
     # Kineto's times are Unix ns once its base time is added; without one, stamps past 2001 are epoch stamps
     # (HTA's and older traces), smaller ones count from an unknown point (the host's monotonic clock)
     if base_ns or (len(ev) and int(ev["start_ns"].iat[0]) > 10**18):

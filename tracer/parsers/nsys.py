@@ -33,6 +33,8 @@ from tracer.timeline import (
     MAX_EVENT_BYTES,
     MEM_KINDS,
     TIME_LIMIT_NS,
+    CudaSyncTable,
+    StreamFlagTable,
     Timeline,
     TraceMeta,
     build_events,
@@ -459,14 +461,12 @@ _SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 _EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 
 
-def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> dict[str, list[object]] | None:
+def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> CudaSyncTable | None:
     """The synchronisation records as Kineto's cuda_sync rows say them (``meta.extra["cuda_sync"]``, columns
     :data:`tracer.parsers.kineto.CUDA_SYNC_FIELDS`): each sync's correlation id, type, device and stream, and for
     an event sync or a stream wait the stream and correlation id of the cudaEventRecord it waits on — the record
     with the same ``eventSyncId`` (nsys >= 2023), else the last record of the same ``eventId`` before the sync.
     None when the export has no such table or it cannot be read as one (a damaged file loses only this)."""
-    from tracer.parsers.kineto import CUDA_SYNC_FIELDS
-
     if _SYNC_TABLE not in tables:
         return None
     try:
@@ -513,22 +513,21 @@ def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> dict[str, list[obje
     kind = s["t"].astype(np.int64)
     # the stream that waits: a stream wait's or a stream sync's own; the host for the others (Kineto writes -1)
     own = kind.isin([2, 3]).to_numpy()
-    out = (
-        s["c"].astype(np.int64).tolist(),
-        [_SYNC_NAMES.get(int(k), "Unknown") for k in kind],
-        s["d"].fillna(-1).astype(np.int64).tolist(),
-        np.where(own, s["s"].fillna(-1).astype(np.int64), -1).tolist(),
-        wait_stream.tolist(),
-        wait_corr.tolist(),
-    )
-    return dict(zip(CUDA_SYNC_FIELDS, out, strict=True))
+    return {
+        "correlation": s["c"].astype(np.int64).tolist(),
+        "name": [_SYNC_NAMES.get(int(k), "Unknown") for k in kind],
+        "device": s["d"].fillna(-1).astype(np.int64).tolist(),
+        "stream": np.where(own, s["s"].fillna(-1).astype(np.int64), -1).tolist(),
+        "wait_stream": wait_stream.tolist(),
+        "wait_correlation": wait_corr.tolist(),
+    }
 
 
 #: CUPTI's stream kinds (ENUM_CUPTI_STREAM_TYPE: CUPTI_ACTIVITY_STREAM_CREATE_FLAG_*) as tracer names them
 STREAM_FLAGS = {0: "unknown", 1: "blocking", 2: "non-blocking", 3: "null"}
 
 
-def _stream_flags(con: sqlite3.Connection, tables: set[str]) -> dict[str, list[object]] | None:
+def _stream_flags(con: sqlite3.Connection, tables: set[str]) -> StreamFlagTable | None:
     """Each CUDA stream's kind from ``TARGET_INFO_CUDA_STREAM`` (``meta.extra["stream_flags"]``: columns
     ``pid``, ``stream``, ``flag``: "null" (the NULL stream), "blocking" (created without
     cudaStreamNonBlocking: it synchronises with the legacy default stream), "non-blocking", "unknown"). None
@@ -586,7 +585,8 @@ def _read_meta(con: sqlite3.Connection, tables: set[str], strings: dict[int, str
         meta.process_names.update(saved.process_names)
         meta.thread_names.update(saved.thread_names)
         meta.extra["exported_from"] = saved.format
-        meta.extra.update({k: v for k, v in saved.extra.items() if k not in meta.extra})
+        # the saved keys this meta lacks, after its own (one tracer does not know: as it was saved)
+        meta.add_extra({k: v for k, v in saved.extra_dict().items() if k not in meta.extra and k not in meta.other})
     for (utc_,) in rows("TARGET_INFO_SESSION_START_TIME", "utcEpochNs")[:1]:
         if (utc := _int(utc_)) is not None:
             meta.extra["session_start_utc_ns"] = utc

@@ -7,13 +7,19 @@ nsys: the session's nanosecond timestamps), never float microseconds.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from tracer.errors import TraceFormatError
+from tracer.timeline.meta import CudaSyncTable as CudaSyncTable
+from tracer.timeline.meta import RankSource as RankSource
+from tracer.timeline.meta import StreamFlagTable as StreamFlagTable
+from tracer.timeline.meta import TraceExtra as TraceExtra
+from tracer.timeline.meta import fits_extra
 
 # The schema's words and limits (kinds, copy and memory kinds, collectives, clocks, the host's lane, the bounds
 # of a possible row) are tracer.vocabulary's, without pandas there: a job's scan workers import them before
@@ -69,12 +75,59 @@ class TraceMeta:
     #: pid -> process name; (pid, tid) keys are stored as "pid:tid" strings so that they survive JSON
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[str, str] = field(default_factory=dict)
-    #: anything else worth keeping (CUDA versions, capture settings ...)
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: anything else worth keeping (CUDA versions, what was skipped, a job's ranks ...): the keys of
+    #: :class:`tracer.timeline.meta.TraceExtra`, each typed, in the order they were set
+    extra: TraceExtra = field(default_factory=TraceExtra)
     #: what the times count from (CLOCK_UNIX, CLOCK_NSYS_SESSION, "" unknown), and the ns to add to them to get
     #: Unix time where that is known (0 on the Unix clock, None where unknown); ``combine.align`` applies it
     clock: str = ""
     clock_offset_ns: int | None = None
+    #: what a stored ``extra`` held that is not :class:`TraceExtra`'s (a key tracer does not know, or a value of
+    #: another type than its key's): kept as read and written back in its place (:meth:`add_extra`)
+    other: dict[str, Any] = field(default_factory=dict)
+    #: each ``other`` key -> the ``extra`` key it followed when it came ("": none), which it is written after
+    _after: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def add_extra(self, items: Mapping[str, Any]) -> None:
+        """Set each of ``items`` as ``extra[key] = value`` does, where :class:`TraceExtra` has the key and the value
+        its type; anything else (a key tracer does not know, a value of another type: what a file may hold) is
+        kept in ``other``, to be written back in its place. How stored metadata is read."""
+        extra = cast(dict[str, Any], self.extra)  # (the one untyped write: each value checked first)
+        for key, value in items.items():
+            if fits_extra(key, value):
+                if key in self.other:  # (in the place of the value it replaces)
+                    del self.other[key]
+                    _insert_after(extra, self._after.pop(key, ""), key, value)
+                else:
+                    extra[key] = value
+            else:
+                if key not in self.other:
+                    keys = list(extra)
+                    at = keys.index(key) if key in extra else len(keys)
+                    self._after[key] = keys[at - 1] if at else ""
+                extra.pop(key, None)
+                self.other[key] = value
+
+    def extra_dict(self) -> dict[str, Any]:
+        """``extra`` with ``other`` back in its place: what is stored (``to_dict``'s "extra"). Without ``other``,
+        ``extra`` itself."""
+        if not self.other:
+            return cast(dict[str, Any], self.extra)
+        out: dict[str, Any] = {}
+
+        def others_after(key: str) -> None:
+            for k, v in self.other.items():
+                if self._after.get(k) == key and k not in self.extra:
+                    out[k] = v
+
+        others_after("")
+        for key, value in self.extra.items():
+            out[key] = value
+            others_after(key)
+        for k, v in self.other.items():  # (what followed a key since dropped)
+            if k not in out and k not in self.extra:
+                out[k] = v
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,7 +136,7 @@ class TraceMeta:
             "gpu_names": {str(k): v for k, v in self.gpu_names.items()},
             "process_names": {str(k): v for k, v in self.process_names.items()},
             "thread_names": dict(self.thread_names),
-            "extra": self.extra,
+            "extra": self.extra_dict(),
             "clock": self.clock,
             "clock_offset_ns": self.clock_offset_ns,
             "schema_version": SCHEMA_VERSION,
@@ -92,16 +145,27 @@ class TraceMeta:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TraceMeta:
         # New fields are read with a default so that old files keep loading.
-        return cls(
+        meta = cls(
             format=str(d.get("format", "")),
             source=str(d.get("source", "")),
             gpu_names={int(k): str(v) for k, v in d.get("gpu_names", {}).items()},
             process_names={int(k): str(v) for k, v in d.get("process_names", {}).items()},
             thread_names={str(k): str(v) for k, v in d.get("thread_names", {}).items()},
-            extra=dict(d.get("extra", {})),
             clock=str(d.get("clock") or ""),
             clock_offset_ns=_int_or_none(d.get("clock_offset_ns")),
         )
+        meta.add_extra(dict(d.get("extra", {})))
+        return meta
+
+
+def _insert_after(d: dict[str, Any], after: str, key: str, value: Any) -> None:
+    """``d[key] = value`` with ``key`` placed just after ``after`` ("": first; a key ``d`` lacks: last)."""
+    items = list(d.items())
+    at = 0 if not after else next((i + 1 for i, (k, _) in enumerate(items) if k == after), len(items))
+    d.clear()
+    d.update(items[:at])
+    d[key] = value
+    d.update(items[at:])
 
 
 def _int_or_none(value: Any) -> int | None:
