@@ -18,6 +18,7 @@ from typing import IO, Annotated, Any
 import typer
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._report import say_skipped_file
 from tracer.errors import InputNotFoundError, UsageError
 from tracer.sigterm import sigterm_raises
 
@@ -68,13 +69,13 @@ def dashboard(
             raise InputNotFoundError(p, "no such file or directory")
     jobs = []
     if job:
-        from tracer.cli._report import say_skipped_file
-        from tracer.files.discover import job_traces
+        from tracer.files.discover import job_traces  # (~12 ms that `tracer --help` need not pay)
 
         if not paths:
             raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")
         jobs, paths = [job_traces(paths, on_skip=say_skipped_file)], []
 
+    # (Dash and Plotly: the CLI imports them only here, once the arguments are checked; a test says so)
     from tracer.dashboard.data import RunStore
 
     store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000, jobs=jobs)
@@ -90,7 +91,7 @@ def dashboard(
 
 def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool) -> None:
     """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM."""
-    from tracer.dashboard.app import create_app
+    from tracer.dashboard.app import create_app  # (Dash: as in dashboard)
 
     first = store.initial_run
     if first is not None:
@@ -137,7 +138,7 @@ def make_server(
     """
     from waitress.server import create_server
 
-    from tracer.dashboard.data import request_limit_bytes
+    from tracer.dashboard.data import request_limit_bytes  # (Dash: as in dashboard)
 
     logger = logging.getLogger("waitress")
     if verbose:

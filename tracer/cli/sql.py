@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._report import say_cached, say_skipped_file
 from tracer.errors import TracerError, UsageError
 
 
@@ -282,7 +283,7 @@ def sql(
     """
     from rich.console import Console
 
-    from tracer.sql.session import Session
+    from tracer.sql.session import Session  # (DuckDB, pandas and the parsers: ~0.5 s that --help need not pay)
 
     targets = list(args)
     if query is None and targets:
@@ -293,8 +294,6 @@ def sql(
         raise UsageError("sql", "no TARGET: give a run directory or trace file before the query")
     if max_rows < 1:
         raise UsageError("--max-rows", f"must be at least 1, not {max_rows}")
-
-    from tracer.cli._report import say_cached, say_skipped_file
 
     console = Console()
     with Session(targets, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file) as session:

@@ -12,7 +12,9 @@ import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.errors import TracerError
+from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
+from tracer.cli._report import left_out_text, run_failures, say_cached, say_skipped_file
+from tracer.errors import TraceFormatError, TracerError, UsageError
 
 
 def wrap_name(name: str, width: int) -> str:
@@ -70,7 +72,7 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from tracer.analysis.registry import Line
+    from tracer.analysis.registry import Line  # (~5 ms that `tracer --help`, which imports the top, need not pay)
 
     out: list[Any] = []
     for block in blocks:
@@ -101,6 +103,7 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_
     terminal ``width`` characters wide: each registered analysis's text blocks, in text order.
     ``clock_moved_ns``: rank → ns its clock was moved by before the summary was made (``--clock-fix``; empty: it
     moved none; None: not asked for)."""
+    # (the analysis brings pandas, which `tracer --help` does not import; the registry ~5 ms)
     from tracer.analysis.registry import TextOptions, text_analyses
     from tracer.analysis.summary import Summary
 
@@ -192,13 +195,13 @@ def summary(
     """
     from rich.console import Console
 
-    from tracer.cli._report import left_out_text, run_failures, say_cached, say_skipped_file
-    from tracer.errors import TraceFormatError, UsageError
+    # (not at the top, which `tracer --help` imports: the file scan, ~12 ms; the job's reader and the parsers below)
+    from tracer.files.discover import expand, is_run_dir, job_label, job_traces
+    from tracer.files.rundir import load_meta_json
 
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    from tracer.files.discover import expand, is_run_dir, job_label, job_traces
 
     job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
                 "--ranks": ranks is not None, "--clock-fix": clock_fix}
@@ -209,8 +212,7 @@ def summary(
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
-        from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
-        from tracer.job.load import summarize_job
+        from tracer.job.load import summarize_job  # (numpy and the parallel parse, ~0.2 s; no pandas)
 
         traces = list(found)
         found = [job_label(traces)]
@@ -223,8 +225,6 @@ def summary(
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
             if len(paths) == 1 and is_run_dir(paths[0]):  # (a recorded job's run: its meta.json, as without --job)
-                from tracer.files.rundir import load_meta_json
-
                 meta.extra["run"] = load_meta_json(paths[0])
             if clock_fix:
                 fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}
