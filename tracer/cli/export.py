@@ -95,7 +95,7 @@ def export(
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     if job:
-        from tracer.job.load import load_job
+        from tracer.job.load import load_job  # (see above)
 
         traces = job_traces(paths, on_skip=say_skipped_file)
         path = job_label(traces)
