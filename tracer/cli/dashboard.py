@@ -18,7 +18,6 @@ from typing import IO, Annotated, Any
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.cli._report import say_skipped_file
 from tracer.errors import InputNotFoundError, UsageError
 from tracer.sigterm import sigterm_raises
 
@@ -69,7 +68,9 @@ def dashboard(
             raise InputNotFoundError(p, "no such file or directory")
     jobs = []
     if job:
-        from tracer.files.discover import job_traces  # (~12 ms that `tracer --help` need not pay)
+        # (~12 ms, and the reports' helpers, that `tracer --help`, which imports the top, need not pay)
+        from tracer.cli._report import say_skipped_file
+        from tracer.files.discover import job_traces
 
         if not paths:
             raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")

@@ -12,7 +12,6 @@ import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.cli._report import say_cached, warn_left_out
 from tracer.cli.summary import _table_width
 from tracer.errors import TracerError, UsageError
 
@@ -131,7 +130,9 @@ def items_csv(d: Any) -> str:
 
 
 def _load(path: Path, no_cache: bool) -> Any:
-    from tracer.parsers import load_trace  # (~17 ms that `tracer --help` need not pay)
+    # (~17 ms, and the reports' helpers ~1 ms, that `tracer --help`, which imports the top, need not pay)
+    from tracer.cli._report import say_cached, warn_left_out
+    from tracer.parsers import load_trace
 
     timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)

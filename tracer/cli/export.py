@@ -11,8 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.cli._job import job_progress, say_job_cached
-from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
 from tracer.errors import OutputError, UsageError
 
 #: Show a progress bar on stderr (on a terminal) for timelines at least this long.
@@ -78,6 +76,7 @@ def export(
 
     # (not at the top, which `tracer --help` imports: the exporters bring pandas, the parsers and the file scan
     # ~20 ms more; the job's reader, ~50 ms more, only in its branch)
+    from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
     from tracer.exporters import check_output, export_timeline, get_exporter
     from tracer.files.discover import job_label, job_traces
     from tracer.parsers import load_trace
@@ -95,6 +94,7 @@ def export(
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     if job:
+        from tracer.cli._job import job_progress, say_job_cached
         from tracer.job.load import load_job  # (see above)
 
         traces = job_traces(paths, on_skip=say_skipped_file)

@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.cli._report import say_cached, say_skipped_file
 from tracer.errors import TracerError, UsageError
 
 
@@ -283,7 +282,9 @@ def sql(
     """
     from rich.console import Console
 
-    from tracer.sql.session import Session  # (DuckDB, pandas and the parsers: ~0.5 s that --help need not pay)
+    # (DuckDB, pandas and the parsers, ~0.5 s, and the reports' helpers, that `tracer --help` need not pay)
+    from tracer.cli._report import say_cached, say_skipped_file
+    from tracer.sql.session import Session
 
     targets = list(args)
     if query is None and targets:
