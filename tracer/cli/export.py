@@ -94,8 +94,9 @@ def export(
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     if job:
+        # (see above)
         from tracer.cli._job import job_progress, say_job_cached
-        from tracer.job.load import load_job  # (see above)
+        from tracer.job.load import load_job
 
         traces = job_traces(paths, on_skip=say_skipped_file)
         path = job_label(traces)

@@ -212,8 +212,10 @@ def summary(
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
+        # (the job's reader: numpy and the parallel parse, ~0.2 s, and no pandas, which the job's scan workers fork
+        # without)
         from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
-        from tracer.job.load import summarize_job  # (numpy and the parallel parse, ~0.2 s; no pandas)
+        from tracer.job.load import summarize_job
 
         traces = list(found)
         found = [job_label(traces)]
