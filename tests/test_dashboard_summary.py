@@ -15,7 +15,7 @@ from tracer.dashboard.data import RunInfo, _summarize
 from tracer.dashboard.model import prepare
 from tracer.dashboard.pages import common, runs
 from tracer.parsers import load_trace
-from tracer.record.main import plain_report
+from tracer.record.scenario import plain_report
 from tracer.timeline import Timeline, concat
 
 DATA = Path(__file__).parent / "data"

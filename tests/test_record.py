@@ -145,7 +145,7 @@ def test_both_reports_say_which_times_are_medians_and_print_the_notes(tmp_path: 
     from rich.console import Console
 
     from tracer.cli.record import render_run
-    from tracer.record.main import plain_report
+    from tracer.record.scenario import plain_report
 
     run = rec.record("compute-copy", device="cpu", out=tmp_path,
                      params={**SMALL["compute-copy"], "variant": "side-stream", "repeats": "3"})

@@ -16,7 +16,8 @@ from tracer.errors import UsageError
 from tracer.files.rundir import read_meta
 from tracer.files.storage import read_timeline_parquet
 from tracer.job.load import load_job
-from tracer.record.command import CommandNotFoundError, command_stem, record_command, resolve, run_command
+from tracer.record.command import CommandNotFoundError, record_command, resolve, run_command
+from tracer.record.run import command_stem
 
 SCRIPT = textwrap.dedent(
     """

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from tracer.record import api
+        from tracer.record import api  # (on first use: `import tracer` stays light, the contract's one ignored import)
 
         return getattr(api, name)
     raise AttributeError(f"module 'tracer' has no attribute {name!r}")

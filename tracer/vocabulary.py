@@ -99,6 +99,10 @@ TIME_OUT_OF_RANGE = "time beyond ±2**62 ns"
 NEGATIVE_BYTES = "bytes negative"
 HUGE_BYTES = "bytes over 256 TiB"
 
+#: The columns of ``meta.extra["cuda_sync"]``, what a trace's synchronisation records say (both parsers write it:
+#: Kineto's cuda_sync rows, nsys' CUPTI tables): one entry per record, in file order.
+CUDA_SYNC_FIELDS: tuple[str, ...] = ("correlation", "name", "device", "stream", "wait_stream", "wait_correlation")
+
 #: Normalised collective words (lower case, no "_") → the collective, tried as prefixes in this order (the
 #: longer first: "reducescatter" before "reduce", "allgather" before "gather", "sendrecv" before "send").
 _PREFIXES: tuple[tuple[str, str], ...] = (

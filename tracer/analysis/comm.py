@@ -94,10 +94,8 @@ class DeviceComm:
 def comm_total(gpus: list[DeviceComm]) -> DeviceComm:
     """Every GPU's figures summed (GPU-time: two GPUs busy for 1 s are 2 s): the job's, or a process's over its
     GPUs; rank and device -1. Each sum is checked (:func:`tracer.analysis.intervals.checked_sum`)."""
-    from tracer.analysis.intervals import checked_sum
-
     def total(attr: str) -> int:
-        return checked_sum(np.array([getattr(g, attr) for g in gpus], dtype=np.int64), f"{attr} over the GPUs")
+        return iv.checked_sum(np.array([getattr(g, attr) for g in gpus], dtype=np.int64), f"{attr} over the GPUs")
 
     return DeviceComm(-1, -1, total("compute_ns"), total("comm_ns"), total("overlap_ns"), total("kernels"),
                       total("comm_kernels"))

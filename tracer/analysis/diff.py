@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.analysis import intervals as iv
+from tracer.analysis.launches import launch_table
 from tracer.analysis.overlap import device_keys, device_overlap, gpu_span_ns, gpu_work, hidden_frac, span_ns
 from tracer.analysis.work import idle_gaps
 from tracer.errors import UsageError
@@ -329,8 +330,6 @@ def diff_items(a: pd.DataFrame, b: pd.DataFrame, *, threshold: Threshold, exact_
 
 
 def device_figures(events: pd.DataFrame) -> dict[DeviceKey, DeviceFigures]:
-    from tracer.analysis.launches import launch_table
-
     launches = {DeviceKey(int(r["rank"]), int(r["device"])): r for r in launch_table(events).to_dict("records")}
     out = {}
     for d in device_overlap(events):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from tracer.errors import TraceFormatError
+
 Intervals = tuple[np.ndarray, np.ndarray]
 
 _EMPTY = np.empty(0, dtype=np.int64)
@@ -165,8 +167,6 @@ def checked_sum(values: np.ndarray | pd.Series, what: str) -> int:
 
 
 def raise_unbelievable(what: str, value: float) -> None:
-    from tracer.errors import TraceFormatError
-
     raise TraceFormatError(
         "", f"a total {what} of {value:.3g} is beyond what any trace can mean (2**62): the trace's times or "
         "sizes are corrupt, so no figure is printed"

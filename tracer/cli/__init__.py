@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from tracer import __version__
 from tracer._blas import quiet_blas
 from tracer.errors import TracerError
 from tracer.sigterm import Terminated, sigterm_raises
@@ -95,8 +96,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from tracer import __version__
-
         print(f"tracer {__version__}")
         raise typer.Exit(0)
 

@@ -68,6 +68,7 @@ def dashboard(
             raise InputNotFoundError(p, "no such file or directory")
     jobs = []
     if job:
+        # (~12 ms, and the reports' helpers, that `tracer --help`, which imports the top, need not pay)
         from tracer.cli._report import say_skipped_file
         from tracer.files.discover import job_traces
 
@@ -75,6 +76,7 @@ def dashboard(
             raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")
         jobs, paths = [job_traces(paths, on_skip=say_skipped_file)], []
 
+    # (Dash and Plotly: the CLI imports them only here, once the arguments are checked; a test says so)
     from tracer.dashboard.data import RunStore
 
     store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000, jobs=jobs)
@@ -90,7 +92,7 @@ def dashboard(
 
 def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool) -> None:
     """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM."""
-    from tracer.dashboard.app import create_app
+    from tracer.dashboard.app import create_app  # (Dash: as in dashboard)
 
     first = store.initial_run
     if first is not None:
@@ -137,7 +139,7 @@ def make_server(
     """
     from waitress.server import create_server
 
-    from tracer.dashboard.data import request_limit_bytes
+    from tracer.dashboard.data import request_limit_bytes  # (Dash: as in dashboard)
 
     logger = logging.getLogger("waitress")
     if verbose:

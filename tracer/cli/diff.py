@@ -37,9 +37,8 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from tracer.analysis.diff import ms_text as _ms
-    from tracer.analysis.diff import ratio_text as _ratio
-    from tracer.analysis.diff import signed_ms_text as _signed_ms
+    # (the analysis and the timeline bring pandas: not at the top, which `tracer --help` imports)
+    from tracer.analysis.diff import ms_text, ratio_text, signed_ms_text
     from tracer.timeline import device_title
 
     out: list[Any] = [
@@ -53,16 +52,16 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     head = Table(box=box.SIMPLE_HEAD, title="Headline figures (ms): B − A")
     for col in ("figure", "A", "B", "B − A"):
         head.add_column(col, justify="left" if col == "figure" else "right", no_wrap=True)
-    head.add_row("span", _ms(d.span_a_ns), _ms(d.span_b_ns), _signed_ms(d.span_b_ns - d.span_a_ns))
-    head.add_row("GPU work span", _ms(d.gpu_span_a_ns), _ms(d.gpu_span_b_ns),
-                 _signed_ms(d.gpu_span_b_ns - d.gpu_span_a_ns))
+    head.add_row("span", ms_text(d.span_a_ns), ms_text(d.span_b_ns), signed_ms_text(d.span_b_ns - d.span_a_ns))
+    head.add_row("GPU work span", ms_text(d.gpu_span_a_ns), ms_text(d.gpu_span_b_ns),
+                 signed_ms_text(d.gpu_span_b_ns - d.gpu_span_a_ns))
     for dev in d.devices:
         a, b = dev.a, dev.b
         gpu = device_title(dev.key, d.multi_rank)
         for label, va, vb in (("compute", a.compute_ns, b.compute_ns), ("copy", a.copy_ns, b.copy_ns),
                               ("overlap", a.overlap_ns, b.overlap_ns), ("busy", a.busy_ns, b.busy_ns),
                               ("idle", a.idle_ns, b.idle_ns)):
-            head.add_row(f"{gpu} {label}", _ms(va), _ms(vb), _signed_ms(vb - va))
+            head.add_row(f"{gpu} {label}", ms_text(va), ms_text(vb), signed_ms_text(vb - va))
         ha, hb = a.copy_hidden_frac, b.copy_hidden_frac
         delta = "–" if ha is None or hb is None else f"{100 * (hb - ha):+.1f} pt"
         head.add_row(f"{gpu} copy hidden", _pct(ha), _pct(hb), delta)
@@ -78,7 +77,7 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
 
     span_delta = d.span_b_ns - d.span_a_ns
     if d.account:
-        out.append(Text(f"Where the time went (span {_signed_ms(span_delta)} ms), largest first:", style="bold"))
+        out.append(Text(f"Where the time went (span {signed_ms_text(span_delta)} ms), largest first:", style="bold"))
         for line in d.account[:8]:
             out.append(Text("  " + line.text))
         if len(d.account) > 8:
@@ -91,8 +90,8 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
                   title=f"Work by kind and name, largest |time difference| first (top {top})")
     cols = ("change", "kind", "name", "n A", "n B", "ms A", "ms B", "B − A ms", "B / A")
     rows = [
-        [item.change, item.kind, item.name, f"{item.count_a:,}", f"{item.count_b:,}", _ms(item.time_a_ns),
-         _ms(item.time_b_ns), _signed_ms(item.diff_ns), _ratio(item.ratio)]
+        [item.change, item.kind, item.name, f"{item.count_a:,}", f"{item.count_b:,}", ms_text(item.time_a_ns),
+         ms_text(item.time_b_ns), signed_ms_text(item.diff_ns), ratio_text(item.ratio)]
         for item in d.items[:top]
     ]
     # The name column gives way on a narrow terminal (names are cut with "…"); the other columns keep the width of
@@ -131,6 +130,7 @@ def items_csv(d: Any) -> str:
 
 
 def _load(path: Path, no_cache: bool) -> Any:
+    # (~17 ms, and the reports' helpers ~1 ms, that `tracer --help`, which imports the top, need not pay)
     from tracer.cli._report import say_cached, warn_left_out
     from tracer.parsers import load_trace
 
@@ -174,7 +174,7 @@ def diff(
     """
     from rich.console import Console
 
-    from tracer.analysis.diff import diff_timelines, parse_threshold
+    from tracer.analysis.diff import diff_timelines, parse_threshold  # (pandas: as in render_diff)
 
     if json and as_csv:
         raise UsageError("", "--json and --csv each print every item; choose one")

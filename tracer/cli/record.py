@@ -8,6 +8,8 @@ from typing import Annotated, Any
 import typer
 
 from tracer.cli import TracerCommand, app
+from tracer.cli.explain import findings_lines
+from tracer.errors import UsageError
 
 
 def _s(seconds: float) -> str:
@@ -57,7 +59,7 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
                   caption="overlap = copy time hidden behind compute, on the timeline")
         for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden"):
             t.add_column(col, justify="right")
-        from tracer.analysis.overlap import hidden_pct
+        from tracer.analysis.overlap import hidden_pct  # (pandas, which `tracer --help` does not import)
 
         for dev, v in devs.items():
             pct = hidden_pct(v["overlap_ns"], v["copy_ns"])  # the one definition of "copy hidden"
@@ -119,8 +121,6 @@ def record(
 
     The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
     """
-    from tracer.errors import UsageError
-
     command = (ctx.obj or {}).get("command")
     if command is not None:
         if scenario is not None:
@@ -135,6 +135,7 @@ def record(
         raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
     from rich.console import Console
 
+    # (here, once the arguments are checked: the recorder brings pandas, the scenarios torch, several seconds)
     from tracer.record.scenario import record as do_record
     from tracer.scenarios import ScenarioError, parse_param_args
 
@@ -167,8 +168,6 @@ def record(
 
 def _print_findings(path: Path) -> None:
     """The run's top 3 findings, one line each (`tracer explain` has them all)."""
-    from tracer.cli.explain import findings_lines
-
     lines = findings_lines(path, 3)
     for line in lines:
         print(line)
@@ -178,7 +177,7 @@ def _print_findings(path: Path) -> None:
 
 def _record_command(command: list[str], *, out: Path, name: str | None, steps: str | None, delay: float | None,
                     duration: float | None, quiet: bool, backend: str) -> None:
-    from tracer.record.command import record_command
+    from tracer.record.command import record_command  # (pandas: it derives the run; not for `tracer --help`)
 
     run = record_command(command, out=out, name=name, steps=steps, delay_s=delay, duration_s=duration,
                          backend=backend)
@@ -223,8 +222,7 @@ def scenarios(
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from tracer.errors import UsageError
-    from tracer.scenarios import ScenarioError, all_scenarios, get
+    from tracer.scenarios import ScenarioError, all_scenarios, get  # (torch: several seconds, here only)
 
     try:
         chosen = [get(name)] if name else all_scenarios()

@@ -282,6 +282,8 @@ def sql(
     """
     from rich.console import Console
 
+    # (DuckDB, pandas and the parsers, ~0.5 s, and the reports' helpers, that `tracer --help` need not pay)
+    from tracer.cli._report import say_cached, say_skipped_file
     from tracer.sql.session import Session
 
     targets = list(args)
@@ -293,8 +295,6 @@ def sql(
         raise UsageError("sql", "no TARGET: give a run directory or trace file before the query")
     if max_rows < 1:
         raise UsageError("--max-rows", f"must be at least 1, not {max_rows}")
-
-    from tracer.cli._report import say_cached, say_skipped_file
 
     console = Console()
     with Session(targets, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file) as session:

@@ -13,7 +13,7 @@ import typer
 
 from tracer.cli import TracerCommand, app
 from tracer.cli._tables import table_width, wrap_name
-from tracer.errors import TracerError
+from tracer.errors import TraceFormatError, TracerError, UsageError
 
 if TYPE_CHECKING:
     from tracer.timeline import TraceMeta
@@ -48,7 +48,7 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     from rich.table import Table
     from rich.text import Text
 
-    from tracer.analysis.registry import Line
+    from tracer.analysis.registry import Line  # (~5 ms that `tracer --help`, which imports the top, need not pay)
 
     out: list[Any] = []
     for block in blocks:
@@ -79,6 +79,7 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_
     terminal ``width`` characters wide: each registered analysis's text blocks, in text order.
     ``clock_moved_ns``: rank → ns its clock was moved by before the summary was made (``--clock-fix``; empty: it
     moved none; None: not asked for)."""
+    # (the analysis brings pandas, which `tracer --help` does not import; the registry ~5 ms)
     from tracer.analysis.registry import TextOptions, text_analyses
     from tracer.analysis.summary import Summary
 
@@ -170,13 +171,15 @@ def summary(
     """
     from rich.console import Console
 
+    # (not at the top, which `tracer --help` imports: the file scan, ~12 ms, the reports' helpers, ~1 ms; the job's
+    # reader and the parsers below)
     from tracer.cli._report import left_out_text, run_failures, say_cached, say_skipped_file
-    from tracer.errors import TraceFormatError, UsageError
+    from tracer.files.discover import expand, is_run_dir, job_label, job_traces
+    from tracer.files.rundir import load_meta_json
 
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
-    from tracer.files.discover import expand, is_run_dir, job_label, job_traces
 
     job_only = {"--scheduler": scheduler is not None, "--skip-bad-ranks": skip_bad_ranks,
                 "--ranks": ranks is not None, "--clock-fix": clock_fix}
@@ -187,6 +190,8 @@ def summary(
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
+        # (the job's reader: numpy and the parallel parse, ~0.2 s, and no pandas, which the job's scan workers fork
+        # without)
         from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
         from tracer.job.load import summarize_job
 
@@ -201,8 +206,6 @@ def summary(
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
             if len(paths) == 1 and is_run_dir(paths[0]):  # (a recorded job's run: its meta.json, as without --job)
-                from tracer.files.rundir import load_meta_json
-
                 meta.extra["run"] = load_meta_json(paths[0])
             if clock_fix:
                 fixes = {k.rank: k.clock_fix_ns for k in result.part("collectives").ranks}

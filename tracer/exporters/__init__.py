@@ -20,8 +20,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, cast
 
+from tracer import __version__
 from tracer.errors import UsageError
 from tracer.files.atomic import atomic_path, file_destination, writing
+from tracer.files.formats import format_of_exporter
 from tracer.timeline import Timeline
 
 #: ``progress(stage, done, total)``: called now and then while writing a big timeline; ``total`` may be 0.
@@ -64,8 +66,6 @@ class Exporter:
     def reads_back_as(self) -> str | None:
         """The input format (:data:`tracer.files.formats.FORMATS`) whose row names this exporter: what tracer reads
         its output as; None where tracer does not read it (NVTXT)."""
-        from tracer.files.formats import format_of_exporter
-
         found = format_of_exporter(self.name)
         return found.name if found else None
 
@@ -94,8 +94,6 @@ EXPORTERS: dict[str, Exporter] = {
 
 def tracer_version() -> str:
     """tracer's version (``tracer.__version__``), for the provenance rows every export carries."""
-    from tracer import __version__
-
     return __version__
 
 

@@ -39,6 +39,7 @@ import pandas as pd
 
 from tracer.exporters import ExportResult, ProgressFn, tracer_version
 from tracer.exporters._nsys_schema import ENUM_TABLES, SCHEMA_META_ROWS, TABLE_DDL
+from tracer.files.atomic import gzip_copy, gzip_name
 from tracer.files.nsys_enums import (
     EVENT_CLASS_DRIVER,
     EVENT_CLASS_RUNTIME,
@@ -239,8 +240,6 @@ def write(timeline: Timeline, dest: Path, *, final: Path, progress: ProgressFn |
     (as tracer reads ``.sqlite.gz``, and as the tests' nsys data is kept; ``nsys stats`` needs it gunzipped)."""
     if not final.name.lower().endswith(".gz"):
         return _write(timeline, dest, final=final, progress=progress)
-    from tracer.files.atomic import gzip_copy, gzip_name
-
     plain = dest.with_name(dest.name + ".sqlite")  # (beside the temporary file, removed whatever happens)
     try:
         result = _write(timeline, plain, final=final, progress=progress)

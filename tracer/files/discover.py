@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from tracer.errors import InputNotFoundError
 from tracer.files.formats import not_a_regular_file, suffix_patterns, trace_suffixes
-from tracer.files.rundir import is_run_dir
+from tracer.files.rundir import find_rank_traces, find_trace, is_run_dir
 
 __all__ = ["SCAN_DEPTH", "TRACE_SUFFIXES", "discover", "expand", "is_run_dir", "is_trace_file", "job_label",
            "job_traces"]
@@ -65,8 +66,6 @@ def discover(path: Path, depth: int = SCAN_DEPTH, on_skip: OnSkip | None = None)
 def expand(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
     """Each path as given, except a folder that is not a run directory: the runs and traces under it (an
     :class:`InputNotFoundError` when it holds none); ``on_skip`` as for :func:`discover`."""
-    from tracer.errors import InputNotFoundError
-
     out: list[Path] = []
     for p in paths:
         if p.is_dir() and not is_run_dir(p):
@@ -87,8 +86,6 @@ def job_traces(paths: list[Path], on_skip: OnSkip | None = None) -> list[Path]:
     """The traces of a job given as ``paths`` (what ``--job`` reads, one per rank): :func:`expand`'s, with a job's
     run directory (``tracer record`` of several ranks) standing for its rank traces
     (:data:`tracer.files.rundir.TRACES_DIR`), not for one rank."""
-    from tracer.files.rundir import find_rank_traces, find_trace
-
     out: list[Path] = []
     for p in expand(paths, on_skip=on_skip):
         ranks = find_rank_traces(p) if p.is_dir() and find_trace(p) is None else []

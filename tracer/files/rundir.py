@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, get_type_hints
 import orjson
 
 from tracer.errors import InputNotFoundError, TraceFormatError, UsageError
+from tracer.files.atomic import write_bytes_atomic
 from tracer.files.formats import FORMATS, not_a_regular_file
 
 if TYPE_CHECKING:
@@ -297,8 +298,6 @@ def read_meta(run_dir: str | os.PathLike[str]) -> RunMeta:
 
 def write_meta(run_dir: str | os.PathLike[str], meta: RunMeta) -> None:
     """Write meta.json atomically."""
-    from tracer.files.atomic import write_bytes_atomic
-
     write_bytes_atomic(Path(run_dir) / META, dumps(meta.to_dict()))
 
 

@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import TracerError, UsageError
+from tracer.job import parallel
+from tracer.job import store as jobstore
+from tracer.job.parallel import EarlyScans
 from tracer.job.ranks import RankTrace, assign_ranks, group_parts, one_rank
 
 if TYPE_CHECKING:
-    # (imported where they are used: a job's first open starts its scan workers before pandas is imported,
-    # tracer.job.parallel's early scans, and tracer.timeline brings pandas)
+    # (the analysis and the timeline are imported where they are used: they bring pandas, and a job's first open
+    # starts its scan workers before this process imports pandas, tracer.job.parallel's early scans)
     from tracer.analysis.summary import Summary
-    from tracer.job.parallel import EarlyScans
     from tracer.timeline import Timeline, TraceMeta
 
 #: Below this many bytes in all, a job's ranks are parsed one after another in this process unless a scheduler
@@ -117,7 +119,9 @@ def _summarize(given: list[Path], early: EarlyScans | None, *, scheduler: str | 
                ranks: Sequence[int] | None, skip_bad_ranks: bool, on_rank: Callable[[RankDone], None] | None,
                on_cache_write: Callable[[Path], None] | None, on_skip: Callable[[TracerError], None] | None,
                shifts: Mapping[int, int] | None) -> tuple[Summary, TraceMeta]:
+    # (the analysis and the timeline bring pandas: imported here, once this job's scan workers have started)
     from tracer.analysis import ranked
+    from tracer.analysis.comm import shift_ranks
     from tracer.analysis.summary import analyze
     from tracer.timeline import Timeline
     from tracer.timeline.combine import concat_meta
@@ -140,8 +144,6 @@ def _summarize(given: list[Path], early: EarlyScans | None, *, scheduler: str | 
         args.update(on_rank=None, on_skip=None)
     job = load_job(given, **args)
     if moved:
-        from tracer.analysis.comm import shift_ranks
-
         job.meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
         job = Timeline(shift_ranks(job.events, moved), job.meta)
     return analyze(job), job.meta
@@ -180,9 +182,6 @@ def _open(
     early: EarlyScans | None = None,
 ) -> _Opened:
     """:func:`load_job`'s reading: from the stored dataset where it is valid, else parsed (and stored)."""
-    from tracer.job import parallel
-    from tracer.job import store as jobstore
-
     groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
     dataset = _dataset_of(groups, cache)
@@ -255,9 +254,6 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total
                     shifts: Mapping[int, int]) -> list[Any]:
     """The stored ranks ``entries`` analysed where they are read (each moved by ``shifts[rank]`` ns first): on the
     scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides)."""
-    from tracer.job import parallel
-    from tracer.job import store as jobstore
-
     parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
     chosen: parallel.Scheduler = scheduler
     if _in_this_process(len(parts), chosen, total_bytes):
@@ -270,7 +266,7 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], scheduler: Any, total
 
 
 def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Timeline:
-    from tracer.timeline import concat
+    from tracer.timeline import concat  # (pandas: this module is imported without it, see _summarize)
 
     parts = [load(p) for p in group]
     return parts[0] if len(parts) == 1 else concat(parts)
@@ -281,8 +277,6 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Any, with_keys: bool,
            shifts: Mapping[int, int] | None = None, early: EarlyScans | None = None) -> list[Any]:
     """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
     one group or a small job, else on Dask."""
-    from tracer.job import parallel
-
     done = 0
 
     def report(p: parallel.Parsed) -> None:
@@ -308,9 +302,6 @@ def _early_scans(given: Sequence[Path], scheduler: str | None, cache: bool) -> E
     """The job's rank files' parts set scanning now, before this process imports pandas
     (:func:`tracer.job.parallel.start_early_scans`), where the job will be parsed on local processes as
     :func:`_open` and :func:`_parse` decide (not read back from a stored dataset, not parsed here); else None."""
-    from tracer.job import parallel
-    from tracer.job import store as jobstore
-
     groups = group_parts(given)
     chosen = parallel.resolve_scheduler(scheduler)
     if chosen.name != "processes" or _in_this_process(len(groups), chosen, _total_bytes(groups)):
@@ -330,8 +321,6 @@ def _in_this_process(ranks: int, chosen: Any, total_bytes: int) -> bool:
 def _dataset_of(groups: Sequence[Sequence[Path]], cache: bool) -> Path | None:
     """Where the job of ``groups`` is stored as a dataset (:mod:`tracer.job.store`), where it is kept at all: with
     ``cache``, for a job of more than one rank and at least ``CACHE_MIN_BYTES`` of traces."""
-    from tracer.job import store as jobstore
-
     if not (cache and len(groups) > 1 and _total_bytes(groups) >= jobstore.CACHE_MIN_BYTES):
         return None
     return jobstore.dataset_path([g[0] for g in groups])
@@ -364,7 +353,7 @@ def _ranges(values: Sequence[int]) -> str:
 
 def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
               ranks: Sequence[int] | None) -> Timeline:
-    from tracer.timeline import align
+    from tracer.timeline import align  # (pandas: this module is imported without it, see _summarize)
 
     for f, t in zip(files, timelines):
         one_rank(t, f)
@@ -378,7 +367,7 @@ def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[
 def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
           found: Sequence[RankTrace]) -> Timeline:
     """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
-    from tracer.timeline import concat
+    from tracer.timeline import concat  # (pandas: this module is imported without it, see _summarize)
 
     order = sorted(range(len(found)), key=lambda i: found[i].rank)
     job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])

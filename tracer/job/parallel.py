@@ -25,8 +25,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+import tracer.errors as errors
+from tracer import parsers
 from tracer.errors import TracerError, UsageError
 from tracer.job import handoff
+from tracer.job import store as jobstore
+from tracer.job.ranks import one_rank, rank_of
+from tracer.parsers.kineto import scan_kineto_part
 
 SCHEDULER_ENV = "TRACER_DASK_SCHEDULER"
 LOCAL_SCHEDULERS = ("processes", "threads", "sync")
@@ -101,8 +106,6 @@ class Parsed:
         """Raise the error this rank's parse reported, as the :class:`TracerError` it was."""
         if self.error is None:
             return
-        import tracer.errors as errors
-
         cls = getattr(errors, self.error[0], TracerError)
         raise cls(self.error[1], self.error[2])
 
@@ -113,10 +116,10 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
     ``--skip-bad-ranks`` goes on without the rank."""
 
     def load(keys: _Keys | None) -> Any:
-        from tracer.parsers import load_trace
-        from tracer.timeline import concat
+        from tracer.timeline import concat  # (pandas, on the worker: as in _rank)
 
-        parts = [load_trace(p, cache=False, on_raw=keys.hasher(i) if keys else None) for i, p in enumerate(paths)]
+        parts = [parsers.load_trace(p, cache=False, on_raw=keys.hasher(i) if keys else None)
+                 for i, p in enumerate(paths)]
         return parts[0] if len(parts) == 1 else concat(parts)
 
     return _rank(index, paths, task, load, {})
@@ -160,8 +163,6 @@ def _take(scanned: Any) -> Any:
 def _scan(path: str, part: int, parts: int) -> Any:
     import mmap
 
-    from tracer.parsers.kineto import scan_kineto_part
-
     try:
         # (mapped, not read: each part touches its own range of the file and the few bytes around its cut)
         with open(path, "rb") as f:
@@ -183,9 +184,7 @@ def merge_group(index: int, paths: Sequence[str], task: Task, scanned: Sequence[
     and "parse" (the merge's)."""
 
     def load(keys: _Keys | None) -> Any:  # (the parts' bytes are not at hand here: the key reads the file)
-        from tracer.parsers import load_kineto_parts
-
-        return load_kineto_parts(paths[0], [_take(s[0]) for s in scanned])
+        return parsers.load_kineto_parts(paths[0], [_take(s[0]) for s in scanned])
 
     return _rank(index, paths, task, load, {"parts": max(s[1] for s in scanned)}, read_now=True)
 
@@ -194,7 +193,7 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
           laps: dict[str, float], *, read_now: bool = False) -> Parsed:
     """One rank's timeline from ``load`` (on a worker), then ``task``'s steps; ``laps``: phases timed before;
     ``read_now``: ``load`` does not hand the files' bytes over for their keys (:class:`_Keys`)."""
-    from tracer.timeline import align
+    from tracer.timeline import align  # (pandas: this module is imported without it, before the early scans fork)
 
     t0 = time.perf_counter()
     clock = _Phases()
@@ -208,8 +207,6 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
         keys = _Keys(paths, side, read_now=read_now) if task.with_keys else None
         clock.lap("key")
         timeline = load(keys)
-        from tracer.job.ranks import one_rank
-
         one_rank(timeline, paths[0])
         if task.align:
             timeline = align(timeline)
@@ -219,20 +216,16 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
             clock.laps["key"] += keys.inline_s
         storing, rank = None, None
         if task.analyze:
-            from tracer.job.ranks import rank_of
-
             rank = rank_of(timeline.meta, paths[0], index)[0]
             timeline = with_rank(timeline, rank)
         if task.store is not None:
-            from tracer.job.store import write_part
-
             # (here, in parallel, rather than after the gather; and what was written is not sent back: the
             # caller reads it from the file, faster than a frame pickled through a pipe or a cluster's sockets)
-            storing = side.submit(write_part, timeline, Path(task.store), index)
+            storing = side.submit(jobstore.write_part, timeline, Path(task.store), index)
             clock.lap("store")
         results = None
         if rank is not None:
-            from tracer.analysis.ranked import rank_results
+            from tracer.analysis.ranked import rank_results  # (pandas, as align above; only where ranks are analysed)
 
             results = rank_results(shifted(timeline, dict(task.shifts).get(rank, 0)), rank)
             clock.lap("analyze")
@@ -279,13 +272,11 @@ class _Keys:
     is read and hashed on the side thread from now on, beside the merge, not after the analyses."""
 
     def __init__(self, paths: Sequence[str], side: _Side, *, read_now: bool = False) -> None:
-        from tracer.parsers import _file_digest, _stat_key
-
         self.paths, self.side = paths, side
         self.stats: list[list[int] | None] = []
         for p in paths:
             try:
-                self.stats.append(_stat_key(Path(p)))
+                self.stats.append(parsers._stat_key(Path(p)))
             except OSError:  # (the parse says why, in one line)
                 self.stats.append(None)
         self.digests: dict[int, Future[str]] = {}
@@ -294,25 +285,21 @@ class _Keys:
         if read_now and side.threaded:
             for i, (p, stat) in enumerate(zip(paths, self.stats, strict=True)):
                 if stat is not None:  # (after the stat: a write during the hash does not go unseen)
-                    self.digests[i] = side.submit(_file_digest, Path(p))
+                    self.digests[i] = side.submit(parsers._file_digest, Path(p))
 
     def hasher(self, i: int) -> Callable[[bytes], None]:
         def take(raw: bytes) -> None:
-            from tracer.parsers import _digest
-
             t0 = time.perf_counter()
-            self.digests[i] = self.side.submit(_digest, raw)
+            self.digests[i] = self.side.submit(parsers._digest, raw)
             if not self.side.threaded:
                 self.inline_s += time.perf_counter() - t0
 
         return take
 
     def result(self) -> list[dict[str, Any]]:
-        from tracer.job.store import source_key
-
         return [
-            source_key(Path(p), digest=self.digests[i].result(), stat=stat)
-            if i in self.digests and stat is not None else source_key(Path(p))
+            jobstore.source_key(Path(p), digest=self.digests[i].result(), stat=stat)
+            if i in self.digests and stat is not None else jobstore.source_key(Path(p))
             for i, (p, stat) in enumerate(zip(self.paths, self.stats))
         ]
 
@@ -333,13 +320,12 @@ class _Phases:
 def analyze_stored(index: int, path: str, rank: int, shift_ns: int = 0) -> Parsed:
     """Read one rank's stored partition (tracer.job.store) and analyse it (tracer.analysis.ranked), its times
     moved by ``shift_ns`` first; runs on a worker. Only the results come back."""
-    from tracer.analysis.ranked import rank_results
-    from tracer.job.store import read_partition
+    from tracer.analysis.ranked import rank_results  # (pandas, on the worker: as in _rank)
 
     t0 = time.perf_counter()
     clock = _Phases()
     try:
-        timeline = shifted(with_rank(read_partition(Path(path)), rank), shift_ns)
+        timeline = shifted(with_rank(jobstore.read_partition(Path(path)), rank), shift_ns)
         clock.lap("read")
         results = rank_results(timeline, rank)
         clock.lap("analyze")
@@ -352,7 +338,7 @@ def shifted(timeline: Any, ns: int) -> Any:
     """``timeline`` with every time moved by ``ns`` (one rank's clock fix); itself where ``ns`` is 0."""
     if not ns:
         return timeline
-    from tracer.timeline import Timeline
+    from tracer.timeline import Timeline  # (pandas, on the worker: as in _rank)
 
     events = timeline.events.copy(deep=False)
     events["start_ns"] = events["start_ns"].to_numpy() + ns
@@ -364,7 +350,7 @@ def with_rank(timeline: Any, rank: int) -> Any:
     """``timeline`` with every row on ``rank`` (what joining it into a job does to it)."""
     import numpy as np
 
-    from tracer.timeline import Timeline
+    from tracer.timeline import Timeline  # (pandas, on the worker: as in _rank)
 
     events = timeline.events.copy(deep=False)
     events["rank"] = np.full(len(events), rank, dtype=np.int16)
@@ -408,8 +394,6 @@ def split_counts(groups: Sequence[Sequence[str]]) -> list[int]:
     per_rank = _cores() // max(len(groups), 1)
     if per_rank < 2:
         return [1] * len(groups)
-    from tracer.parsers import detect_format
-
     counts = []
     for g in groups:
         k = 1
@@ -420,7 +404,7 @@ def split_counts(groups: Sequence[Sequence[str]]) -> list[int]:
                 if k > 1:
                     with open(g[0], "rb") as f:
                         plain = f.read(2) != b"\x1f\x8b"
-                    k = k if plain and detect_format(Path(g[0])) == "kineto" else 1
+                    k = k if plain and parsers.detect_format(Path(g[0])) == "kineto" else 1
             except (OSError, TracerError):
                 k = 1  # (the parse says why)
         counts.append(max(k, 1))
@@ -608,8 +592,6 @@ def start_early_scans(groups: Sequence[Sequence[str | os.PathLike[str]]]) -> Ear
     if min(counts) < 2 or _start_method().get_start_method() != "fork":
         return None
     from concurrent.futures import ProcessPoolExecutor
-
-    import tracer.parsers.kineto  # noqa: F401 - the scan's module, in every worker forked below
 
     parked = handoff.new_folder(sum(_size(g[0]) for g in paths))
     try:

@@ -29,9 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from tracer import parsers
+from tracer.files.atomic import temp_dir_beside
 from tracer.vocabulary import SCHEMA_VERSION
 
 if TYPE_CHECKING:
+    # (not at run time, nor tracer.files.storage, imported where a partition is read or written: they bring
+    # pandas, and this module is imported before a job's scan workers fork, tracer.job.parallel's early scans)
     from tracer.timeline import Timeline
 
 #: Raise when the layout or the manifest changes meaning: an older dataset is then rebuilt, not misread.
@@ -63,19 +67,15 @@ def source_key(path: Path, *, digest: str | None = None, stat: list[int] | None 
     """What a trace must still match for its partition to be served: size, BLAKE3 of its bytes, and its
     device / inode / ctime / size (equal only while nobody has written to it). ``digest``: the hash when the
     caller already has it; ``stat``: the file's stat key taken before the bytes hashed were read."""
-    from tracer.parsers import _file_digest, _stat_key
-
-    stat = stat or _stat_key(path)  # (before the hash: a write during it must not go unseen)
-    return {"size": stat[3], "blake3": digest or _file_digest(path), "stat": stat}
+    stat = stat or parsers._stat_key(path)  # (before the hash: a write during it must not go unseen)
+    return {"size": stat[3], "blake3": digest or parsers._file_digest(path), "stat": stat}
 
 
 def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
     """Whether ``path`` is the trace ``stored`` describes: no hash while its stat is as stored (no write since),
     else the content hash decides (a copy, a touch, an edit)."""
-    from tracer.parsers import _file_digest, _stat_key
-
     try:
-        stat = _stat_key(path)
+        stat = parsers._stat_key(path)
     except OSError:
         return False
     if stat[3] != stored.get("size"):
@@ -83,7 +83,7 @@ def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
     if stat == stored.get("stat"):
         return True
     try:
-        return _file_digest(path) == stored.get("blake3")
+        return parsers._file_digest(path) == stored.get("blake3")
     except Exception:  # noqa: BLE001 - unreadable now: not a match; the parse will say why
         return False
 
@@ -114,10 +114,8 @@ class Manifest:
 
 
 def _versions() -> dict[str, int]:
-    from tracer.parsers import KINETO_PARSER_VERSION
-
     return {"dataset_version": DATASET_VERSION, "schema_version": SCHEMA_VERSION,
-            "parser_version": KINETO_PARSER_VERSION}
+            "parser_version": parsers.KINETO_PARSER_VERSION}
 
 
 def read_manifest(dataset: Path) -> Manifest | None:
@@ -178,7 +176,7 @@ def read_ranks(dataset: Path, entries: Sequence[RankEntry]) -> list[Timeline]:
 
 def read_partition(path: Path) -> Timeline:
     """One rank's stored timeline (:func:`partition_file`), as parsed and aligned."""
-    from tracer.files.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet  # (pandas: see the TYPE_CHECKING imports above)
 
     t = read_timeline_parquet(path)
     t.meta.extra.pop("stored_as", None)
@@ -209,8 +207,6 @@ def read_columns(dataset: Path, columns: Sequence[str], ranks: Sequence[int] | N
 def begin(dataset: Path) -> Path | None:
     """A new temporary folder beside ``dataset`` for the workers to write their ranks into (:func:`part_file`),
     or None where none can be made (a read-only folder of traces just means no cache)."""
-    from tracer.files.atomic import temp_dir_beside
-
     if not os.access(dataset.parent, os.W_OK):
         return None
     try:
@@ -230,7 +226,7 @@ def part_file(tmp: Path, index: int) -> Path:
 
 def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
     """Write one rank's timeline into the dataset being built (on a worker); False where it could not be."""
-    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet
+    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet  # (pandas: as in read_partition)
 
     try:
         write_timeline_parquet(timeline, part_file(tmp, index), compression=CACHE_COMPRESSION)
@@ -241,7 +237,7 @@ def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
 
 def read_part(tmp: Path, index: int) -> Timeline:
     """The timeline a worker wrote into the dataset being built (:func:`write_part`)."""
-    from tracer.files.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet  # (pandas: as in read_partition)
 
     t = read_timeline_parquet(part_file(tmp, index))
     t.meta.extra.pop("stored_as", None)

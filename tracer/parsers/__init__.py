@@ -3,8 +3,9 @@
 The format is told from the content, not the suffix: gzip is looked through, then the first bytes say
 SQLite (an Nsight Systems export), Parquet (a stored timeline) or JSON (Kineto / Chrome). ``.nsys-rep``
 reports are converted with ``nsys export`` when nsys is installed. Run directories written by
-``tracer record`` are opened through their stored timeline. The formats, their magics and their readers (the
-``read_*`` functions here) are one table, :data:`tracer.files.formats.FORMATS`; the run directory's layout is
+``tracer record`` are opened through their stored timeline. The formats, their magics and their readers
+(:func:`read_kineto` here, the others in their format's module: :mod:`tracer.parsers.nsys`,
+:mod:`tracer.parsers.parquet`) are one table, :data:`tracer.files.formats.FORMATS`; the run directory's layout is
 :mod:`tracer.files.rundir`.
 
 Importing this package imports neither Dash nor Plotly.
@@ -14,9 +15,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import shutil
-import subprocess
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from blake3 import blake3
 
-from tracer.errors import InputNotFoundError, ToolMissingError, TraceFormatError, TracerError
+from tracer.errors import InputNotFoundError, TraceFormatError, TracerError
 from tracer.files import formats, rundir
 from tracer.files.formats import FORMATS, GZIP_MAGIC
 from tracer.vocabulary import SCHEMA_VERSION
@@ -218,7 +216,7 @@ def load_kineto_parts(path: str | os.PathLike[str], parts: Sequence[Any]) -> Tim
     either way."""
     if any(part is None for part in parts):
         return load_trace(path, cache=False)
-    from tracer.parsers.kineto import merge_kineto_parts
+    from tracer.parsers.kineto import merge_kineto_parts  # (as in read_kineto)
 
     p = Path(path)
     return _worded(p, lambda: _without_impossible_rows(merge_kineto_parts(list(parts), str(p))))
@@ -244,7 +242,7 @@ def _worded(p: Path, read: Callable[[], Timeline]) -> Timeline:
 def _without_impossible_rows(timeline: Timeline) -> Timeline:
     """The last line of defence for every format: drop what no trace can mean, and count it with the parser's
     own skipped events (``meta.extra["skipped"]``, which ``tracer summary`` reports and ``--strict`` refuses)."""
-    from tracer.timeline import drop_impossible
+    from tracer.timeline import drop_impossible  # (pandas: see the TYPE_CHECKING import above)
 
     events, dropped = drop_impossible(timeline.events)
     if dropped:
@@ -294,19 +292,6 @@ def _file_digest(p: Path) -> str:
         raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
 
 
-def read_parquet(p: Path, **_: Any) -> Timeline:
-    """A stored timeline (``tracer export -o x.parquet``, a run's timeline.parquet)."""
-    from tracer.files.storage import read_timeline_parquet
-
-    timeline = read_timeline_parquet(p)
-    # The stored source is the trace the timeline was first parsed from (on whatever machine); the summary and
-    # every export name the file actually read, and keep the first one beside it.
-    if timeline.meta.source and timeline.meta.source != str(p):
-        timeline.meta.extra.setdefault("parsed_from", timeline.meta.source)
-    timeline.meta.source = str(p)
-    return timeline
-
-
 def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None,
                 on_raw: Callable[[bytes], None] | None = None) -> Timeline:
     """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large
@@ -330,7 +315,8 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
         cached = _read_cache(p, cache_key(size, digest), stored)
         if cached is not None:
             return cached
-    from tracer.parsers.kineto import parse_kineto_bytes  # (not imported at all when the cache answers)
+    # (the parser's own import, ~30 ms, is not paid at all when the cache answers, nor for the other formats)
+    from tracer.parsers.kineto import parse_kineto_bytes
 
     raw = _read_raw(p)
     if on_raw is not None:
@@ -356,6 +342,8 @@ def _read_raw(p: Path) -> bytes:
 
 def _stored_key(p: Path) -> dict[str, Any] | None:
     """The key a cache beside ``p`` was written with (None: no readable cache)."""
+    # (here, not at the top: this package is imported without pandas, by a job's scan workers too, and
+    # tracer.files.storage brings it and pyarrow.parquet, ~55 ms more: only for a trace big enough to be cached)
     from tracer.files.storage import read_parquet_meta
 
     cp = cache_path(p)
@@ -369,7 +357,7 @@ def _stored_key(p: Path) -> dict[str, Any] | None:
 
 
 def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timeline | None:
-    from tracer.files.storage import read_timeline_parquet
+    from tracer.files.storage import read_timeline_parquet  # (as in _stored_key)
 
     if {k: stored.get(k) for k in key} != key:
         return None
@@ -385,7 +373,7 @@ def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timelin
 
 def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
     """Store the cache beside ``p``; False (and nothing written) where it cannot be written, for any reason."""
-    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet
+    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet  # (as in _stored_key)
 
     if not os.access(p.parent, os.W_OK):
         return False  # a read-only directory (a shared data set) just means no cache
@@ -397,52 +385,6 @@ def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
         # load with "unexpected content". (The atomic writer removes its temporary file on any error.)
         return False
     return True
-
-
-def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
-    """An Nsight Systems SQLite export (gzipped or not)."""
-    from tracer.parsers.nsys import parse_nsys_sqlite
-
-    with open(p, "rb") as f:
-        gz = f.read(2) == GZIP_MAGIC
-    if not gz:
-        return parse_nsys_sqlite(p)
-    # SQLite needs a real file: unpack the gzipped export to a temporary one, a block at a time.
-    data = _read_raw(p)
-    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
-        out = Path(tmp) / "export.sqlite"
-        try:
-            with open(out, "wb") as f:
-                for block in iter_inflated(p, data):
-                    f.write(block)
-        except OSError as exc:
-            raise TracerError(p, f"cannot unpack to a temporary file ({tmp}): {exc.strerror or exc}") from None
-        del data
-        return parse_nsys_sqlite(out, source=str(p))
-
-
-def read_nsys_rep(p: Path, **_: Any) -> Timeline:
-    """An Nsight Systems report, through ``nsys export --type sqlite`` (nsys must be on PATH)."""
-    nsys = shutil.which("nsys")
-    if nsys is None:
-        raise ToolMissingError(
-            p,
-            "a .nsys-rep needs Nsight Systems to read; nsys is not on PATH. Export it where nsys is installed "
-            f"with `nsys export --type sqlite -o {p.with_suffix('.sqlite').name} {p.name}` and open the .sqlite",
-        )
-    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
-        out = Path(tmp) / "export.sqlite"
-        proc = subprocess.run(
-            [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(p)],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0 or not out.exists():
-            last = (proc.stderr or proc.stdout).strip().splitlines()
-            raise TraceFormatError(p, f"nsys export failed: {last[-1] if last else f'exit {proc.returncode}'}")
-        from tracer.parsers.nsys import parse_nsys_sqlite
-
-        return parse_nsys_sqlite(out, source=str(p))
 
 
 def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:

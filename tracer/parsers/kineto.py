@@ -978,6 +978,7 @@ class _Columns:
         # Rows in time order here, on plain arrays: build_events' own (stable) sort keeps them as they are.
         order = np.lexsort((col["end"], col["start"]))
         col = {k: v[order] for k, v in col.items()}
+        # (pandas here, where the columns become a frame: a job's scan workers import this module without it)
         import pandas as pd
 
         from tracer.timeline import COLUMNS
@@ -1016,11 +1017,6 @@ def _sync_entry(e: Any) -> tuple[int, str, int, int, int, int]:
 
     return (num(a.correlation), str(e.name), num(a.device), num(a.stream), num(a.wait_on_stream),
             num(a.wait_on_event_corr))
-
-
-#: The columns of ``meta.extra["cuda_sync"]`` (:class:`tracer.timeline.CudaSyncTable`, in its order): one entry per
-#: cuda_sync row, in file order.
-CUDA_SYNC_FIELDS: tuple[str, ...] = ("correlation", "name", "device", "stream", "wait_stream", "wait_correlation")
 
 
 def cuda_sync_table(entries: list[tuple[int, str, int, int, int, int]]) -> CudaSyncTable:
@@ -1207,6 +1203,7 @@ def _parse(data: bytes, fast: _FastChunks | None, source: str, skipped: Counter[
 
 def _build(scan: _Scan, trace: _Trace, skipped: Counter[str], source: str) -> Timeline:
     """The timeline from a trace's scanned events and its top-level fields."""
+    # (pandas here, where the timeline is built: a job's scan workers import this module without it)
     from tracer.timeline import Timeline, TraceMeta, build_events, validate
     from tracer.timeline.comm import mark_by_name
 

@@ -1,4 +1,5 @@
-"""Nsight Systems SQLite export (``nsys export --type sqlite``) → canonical timeline.
+"""Nsight Systems SQLite export (``nsys export --type sqlite``) → canonical timeline; the readers of both Nsight
+Systems formats (:func:`read_nsys_sqlite`, :func:`read_nsys_rep`: a ``.nsys-rep`` through ``nsys export``).
 
 Tables a report lacks (no NVTX, no memsets ...) are simply absent from the export; each is read only if it
 is there. Times are the export's own integer nanoseconds.
@@ -7,14 +8,19 @@ is there. Times are the export's own integer nanoseconds.
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
+import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from tracer.errors import TraceFormatError
+from tracer.errors import ToolMissingError, TraceFormatError, TracerError
+from tracer.files.formats import GZIP_MAGIC
 from tracer.files.nsys_enums import (
     COPY_KIND_BY_OPER,
     EVENT_CLASS_DRIVER,
@@ -24,6 +30,7 @@ from tracer.files.nsys_enums import (
     NVTX_STARTEND,
     mem_of_id,
 )
+from tracer.parsers import _read_raw, iter_inflated
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
     COPY_KINDS,
@@ -463,7 +470,7 @@ _EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 
 def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> CudaSyncTable | None:
     """The synchronisation records as Kineto's cuda_sync rows say them (``meta.extra["cuda_sync"]``, columns
-    :data:`tracer.parsers.kineto.CUDA_SYNC_FIELDS`): each sync's correlation id, type, device and stream, and for
+    :data:`tracer.vocabulary.CUDA_SYNC_FIELDS`): each sync's correlation id, type, device and stream, and for
     an event sync or a stream wait the stream and correlation id of the cudaEventRecord it waits on — the record
     with the same ``eventSyncId`` (nsys >= 2023), else the last record of the same ``eventId`` before the sync.
     None when the export has no such table or it cannot be read as one (a damaged file loses only this)."""
@@ -654,3 +661,45 @@ def _concat(parts: list[dict[str, object]]) -> pd.DataFrame:
         else:
             cols[col] = np.concatenate([np.asarray(v) for v in values])
     return build_events(cols)
+
+
+def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
+    """An Nsight Systems SQLite export (gzipped or not)."""
+    with open(p, "rb") as f:
+        gz = f.read(2) == GZIP_MAGIC
+    if not gz:
+        return parse_nsys_sqlite(p)
+    # SQLite needs a real file: unpack the gzipped export to a temporary one, a block at a time.
+    data = _read_raw(p)
+    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        try:
+            with open(out, "wb") as f:
+                for block in iter_inflated(p, data):
+                    f.write(block)
+        except OSError as exc:
+            raise TracerError(p, f"cannot unpack to a temporary file ({tmp}): {exc.strerror or exc}") from None
+        del data
+        return parse_nsys_sqlite(out, source=str(p))
+
+
+def read_nsys_rep(p: Path, **_: Any) -> Timeline:
+    """An Nsight Systems report, through ``nsys export --type sqlite`` (nsys must be on PATH)."""
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise ToolMissingError(
+            p,
+            "a .nsys-rep needs Nsight Systems to read; nsys is not on PATH. Export it where nsys is installed "
+            f"with `nsys export --type sqlite -o {p.with_suffix('.sqlite').name} {p.name}` and open the .sqlite",
+        )
+    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        proc = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(out), str(p)],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0 or not out.exists():
+            last = (proc.stderr or proc.stdout).strip().splitlines()
+            raise TraceFormatError(p, f"nsys export failed: {last[-1] if last else f'exit {proc.returncode}'}")
+        return parse_nsys_sqlite(out, source=str(p))

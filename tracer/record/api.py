@@ -24,6 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracer.files import rundir
+from tracer.files.atomic import gzip_copy, gzip_name, temp_dir_beside, writing
+from tracer.record import gather as rank_gather
+from tracer.record.capture import parse_steps
+from tracer.record.profiler import environment, quiet_kineto, torch_profiler_settings
+from tracer.record.run import command_stem
+
 
 @dataclass
 class Run:
@@ -42,8 +49,6 @@ class Run:
 
 
 def _stem() -> str:
-    from tracer.record.command import command_stem
-
     argv = [a for a in sys.argv if a]
     main = argv[0] if argv else ""
     if not main or main == "-c" or main.endswith(("ipykernel_launcher.py", "ipykernel/__main__.py")):
@@ -54,8 +59,6 @@ def _stem() -> str:
 def _gzip_into(trace: Path, dest: Path, name: str | None = None) -> None:
     """Move a Chrome trace to ``dest`` gzipped (moved as it is when it is gzipped already); ``name``: the name
     its gzip header holds (default: ``dest``'s less ``.gz``)."""
-    from tracer.files.atomic import gzip_copy, gzip_name
-
     with open(trace, "rb") as head:
         gzipped = head.read(2) == b"\x1f\x8b"
     if gzipped:
@@ -73,10 +76,8 @@ def _publish(wanted: Path, fill: Callable[[Path], list[dict[str, Any]]], created
              profiler: dict[str, Any] | None) -> tuple[Path, dict[str, Any]]:
     """Write a run under ``wanted`` (or ``wanted-2`` ...) atomically: ``fill(tmp)`` puts the trace(s) in place and
     returns the processes recorded; then meta.json, timeline and summary."""
-    from tracer.files import rundir
-    from tracer.files.atomic import temp_dir_beside, writing
+    # (it derives the run's timeline and summary: pandas, imported once a recording ends, not with tracer.profile)
     from tracer.record.command import finish_run
-    from tracer.record.profiler import environment
 
     tmp = temp_dir_beside(wanted)
     try:
@@ -107,8 +108,6 @@ def write_run(trace: Path, *, out: str | os.PathLike[str] = "runs", name: str | 
               profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Make a run directory under ``out`` from one torch.profiler Chrome trace (plain or gzipped JSON, moved in);
     return its path and summary. Named ``name``, else ``<script>-<YYYYmmdd-HHMMSS>``; ``-2``, ``-3`` … when taken."""
-    from tracer.files import rundir
-
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
 
     def fill(tmp: Path) -> list[dict[str, Any]]:
@@ -123,9 +122,6 @@ def write_job_run(staging: Path, *, out: str | os.PathLike[str], name: str,
                   profiler: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Make one run directory (``traces/``: a trace per rank) from a complete staging folder of
     :mod:`tracer.record.gather`, then remove the folder."""
-    from tracer.files import rundir
-    from tracer.record import gather as rank_gather
-
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     taken = rank_gather.take(staging)
 
@@ -156,9 +152,6 @@ def profile(out: str | os.PathLike[str] = "runs", name: str | None = None, steps
 
     from torch.profiler import ProfilerAction, schedule
     from torch.profiler import profile as torch_profile
-
-    from tracer.record.capture import parse_steps
-    from tracer.record.profiler import quiet_kineto, torch_profiler_settings
 
     run = Run(Path(out), name)
     settings = torch_profiler_settings(all_threads=True)
@@ -201,8 +194,6 @@ def handler(out: str | os.PathLike[str] = "runs", name: str | None = None) -> Ca
     run, ``traces/`` holding a trace per rank, written by whichever rank finishes the set
     (:mod:`tracer.record.gather`); that rank's ``.runs`` lists it."""
     import tempfile
-
-    from tracer.record import gather as rank_gather
 
     written: list[Path] = []
     cycles = [0]

@@ -22,9 +22,14 @@ from typing import Any
 
 import orjson
 
-from tracer.errors import TracerError
+from tracer.errors import TracerError, UsageError
+from tracer.files import rundir
+from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
 from tracer.record import capture
 from tracer.record.derive import Derived, derive
+from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version
+from tracer.record.profiler import environment
+from tracer.record.run import command_stem
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 
@@ -51,8 +56,6 @@ class CommandResult:
 def resolve(argv: Sequence[str]) -> str:
     """The program ``argv[0]`` names, as the shell would find it; CommandNotFoundError if none."""
     if not argv:
-        from tracer.errors import UsageError
-
         raise UsageError("", "no command after '--' (e.g. tracer record -- python train.py)")
     prog = argv[0]
     found = shutil.which(prog)
@@ -131,24 +134,6 @@ def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = N
 # the run
 
 
-def command_stem(argv: Sequence[str]) -> str:
-    """A run name's stem for a command: the script (``train`` for ``python train.py``, ``torchrun ... train.py``),
-    the module (``python -m pkg.mod`` -> ``pkg.mod``), else the program's name."""
-    args = list(argv)
-    for i, a in enumerate(args):
-        if a == "-m" and i + 1 < len(args):
-            return _clean(args[i + 1])
-        if a.endswith(".py"):
-            return _clean(Path(a).stem)
-    return _clean(Path(args[0]).name) if args else "command"
-
-
-def _clean(text: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:60] or "command"
-
-
 @dataclass
 class RecordedCommand:
     """A finished ``tracer record -- COMMAND``: where its run is and what the command returned."""
@@ -159,16 +144,10 @@ class RecordedCommand:
     exit_code: int
 
 
-#: ``nsys profile`` for a command: CUDA + NVTX of every process the command starts, no CPU sampling or context
-#: switches; the whole run (a command has no cudaProfilerStart/Stop to bound it, unlike the scenarios).
-NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true")
-
 
 def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | None,
                     duration_s: float | None) -> tuple[CommandResult, dict[str, Any]]:
     """``nsys profile ... COMMAND``, then ``nsys export --type sqlite``; nsys returns the program's exit code."""
-    from tracer.files import rundir
-
     window = [
         *(["--delay", f"{delay_s:g}"] if delay_s else []),
         *(["--duration", f"{duration_s:g}"] if duration_s else []),
@@ -189,17 +168,12 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     sqlite = tmp / rundir.NSYS_SQLITE
     traces: list[Path] = []
     if report.exists():
-        from tracer.files.atomic import gzip_in_place
-        from tracer.record.nsys import export_nsys_sqlite
-
         failed = export_nsys_sqlite(nsys, report, sqlite)
         if failed:
             raise TracerError(report.name, failed)
         if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
             sqlite = gzip_in_place(sqlite)
         traces = [sqlite]
-    from tracer.record.nsys import nsys_version
-
     details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": [*NSYS_COMMAND_ARGS, *window]}
     return CommandResult(list(argv), os.getcwd(), exit_code, wall, exit_code == 130, traces, []), details
 
@@ -220,22 +194,13 @@ def record_command(
     and returned); a command that recorded nothing writes nothing and is an error carrying its exit code."""
     import datetime as _dt
 
-    from tracer.files import rundir
-    from tracer.files.atomic import temp_dir_beside, writing
-    from tracer.record.profiler import environment
-
     resolve(argv)  # a missing command: exit 127 before anything is written
     nsys = None
     if backend == "nsys":
-        from tracer.errors import UsageError
-        from tracer.record.nsys import find_nsys
-
         nsys = find_nsys()
         if steps is not None:
             raise UsageError("--steps", "is torch.profiler's schedule; with --backend nsys use --delay/--duration")
     elif backend != "torch":
-        from tracer.errors import UsageError
-
         raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / (name or f"{command_stem(argv)}-{created.astimezone():%Y%m%d-%H%M%S}")
@@ -296,9 +261,6 @@ def finish_run(tmp: Path, wanted: Path, meta: Any) -> tuple[Path, Derived]:
     """Complete a run written in ``tmp`` (its trace in place): meta.json, then the timeline and summary
     (:func:`tracer.record.derive.derive`), then the rename to ``wanted`` (or ``wanted-2`` …); return the final path and
     what derive made. The caller removes ``tmp`` if this raises."""
-    from tracer.files import rundir
-    from tracer.files.atomic import publish_dir
-
     rundir.write_meta(tmp, meta)
     derived = derive(tmp)
     return publish_dir(tmp, wanted), derived

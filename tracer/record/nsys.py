@@ -21,6 +21,10 @@ NSYS_PROFILE_ARGS = (
     "--capture-range-end=stop",
     "--force-overwrite=true",
 )
+#: ``nsys profile`` for a command (``tracer record -- COMMAND``) and a job's launcher: CUDA + NVTX of every process
+#: the command starts, no CPU sampling or context switches; the whole run (a command has no
+#: cudaProfilerStart/Stop to bound it, unlike the scenarios).
+NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true")
 
 
 def find_nsys() -> str:

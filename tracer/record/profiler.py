@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from tracer import __version__
+
 #: What Kineto (torch.profiler's C++ side) writes to stderr at every start and stop in torch 2.13's CPU build:
 #: ``USDT:2026-12-03 10:31:55 9445:9445 SyncActivityProfilerHandler.cpp:52] profiler_start`` — markers for
 #: user-space tracing probes, not messages for a person. Its own log level (KINETO_LOG_LEVEL) silences them only
@@ -95,8 +97,6 @@ def quiet_kineto() -> Iterator[None]:
 def environment() -> dict[str, Any]:
     """What meta.json says of the software and machine a run was recorded with (no host name)."""
     import torch
-
-    from tracer import __version__
 
     return {
         "tracer_version": __version__,

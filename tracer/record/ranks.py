@@ -36,17 +36,20 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 import tracer
 from tracer.errors import TracerError
+from tracer.files import rundir
+from tracer.files.atomic import gzip_in_place, temp_dir_beside, write_bytes_atomic, writing
+from tracer.files.rundir import RunMeta
+from tracer.record import capture
+from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, nsys_version
+from tracer.record.profiler import KINETO_NOISE, environment
+from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
 from tracer.sigterm import Terminated, sigterm_raises
-
-if TYPE_CHECKING:
-    from tracer.files.rundir import RunMeta
-    from tracer.record.run import RecordedRun
 
 #: How long the other ranks get to end by themselves once one failed (and after SIGTERM, before SIGKILL), s.
 GRACE_S = 5.0
@@ -216,8 +219,6 @@ def _stop(procs: Sequence[subprocess.Popen[bytes]], grace_s: float) -> None:
 
 def last_line(log: Path) -> str:
     """The last line of a rank's output that says something (not Kineto's USDT markers), at most 300 chars."""
-    from tracer.record.profiler import KINETO_NOISE
-
     try:
         with open(log, "rb") as f:
             f.seek(max(0, os.path.getsize(log) - 65536))
@@ -263,10 +264,8 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
     trace or a correctness check failed."""
     import torch
 
-    from tracer.files import rundir
-    from tracer.files.atomic import temp_dir_beside, writing
+    # (it derives the run: pandas, which every rank's process, python -m tracer.record.ranks, goes without)
     from tracer.record.command import finish_run
-    from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
 
     world = int(values["ranks"])
     gpus = torch.cuda.device_count() if plan.on_gpu else 0
@@ -338,9 +337,6 @@ def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]],
           work: Path, devices: list[str], dist_backend: str, note: str | None, backend: str,
           details: dict[str, Any], created: _dt.datetime, wall: float) -> RunMeta:
     """meta.json of the job: the scenario's fields from the lowest rank that finished, the job's from all."""
-    from tracer.files import rundir
-    from tracer.record.profiler import environment
-
     first = results[min(results)] if results else {}
     status = {int(s["rank"]): s for s in (orjson.loads(p.read_bytes()) for p in sorted(work.glob("*.capture.json")))
               if s.get("rank") is not None}
@@ -400,10 +396,6 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
                        timeout_s: float) -> tuple[list[RankOutcome], float, dict[str, Any]]:
     """``nsys profile`` of the launcher (``python -m tracer.record.ranks job``): one report of every rank, which
     nsys follows as the launcher's children. UNTESTED on a GPU (no GPU where it was written)."""
-    from tracer.files import rundir
-    from tracer.record.command import NSYS_COMMAND_ARGS
-    from tracer.record.nsys import export_nsys_sqlite, nsys_version
-
     job = [sys.executable, "-m", "tracer.record.ranks", "job", name, "--devices", ",".join(devices), "--out",
            str(work), "--timeout", f"{timeout_s:g}"]
     for k, v in params.items():
@@ -425,8 +417,6 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
         if failed:
             raise TracerError(report.name, failed)
         if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
-            from tracer.files.atomic import gzip_in_place
-
             gzip_in_place(sqlite)
     details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_COMMAND_ARGS)}
     return outcomes, wall, details
@@ -440,16 +430,15 @@ def rank_main(args: argparse.Namespace) -> int:
     """One rank: run the scenario, its profiled window recorded (``--profiler torch``) or bounded by
     cudaProfilerStart/Stop (``cuda-range``, under nsys); write its result. Exit 0 once the scenario ran to its
     end (its checks are in the result), 2 for a scenario error; an exception propagates (exit 1, traceback)."""
+    # (torch, here in the rank's process only: this module is also the recorder's, tracer.record.scenario)
     from tracer.scenarios import ScenarioError, parse_param_args, run_scenario
 
     out = Path(args.out)
     profiler: Any = None
     if args.profiler == "torch":
-        from tracer.record import capture
-
         profiler = capture.start_windowed(out).recording
     elif args.profiler == "cuda-range":
-        from tracer.scenarios.__main__ import cuda_profiler_range
+        from tracer.scenarios.__main__ import cuda_profiler_range  # (torch, as above)
 
         profiler = cuda_profiler_range
     try:
@@ -457,16 +446,12 @@ def rank_main(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         print(f"{args.name}: error: {exc}", file=sys.stderr)
         return 2
-    from tracer.files.atomic import write_bytes_atomic
-
     write_bytes_atomic(out / RESULT.format(rank=int(os.environ["RANK"])), orjson.dumps(result.to_dict()))
     return 0
 
 
 def job_main(args: argparse.Namespace) -> int:
     """The launcher on its own (what nsys runs): start the ranks, write every outcome to ``OUT/job.json``."""
-    from tracer.files.atomic import write_bytes_atomic
-
     out = Path(args.out)
     devices = args.devices.split(",")
     params = dict(p.partition("=")[::2] for p in args.param)

@@ -1,9 +1,11 @@
-"""What a recording returns (:class:`RecordedRun`), how its run directory is named, and the error of a scenario
-that ran but failed."""
+"""What a recording returns (:class:`RecordedRun`), how its run directory is named (a scenario's, a command's
+stem), and the error of a scenario that ran but failed."""
 
 from __future__ import annotations
 
 import datetime as _dt
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,3 +37,19 @@ class RecordedRun:
 def run_name(scenario: str, variant: str, mode: str, when: _dt.datetime) -> str:
     parts = [scenario] + ([variant] if variant and variant != "all" else []) + [mode, when.strftime("%Y%m%d-%H%M%S")]
     return "-".join(parts)
+
+
+def command_stem(argv: Sequence[str]) -> str:
+    """A run name's stem for a command: the script (``train`` for ``python train.py``, ``torchrun ... train.py``),
+    the module (``python -m pkg.mod`` -> ``pkg.mod``), else the program's name."""
+    args = list(argv)
+    for i, a in enumerate(args):
+        if a == "-m" and i + 1 < len(args):
+            return _clean(args[i + 1])
+        if a.endswith(".py"):
+            return _clean(Path(a).stem)
+    return _clean(Path(args[0]).name) if args else "command"
+
+
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:60] or "command"

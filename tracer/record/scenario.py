@@ -28,13 +28,14 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 import tracer
+from tracer.analysis.summary import Summary
 from tracer.errors import ToolMissingError, UsageError
 from tracer.files import rundir
 from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
@@ -42,7 +43,9 @@ from tracer.files.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQ
 from tracer.record.derive import derive
 from tracer.record.nsys import NSYS_PROFILE_ARGS, export_nsys_sqlite, find_nsys, nsys_version
 from tracer.record.profiler import environment, quiet_kineto, torch_profiler_settings
+from tracer.record.ranks import record_job
 from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
+from tracer.timeline import device_label
 
 BACKENDS = ("torch", "nsys")
 #: nsys captures between cudaProfilerStart/Stop, which only a GPU run calls (tests turn this off with a fake nsys)
@@ -55,6 +58,7 @@ NSYS_NEEDS_GPU = True
 
 def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, Any, dict[str, Any], list[str]]:
     """Check the scenario, device and parameters before anything runs; scenario errors become tracer errors."""
+    # (torch: tracer.record.* imports it only where a recording starts)
     from tracer.scenarios import DeviceError, ScenarioError, prepare
 
     try:
@@ -92,8 +96,6 @@ def record(
 
     say = progress or (lambda _msg: None)
     if spec.multi_process:  # one process per rank (ddp): the ranks are started and recorded as a job
-        from tracer.record.ranks import record_job
-
         return record_job(spec, plan, values, params, out=out, backend=backend, nsys=nsys, say=say)
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
@@ -141,6 +143,7 @@ def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_g
 
 
 def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime) -> RunMeta:
+    # (torch: tracer.record.* imports it only where a recording starts)
     from tracer.scenarios.runtime import sanitize_derived
 
     env = environment()
@@ -185,6 +188,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
                stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
     from torch.profiler import profile
 
+    # (torch: tracer.record.* imports it only where a recording starts)
     from tracer.scenarios import run_scenario
 
     # (on_gpu from record()'s own check of the scenario: preparing it again here resolved the devices twice)
@@ -224,6 +228,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
 
 def _run_scenario(run_scenario: Callable[..., Any], name: str, device: str, params: dict[str, str],
                   say: Callable[[str], None], profiler: Callable[[], Any]) -> Any:
+    # (torch: tracer.record.* imports it only where a recording starts)
     from tracer.scenarios import ScenarioError
 
     try:
@@ -246,6 +251,7 @@ def _run_scenario(run_scenario: Callable[..., Any], name: str, device: str, para
 
 def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Path, say: Callable[[str], None],
               stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
+    # (torch: tracer.record.* imports it only where a recording starts)
     from tracer.scenarios import ScenarioResult
 
     result_file = tmp / "result.json"
@@ -337,3 +343,38 @@ def refresh_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     should reach old runs too (the bundled examples are refreshed this way).
     """
     return derive(run_dir).summary
+
+
+def plain_report(meta: dict[str, Any], summary: Mapping[str, Any], path: Any) -> str:
+    """The run's report as plain text (``python -m tracer.record``'s); ``summary`` a
+    :class:`~tracer.analysis.summary.Summary` or its JSON."""
+    lines = [
+        f"{meta['scenario']}  variant {meta['variant']}  {meta['mode']} ({', '.join(meta['devices'])})  "
+        f"backend {meta['backend']}"
+    ]
+    if meta.get("gpu_names"):
+        lines.append("GPUs: " + ", ".join(f"{k}: {v}" for k, v in meta["gpu_names"].items()))
+    unprofiled = set(meta.get("unprofiled_times", []))
+    samples = meta.get("wall_time_samples_s") or {}  # absent in runs recorded before repeats existed
+    lines.append("wall time (ms):")
+    for name, secs in meta["wall_times_s"].items():
+        how = ["reference, not profiled"] if name in unprofiled else []
+        if len(samples.get(name, ())) > 1:
+            how.append(f"median of {len(samples[name])}")
+        lines.append(f"  {name:32} {secs * 1e3:12.2f}{'   (' + '; '.join(how) + ')' if how else ''}")
+    for k, v in meta.get("derived", {}).items():
+        lines.append(f"  {k:48} {v:10.3f}")
+    typed = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
+    for d in typed.devices:
+        hidden = "-" if d.copy_hidden_pct is None else f"{d.copy_hidden_pct:.1f}%"
+        lines.append(
+            f"GPU {device_label(d.key, typed.multi_rank)}: {d.kernels} kernels, {d.memcpys} copies; "
+            f"compute {d.compute_ns / 1e6:.2f} ms, copy {d.copy_ns / 1e6:.2f} ms, overlap {d.overlap_ns / 1e6:.2f} ms "
+            f"({hidden} of copy hidden)"
+        )
+    checks = meta.get("checks", {})
+    lines.append(("checks passed: " if all(c["ok"] for c in checks.values()) else "CHECKS FAILED: ")
+                 + "; ".join(f"{k} [{c['detail']}]" for k, c in checks.items()))
+    lines += [f"note: {note}" for note in meta.get("notes", [])]  # what a figure means here, what was left out
+    lines.append(f"run written to {path}")
+    return "\n".join(lines)

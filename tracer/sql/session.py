@@ -36,13 +36,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
+from tracer.files.discover import expand
 from tracer.files.formats import not_a_regular_file
-from tracer.timeline import MAX_EVENT_BYTES, TIME_LIMIT_NS
+from tracer.files.nsys_enums import mem_kinds_from_name
+from tracer.files.storage import ADDED_COLUMNS
+from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE, load_trace
+from tracer.timeline import COLUMNS, MAX_EVENT_BYTES, SCHEMA_VERSION, TIME_LIMIT_NS, Timeline
+from tracer.timeline.comm import collective_of_name
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from tracer.timeline import Timeline
 
 
 class SqlError(TracerError):
@@ -120,8 +123,6 @@ class _Source:
     def load(self) -> Timeline:
         """The pandas timeline (parsed or read once, on first need: lanes and range_gpu)."""
         if self.timeline is None:
-            from tracer.parsers import load_trace
-
             assert self.path is not None
             self.timeline = load_trace(self.path, cache=self.cache)
         return self.timeline
@@ -136,10 +137,6 @@ def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
     """The tracer Parquet timeline to scan in place for target ``p`` (a run directory holding one, or the file),
     with tracer's metadata from its footer; None where the target must be parsed (another format, or a file
     load_trace should judge)."""
-    from tracer.files.storage import ADDED_COLUMNS
-    from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE
-    from tracer.timeline import COLUMNS, SCHEMA_VERSION
-
     f = p / RUN_TIMELINE if p.is_dir() else p
     if not_a_regular_file(f) is not None:
         return None  # (load_trace refuses it in one line; opening a pipe here would block)
@@ -168,8 +165,6 @@ def _gpu_names_of(meta: dict[str, Any]) -> dict[int, str]:
 def _expand(target: str | os.PathLike[str], on_skip: Callable[[Path, str], None] | None = None) -> list[Path]:
     """A target as the paths it stands for: a folder that is not a run directory is the runs and traces under it
     (``on_skip`` as for :func:`tracer.files.discover.expand`)."""
-    from tracer.files.discover import expand
-
     p = Path(target)
     if not p.exists():
         raise InputNotFoundError(p, "no such file or directory")
@@ -193,8 +188,6 @@ class Session:
         on_cache_write: Callable[[Path], None] | None = None,
         on_skip: Callable[[Path, str], None] | None = None,
     ) -> None:
-        from tracer.timeline import Timeline
-
         duckdb = _duckdb()
         if isinstance(targets, (str, os.PathLike, Timeline)):
             targets = [targets]
@@ -212,8 +205,6 @@ class Session:
                     parquet, meta = found
                     self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(meta), cache=cache))
                 else:
-                    from tracer.parsers import load_trace
-
                     tl = load_trace(p, cache=cache, on_cache_write=on_cache_write)
                     self._sources.append(_Source(str(p), p, timeline=tl, gpu_names=dict(tl.meta.gpu_names)))
         self._con = duckdb.connect(":memory:")
@@ -305,8 +296,6 @@ class Session:
         tracer.files.storage fills them for pandas, through a small table of each distinct name's kinds."""
         import pandas as pd
 
-        from tracer.files.nsys_enums import mem_kinds_from_name
-
         pairs = self._con.execute(
             f"SELECT DISTINCT kind::VARCHAR, name::VARCHAR FROM {name} WHERE kind::VARCHAR IN ('memcpy', 'memset')"
         ).fetchall()
@@ -324,8 +313,6 @@ class Session:
         """The select list of the communication columns for the Parquet timeline registered as ``name``, written
         before the timeline had them (schema < 3): the collective from each distinct (kind, name), as
         tracer.files.storage fills it for pandas; no process group, sequence number or group size."""
-        from tracer.timeline.comm import collective_of_name
-
         pairs = self._con.execute(
             f"SELECT DISTINCT kind::VARCHAR, name::VARCHAR FROM {name} "
             "WHERE kind::VARCHAR IN ('kernel', 'range', 'gpu_range', 'cpu_op')"
@@ -458,6 +445,7 @@ def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
     """lanes: lane_stats (one row per rank, device and stream) per source."""
     import pandas as pd
 
+    # (the analysis, ~40 ms: only where a query reads the lanes or range_gpu view, which are built on first use)
     from tracer.analysis.lanes import lane_stats
 
     cols = {"source": str, "rank": "int16", "device": "int64", "stream": "int64", "kernels": "int64",
@@ -476,7 +464,7 @@ def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
     """range_gpu: one row per host range instance with the GPU work credited to it by range_launches."""
     import pandas as pd
 
-    from tracer.analysis.ranges import INSTANCE_COLUMNS, range_instances, range_launches
+    from tracer.analysis.ranges import INSTANCE_COLUMNS, range_instances, range_launches  # (as lanes: on first use)
 
     cols = {"source": str, "rank": "int16", "name": str, "start_ns": "int64", "end_ns": "int64", "dur_ns": "int64",
             "pid": "int64", "tid": "int64", "gpu_busy_ns": "int64", "gpu_window_ns": "int64", "kernels": "int64",

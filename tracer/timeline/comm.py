@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.timeline import COLLECTIVES, KINDS
+from tracer.timeline.links import launch_links
 from tracer.vocabulary import DTYPE_BYTES as DTYPE_BYTES
 from tracer.vocabulary import message_bytes as message_bytes
 from tracer.vocabulary import normalise_collective as normalise_collective
@@ -87,8 +88,6 @@ def inherit_from_host(events: pd.DataFrame) -> pd.DataFrame:
     innermost ``record_param_comms`` (or other comm op carrying metadata) of the launching thread that encloses
     the call, else the innermost ``nccl:*`` range (which gives the collective only). In place; returns
     ``events``."""
-    from tracer.timeline.links import launch_links
-
     coll = events["collective"].cat.codes.to_numpy()
     kind = events["kind"].cat.codes.to_numpy()
     is_comm_kernel = (coll > 0) & (kind == KINDS.index("kernel"))

@@ -27,7 +27,7 @@ class RankSource(TypedDict):
 
 class CudaSyncTable(TypedDict):
     """Kineto's cuda_sync rows, one entry per row in file order, as columns (``TraceExtra.cuda_sync``; the names
-    are :data:`tracer.parsers.kineto.CUDA_SYNC_FIELDS`, in that order): the sync's correlation id (its runtime
+    are :data:`tracer.vocabulary.CUDA_SYNC_FIELDS`, in that order): the sync's correlation id (its runtime
     call's), its name ("Stream Wait Event", "Event Sync", "Stream Sync", "Context Sync"), device, the stream
     that waits (-1: the host), and the stream and correlation id of the cudaEventRecord waited on (-1: none)."""
 

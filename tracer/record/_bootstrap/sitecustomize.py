@@ -16,6 +16,7 @@ def _start_capture() -> None:
         return
     try:
         try:
+            # (in here: only when capture is on, and tracer may not be importable as the program's Python stands)
             from tracer.record.capture import install
         except ImportError:
             # tracer is not installed for this Python: its location goes last on sys.path, so that it shadows
@@ -24,7 +25,7 @@ def _start_capture() -> None:
             if not home:
                 raise
             sys.path.append(home)
-            from tracer.record.capture import install
+            from tracer.record.capture import install  # (again, from tracer's own location)
     except Exception as exc:  # noqa: BLE001 - another interpreter than tracer's: say so, run the program anyway
         sys.stderr.write(f"tracer: warning: {sys.executable} cannot import tracer ({exc}); pid {os.getpid()} "
                          "is not recorded\n")
