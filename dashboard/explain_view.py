@@ -97,7 +97,8 @@ def compute(view: TimelineView) -> Explained:
     :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
     from tracer.explain import build_graph, critical_path
     from tracer.explain.findings import findings, group_findings
-    from tracer.explain.occupancy import read_demand
+    from tracer.explain.occupancy import launch_demand
+    from tracer.parsers.demand import read_launch_figures
 
     t = time.perf_counter()
     ev = view.timeline.events
@@ -111,7 +112,7 @@ def compute(view: TimelineView) -> Explained:
         path = critical_path(graph)
         # the kernels' share of the GPU (launch figures in the trace file): tells a full GPU from kernels that
         # were merely serialised, as `tracer explain` does
-        demand = read_demand(view.source)[0] if view.source is not None else {}
+        demand = launch_demand(read_launch_figures(view.source)) if view.source is not None else {}
         found = findings(graph, path, demand=demand)
     except TracerError as exc:
         return _empty(exc.problem)

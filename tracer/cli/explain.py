@@ -132,15 +132,16 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
     the run's trace cannot give a graph."""
     from tracer.explain import build_graph
     from tracer.explain.findings import findings, group_findings
-    from tracer.explain.occupancy import read_demand
+    from tracer.explain.occupancy import launch_demand
     from tracer.parsers import load_trace
+    from tracer.parsers.demand import read_launch_figures
 
     try:
         timeline = load_trace(path, cache=False)  # (writes nothing into the run directory)
         graph = build_graph(timeline)
         if not (graph.edges["type"] == "launch").any():
             return []  # (no GPU work tied to its launch: a CPU run)
-        groups = group_findings(findings(graph, demand=read_demand(path)[0])).head(n)
+        groups = group_findings(findings(graph, demand=launch_demand(read_launch_figures(path)))).head(n)
     except Exception as exc:  # noqa: BLE001 - the run is written: a summary after it must not fail the command
         print(f"tracer: note: {path}: no findings ({type(exc).__name__}: {exc}); try `tracer explain {path}`",
               file=sys.stderr)
@@ -326,20 +327,20 @@ def explain(
         result = critical_path(graph, chosen)
     except TracerError as exc:
         raise TracerError(path, exc.problem) from None
-    from tracer.explain.occupancy import read_demand, read_job_demand
+    from tracer.explain.occupancy import launch_demand
+    from tracer.parsers.demand import read_launches
 
     # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
     # findings tell a full GPU from serialised kernels with it, and the replays share it; a job's from each
     # rank's file, keyed by (rank, correlation id)
-    ranks = timeline.meta.extra.get("ranks")
-    demand: Any = read_job_demand(ranks) if isinstance(ranks, dict) and len(ranks) > 1 else read_demand(path)[0]
+    demand = launch_demand(read_launches(path, timeline.meta.extra))
     found = findings(graph, result, min_gap_ns=min_gap_ns, demand=demand)
     for note in graph.notes:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
     from tracer.explain import whatif
 
     # the fixes' replays and --what-if's share the kernels' demand and the unchanged replay
-    replays = whatif.Replays(path, timeline, graph, chosen, demand) if len(found) or what_if else None
+    replays = whatif.Replays(timeline, graph, chosen, demand) if len(found) or what_if else None
     # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
     gains = whatif.fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
         if replays is not None and len(found) else {}

@@ -140,7 +140,7 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
     (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
     range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
     wait reported. ``demand``: each kernel's share of its GPU's block slots by correlation id
-    (:func:`tracer.explain.occupancy.read_demand`): without it, kernels that ran one at a time are
+    (:func:`tracer.explain.occupancy.launch_demand`): without it, kernels that ran one at a time are
     ``one_at_a_time`` (full GPU or serialised is not known)."""
     if path is None:
         path = critical_path(graph)

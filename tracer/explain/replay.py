@@ -1024,7 +1024,7 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
     """Replay the work issued in [start_ns, end_ns] (:func:`issued_nodes`) under ``plan`` (None: unchanged).
 
     ``demand``: each kernel's share of its GPU by correlation id (:func:`tracer.explain.occupancy.
-    read_kineto_demand`); kernels not in it fill the GPU. ``children``: the child ranges of the window (name,
+    demand_of`); kernels not in it fill the GPU. ``children``: the child ranges of the window (name,
     start_ns, end_ns) that name independent chains for ``streams``. Raises :class:`TracerError` when the window
     has no work or a plan needs what the trace lacks.
     """

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,15 +16,12 @@ from tracer.timeline import Timeline
 
 class Replays:
     """Replays of one window of one trace under several plans, sharing what every plan needs: the kernels'
-    demand (read from the trace file once: it is a whole second parse of a Kineto JSON) and the unchanged
-    replay."""
+    ``demand`` (:mod:`tracer.explain.occupancy`; none: every kernel fills its GPU) and the unchanged replay."""
 
-    def __init__(self, path: Path, timeline: Timeline, graph: Graph, window: Window,
+    def __init__(self, timeline: Timeline, graph: Graph, window: Window,
                  demand: Mapping[Any, float] | None = None) -> None:
-        from tracer.explain.occupancy import read_demand
-
         self.timeline, self.graph, self.window = timeline, graph, window
-        self.demand = demand if demand is not None else read_demand(path)[0]
+        self.demand = demand
         self._unchanged_ns: int | None = None
 
     def unchanged_ns(self) -> int:

@@ -19,6 +19,7 @@ import subprocess
 import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -399,15 +400,16 @@ def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
     return True
 
 
-def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
-    """An Nsight Systems SQLite export (gzipped or not)."""
-    from tracer.parsers.nsys import parse_nsys_sqlite
-
+@contextmanager
+def unpacked_sqlite(p: Path) -> Iterator[Path]:
+    """An SQLite file to open for ``p``: ``p`` itself, or, gzipped, a temporary copy unpacked a block at a time
+    (SQLite needs a real file), removed on leaving. Raises :class:`TracerError` for a gzip stream that cannot be
+    unpacked, :class:`OSError` where ``p`` cannot be opened."""
     with open(p, "rb") as f:
         gz = f.read(2) == GZIP_MAGIC
     if not gz:
-        return parse_nsys_sqlite(p)
-    # SQLite needs a real file: unpack the gzipped export to a temporary one, a block at a time.
+        yield p
+        return
     data = _read_raw(p)
     with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
         out = Path(tmp) / "export.sqlite"
@@ -418,7 +420,15 @@ def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
         except OSError as exc:
             raise TracerError(p, f"cannot unpack to a temporary file ({tmp}): {exc.strerror or exc}") from None
         del data
-        return parse_nsys_sqlite(out, source=str(p))
+        yield out
+
+
+def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
+    """An Nsight Systems SQLite export (gzipped or not)."""
+    from tracer.parsers.nsys import parse_nsys_sqlite
+
+    with unpacked_sqlite(p) as db:
+        return parse_nsys_sqlite(db) if db == p else parse_nsys_sqlite(db, source=str(p))
 
 
 def read_nsys_rep(p: Path, **_: Any) -> Timeline:
