@@ -38,6 +38,7 @@ import pandas as pd
 from tracer.analysis import intervals as iv
 from tracer.explain.critical import CriticalPath, Walker, _binding, critical_path
 from tracer.explain.graph import EDGE_TYPES, HOST_KINDS, Graph
+from tracer.explain.occupancy import demand_of_nodes
 
 #: Finding kinds: (words shown, the fix in one line), in the order a tie in cost lists them.
 KINDS: dict[str, tuple[str, str]] = {
@@ -528,8 +529,6 @@ def kernel_demand_of(nodes: pd.DataFrame, demand: Mapping[Any, float] | None) ->
     """Each node's kernel demand (:mod:`tracer.explain.occupancy`: its share of the GPU's block slots alone) from
     ``demand`` (by correlation id, or by (rank, correlation id) for a job); NaN where unknown (no launch figures,
     or not a kernel)."""
-    from tracer.explain.occupancy import demand_of_nodes
-
     return demand_of_nodes(nodes, demand)
 
 
