@@ -21,10 +21,11 @@ import numpy as np
 from tracer.explain import Window, build_graph, critical_path
 from tracer.explain.findings import findings
 from tracer.explain.graph import Graph
-from tracer.explain.occupancy import read_demand
+from tracer.explain.occupancy import demand_of
 from tracer.explain.replay import parse_plan, replay
 from tracer.explain.whatif import Replays, fix_gains
 from tracer.parsers import load_trace
+from tracer.parsers.demand import read_launch_figures
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = [*sorted((ROOT / "tracer" / "examples").glob("small-ops-*")),
@@ -41,7 +42,7 @@ def main(argv: list[str]) -> int:
     for p in paths:
         t = load_trace(p, cache=False)
         g = build_graph(t)
-        demand = read_demand(p)[0]
+        demand = demand_of(read_launch_figures(p))[0]
         f = findings(g, critical_path(g), demand=demand)
         ev = t.events
         r = ev[(ev["kind"].astype(str) == "range").to_numpy()]
@@ -71,7 +72,7 @@ def main(argv: list[str]) -> int:
             if name is None:
                 continue
             one = runs[runs["node"] == run.node]
-            gain = fix_gains(Replays(p, t, g, Window(), demand), ["one_stream"], one)["one_stream"]
+            gain = fix_gains(Replays(t, g, Window(), demand), ["one_stream"], one)["one_stream"]
             after_name = after_of(name)
             assert after_name is not None
             rows.append((f"one_stream -> {gain['plan']}", gain["measured_ns"], gain["predicted_ns"], span(after_name)))

@@ -37,9 +37,10 @@ import pandas as pd
 
 from tracer.explain import build_graph
 from tracer.explain.graph import GPU_KINDS, HOST_KINDS, Graph
-from tracer.explain.occupancy import merge_demand, overlap_demand, read_demand
+from tracer.explain.occupancy import demand_of, merge_demand, overlap_demand
 from tracer.explain.replay import Plan, issued_nodes, pinned_bandwidth, replay
 from tracer.parsers import load_trace
+from tracer.parsers.demand import read_launch_figures
 from tracer.timeline import Timeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,7 +82,7 @@ def load(run: Path) -> Loaded:
     meta = json.loads((run / "meta.json").read_text())
     trace = run / "trace.json.gz"
     t = load_trace(trace if trace.is_file() else run, cache=False)
-    demand, _ = read_demand(run)
+    demand, _ = demand_of(read_launch_figures(run))
     g = build_graph(t)
     return Loaded(run, meta, t, g, demand, overlap_demand(g.nodes))
 

@@ -31,12 +31,6 @@ EAGER_EVENTS = 60_000
 #: Findings sent to the browser at most (the costliest first).
 MAX_ROWS = 500
 PAGE_SIZE = 10
-#: What explain needs and this trace lacks, said as ``tracer explain`` says it.
-NO_CORRELATION = ("no GPU work is tied to the host call that launched it (the trace has no correlation ids), so no "
-                  "path can cross from the host to the GPU: record with torch.profiler (CPU and CUDA activities) "
-                  "or nsys --trace=cuda")
-NO_WORK = ("no GPU work and no host operators or CUDA calls to build a dependency graph from: record with "
-           "torch.profiler (CPU and CUDA activities) or nsys --trace=cuda")
 
 COLUMNS: tuple[tuple[str, str, str], ...] = (  # (id, header, type)
     ("reason", "Why", "text"),
@@ -93,30 +87,24 @@ def _empty(reason: str | None, seconds: float = 0.0) -> Explained:
 
 
 def compute(view: TimelineView) -> Explained:
-    """Build the graph, walk the whole trace's critical path and read the findings (no cache: see
-    :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
-    from tracer.explain import build_graph, critical_path
-    from tracer.explain.findings import findings, group_findings
-    from tracer.explain.occupancy import read_demand
+    """Explain the whole trace as ``tracer explain`` does (:func:`tracer.explain.explain`: the graph, the critical
+    path, the findings with the kernels' demand read from the trace file), without replaying the fixes (no cache:
+    see :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
+    from tracer.explain import explain
+    from tracer.parsers.demand import read_launch_figures
 
     t = time.perf_counter()
     ev = view.timeline.events
-    if not ev["kind"].isin(["kernel", "memcpy", "memset", "cpu_op", "runtime", "driver"]).any():
-        return _empty(NO_WORK)
     try:
-        graph = build_graph(view.timeline)
-        is_gpu = graph.nodes["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
-        if is_gpu.any() and not (graph.edges["type"] == "launch").any():
-            return _empty(NO_CORRELATION)
-        path = critical_path(graph)
-        # the kernels' share of the GPU (launch figures in the trace file): tells a full GPU from kernels that
-        # were merely serialised, as `tracer explain` does
-        demand = read_demand(view.source)[0] if view.source is not None else {}
-        found = findings(graph, path, demand=demand)
+        # the kernels' launch figures (in the trace file, not the timeline): tell a full GPU from kernels that were
+        # merely serialised, as `tracer explain` does
+        launches = read_launch_figures(view.source) if view.source is not None else ()
+        result = explain(view.timeline, launches=launches, fix_replays=False)
     except TracerError as exc:
         return _empty(exc.problem)
     except Exception as exc:  # noqa: BLE001 - an analysis bug must not take the page down: say it in one line
         return _empty(f"explain failed on this trace ({type(exc).__name__}: {str(exc)[:200]})")
+    path, found = result.path, result.findings
     p = path.pieces
     pos = ev.index.get_indexer(p["row"].to_numpy())  # timeline row labels -> positions (the view's src)
     pieces = PathPieces(
@@ -126,7 +114,7 @@ def compute(view: TimelineView) -> Explained:
         label=p["label"].astype(str).to_numpy(dtype=object),
         name=p["name"].astype(str).to_numpy(dtype=object),
     )
-    return Explained(None, found, group_findings(found), pieces, path.breakdown(), time.perf_counter() - t)
+    return Explained(None, found, result.groups(), pieces, path.breakdown(), time.perf_counter() - t)
 
 
 def finding_window(view: TimelineView, result: Explained, i: int) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -319,3 +320,27 @@ def test_nsys_synchronization_table_gives_the_cross_stream_edges(data_dir):
     (hw,) = g.edges[g.edges["type"] == "host_wait"].itertuples()
     assert hw.inferred and n.at[hw.dst, "name"] == "cudaDeviceSynchronize_v3020"
     assert n.at[hw.src, "end_ns"] == n.loc[n["device"] >= 0, "end_ns"].max()
+
+
+@pytest.mark.slow
+def test_the_explain_function_is_what_the_command_prints_and_reads_no_file():
+    # tracer.explain.explain() gives `tracer explain --json` byte for byte (the path, the findings with their fixes'
+    # replays, the what-if), from the timeline and the kernels' launch figures it is given; importing tracer.explain
+    # imports no reader of trace files (tracer.parsers.demand reads the figures)
+    import subprocess
+
+    import orjson
+
+    from tracer.explain import explain
+    from tracer.parsers.demand import read_launches
+
+    code = "import sys, tracer.explain; print([m for m in sys.modules if m.startswith('tracer.parsers')])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    run = Path(__file__).resolve().parent.parent / "tracer" / "examples" / "compute-copy-blocking-streams-20261202-161350"
+    proc = run_cli("explain", "--json", "--what-if", "side-stream", str(run), module=True)
+    assert proc.returncode == 0, proc.stderr
+    t = load_trace(run, cache=False)
+    e = explain(t, what_if=["side-stream"], launches=read_launches(run, t.meta.extra), name=str(run))
+    assert e.gains and e.what_if is not None and e.job is None
+    assert orjson.dumps(e.to_dict()) + b"\n" == proc.stdout.encode()

@@ -13,8 +13,9 @@ import pytest
 from tests.conftest import DATA, run_cli
 from tracer.explain import build_graph, critical_path
 from tracer.explain.findings import FINDING_COLUMNS, KINDS, findings, group_findings, to_dict
-from tracer.explain.occupancy import read_demand
+from tracer.explain.occupancy import demand_of
 from tracer.parsers import load_trace
+from tracer.parsers.demand import read_launch_figures
 
 EXAMPLES = Path(__file__).parents[1] / "tracer" / "examples"
 BLOCKING = EXAMPLES / "compute-copy-blocking-streams-20261202-161350" / "trace.json.gz"
@@ -171,7 +172,7 @@ def test_kernels_one_at_a_time_full_or_serialised_by_occupancy(tmp_path, blocks,
           _gemm("k1", 10, 390, 7, 1, blocks), _gemm("k2", 400, 390, 9, 2, blocks)]
     p = _gemm_trace(tmp_path, ev)
     g = build_graph(load_trace(p, cache=False))
-    demand, sms = read_demand(p)
+    demand, sms = demand_of(read_launch_figures(p))
     assert sms == 100 and sorted(demand.values()) == ([1.0, 1.0] if blocks == 400 else [0.125, 0.125])
     (r,) = findings(g, demand=demand).itertuples()
     assert r.kind == kind and r.cost_ns == 389_000
@@ -236,7 +237,7 @@ def test_two_streams_of_big_matmuls_fill_the_gpu(data_dir):
     path = data_dir / "two_streams.json.gz"
     g = build_graph(load_trace(path, cache=False))
     # 4000² matmuls: 512 blocks, one per SM, demand 0.97 each: the one running held the GPU's slots
-    f = findings(g, demand=read_demand(path)[0])
+    f = findings(g, demand=demand_of(read_launch_figures(path))[0])
     assert set(f["kind"]) == {"gpu_full"} and len(f) > 40
     assert f["evidence"].str.contains("they held 97% of the GPU's block slots").all()
     assert "no gain from more streams" in f["reason"].iloc[0]
@@ -252,7 +253,7 @@ def test_small_ops_streams_kernels_that_waited_found_the_gpu_full(run):
     measured streams part gained 15% over one stream, not the 2x the slot share would allow)."""
     d = EXAMPLES / run
     g = build_graph(load_trace(d, cache=False))
-    f = findings(g, demand=read_demand(d)[0])
+    f = findings(g, demand=demand_of(read_launch_figures(d))[0])
     full = f[f["kind"] == "gpu_full"]
     assert len(full) == {"small-ops-streams-20261202-161222": 167, "small-ops-streams-20261202-161655": 380}[run]
     assert not f["kind"].isin(["serialised", "one_at_a_time"]).any()
@@ -348,7 +349,7 @@ def test_concurrent_prices_serialised_kernels_and_finds_no_gain_on_a_full_gpu(tm
           _gemm("k1", 10, 390, 7, 1, blocks), _gemm("k2", 400, 390, 9, 2, blocks)]
     p = _gemm_trace(tmp_path, ev)
     g = build_graph(load_trace(p, cache=False))
-    demand = read_demand(p)[0]
+    demand = demand_of(read_launch_figures(p))[0]
     r = replay(g, parse_plan(["concurrent"]), demand=demand)
     assert r.measured_ns == 790_000  # (from the first launch call)
     if gain:  # demand 0.125 each: side by side, both at full speed
@@ -366,7 +367,7 @@ def test_one_stream_run_of_roomy_kernels(tmp_path, blocks, found):
     ev += [_gemm(f"k{i}", 20 + 100 * i, 100, 7, i + 1, blocks) for i in range(10)]
     p = _gemm_trace(tmp_path, ev)
     g = build_graph(load_trace(p, cache=False))
-    f = findings(g, demand=read_demand(p)[0])
+    f = findings(g, demand=demand_of(read_launch_figures(p))[0])
     if not found:
         assert f.empty
         return
@@ -388,11 +389,11 @@ def test_one_stream_fix_predicts_the_small_ops_streams_part():
     d = EXAMPLES / "small-ops-streams-20261202-161222"
     t = load_trace(d, cache=False)
     g = build_graph(t)
-    demand = read_demand(d)[0]
+    demand = demand_of(read_launch_figures(d))[0]
     f = findings(g, demand=demand)
     (run,) = f[f["kind"] == "one_stream"].itertuples()
     assert len(run.nodes) == 800
-    fix = fix_gains(Replays(d, t, g, Window(), demand), ["one_stream"], f)["one_stream"]
+    fix = fix_gains(Replays(t, g, Window(), demand), ["one_stream"], f)["one_stream"]
     assert fix["plan"] == "streams=2"
     streams_part_ns = 38_239_000  # the streams-1024 range's measured span (bench/whatif.py)
     assert abs(fix["predicted_ns"] - streams_part_ns) < 0.15 * streams_part_ns
@@ -448,7 +449,7 @@ def test_graphs_plan_predicts_the_cuda_graph_replay_of_the_same_work(data_dir):
     path = data_dir / "graphs_kineto.json.gz"
     t = load_trace(path, cache=False)
     g = build_graph(t)
-    demand = read_demand(path)[0]
+    demand = demand_of(read_launch_figures(path))[0]
     ev = t.events
     rng = {str(n): (int(a), int(b)) for n, a, b, k in zip(ev["name"], ev["start_ns"], ev["end_ns"], ev["kind"])
            if str(k) == "range"}
@@ -499,7 +500,7 @@ def test_gpu_full_gains_almost_nothing_from_more_room():
 
     d = EXAMPLES / "multi-device-streams-20261202-161153"
     g = build_graph(load_trace(d, cache=False))
-    demand = read_demand(d)[0]
+    demand = demand_of(read_launch_figures(d))[0]
     assert set(findings(g, demand=demand)["kind"]) >= {"gpu_full"}
     r = replay(g, parse_plan(["concurrent"]), demand=demand)
     assert 0.97 * r.measured_ns < r.predicted_ns < 1.01 * r.measured_ns

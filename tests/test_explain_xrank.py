@@ -412,7 +412,8 @@ def test_a_job_s_kernel_demand_is_read_per_rank(tmp_path: Path) -> None:
     # and each kernel of the job gets the demand its own trace gives it.
     import gzip
 
-    from tracer.explain.occupancy import demand_of_nodes, read_demand, read_job_demand
+    from tracer.explain.occupancy import demand_of, demand_of_nodes, job_demand
+    from tracer.parsers.demand import read_job_launch_figures, read_launch_figures
 
     examples = Path(__file__).resolve().parent.parent / "tracer" / "examples"
     runs = ["multi-device-streams-20261202-161153", "compute-copy-side-stream-streams-20261202-161322"]
@@ -423,8 +424,8 @@ def test_a_job_s_kernel_demand_is_read_per_rank(tmp_path: Path) -> None:
         files.append(tmp_path / f"rank{rank}.json")
         files[-1].write_text(json.dumps(doc))
     job = load_job(files, cache=False)
-    demand = read_job_demand(job.meta.extra["ranks"])
-    per_rank = [read_demand(f)[0] for f in files]
+    demand = job_demand(read_job_launch_figures(job.meta.extra["ranks"]))
+    per_rank = [demand_of(read_launch_figures(f))[0] for f in files]
     assert set(per_rank[0]) & set(per_rank[1])  # (the ids do collide)
     assert len(demand) == len(per_rank[0]) + len(per_rank[1])
     nodes = build_graph(job).nodes

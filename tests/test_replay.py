@@ -14,18 +14,25 @@ import pytest
 
 from tests.conftest import DATA, run_cli
 from tracer.explain import build_graph
-from tracer.explain.occupancy import kernel_demand, overlap_demand, read_demand, read_kineto_demand
+from tracer.explain.occupancy import demand_of, kernel_demand, overlap_demand
 from tracer.explain.replay import Plan, issued_nodes, parse_plan, replay
 from tracer.parsers import load_trace
+from tracer.parsers.demand import read_kineto_launch_figures, read_launch_figures
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "tracer" / "examples"
 H200 = {"numSms": 132, "maxThreadsPerMultiprocessor": 2048, "regsPerMultiprocessor": 65536, "warpSize": 32,
         "sharedMemPerMultiprocessor": 233472}
 
 
+def _kineto_demand(path: Path) -> dict[int, float]:
+    """The kernels' demand from a Kineto trace's launch figures (none for any other file)."""
+    figures = read_kineto_launch_figures(path)
+    return demand_of([figures] if figures is not None else [])[0]
+
+
 def _load(path: Path):
     t = load_trace(path, cache=False)
-    return t, build_graph(t), read_kineto_demand(path)[0]
+    return t, build_graph(t), _kineto_demand(path)
 
 
 def _range(timeline, name: str) -> tuple[int, int]:
@@ -40,7 +47,7 @@ def _range(timeline, name: str) -> tuple[int, int]:
                                   "mlp_train_200.json.gz", "pair.sqlite.gz"])
 def test_unchanged_plan_reproduces_the_measured_span(name):
     t = load_trace(DATA / name, cache=False)
-    r = replay(build_graph(t), demand=read_kineto_demand(DATA / name)[0])
+    r = replay(build_graph(t), demand=_kineto_demand(DATA / name))
     assert r.measured_ns > 0
     assert abs(r.ratio - 1) < 0.02, (name, r.measured_ns, r.predicted_ns)
 
@@ -159,11 +166,12 @@ def test_cli_what_if_json_and_bad_plan():
 
 
 def test_nsys_launch_figures_give_the_same_demand_as_kineto():
-    kineto, _ = read_demand(EXAMPLES / "multi-device-streams-20261202-161153")
-    nsys, sms = read_demand(EXAMPLES / "multi-device-streams-20261202-161443")
+    kineto, _ = demand_of(read_launch_figures(EXAMPLES / "multi-device-streams-20261202-161153"))
+    nsys, sms = demand_of(read_launch_figures(EXAMPLES / "multi-device-streams-20261202-161443"))
     assert sms == 132 and len(nsys) == len(kineto) == 200
     assert sorted(set(round(v, 4) for v in nsys.values())) == sorted(set(round(v, 4) for v in kineto.values()))
-    assert read_demand(DATA / "graph_nsys_stats.txt") == ({}, None)  # neither format: nothing, no error
+    assert read_launch_figures(DATA / "graph_nsys_stats.txt") == ()  # neither format: nothing, no error
+    assert demand_of(()) == ({}, None)
 
 
 @pytest.mark.slow
@@ -179,15 +187,15 @@ def test_kineto_demand_typed_read_equals_the_loose_one_and_refuses_a_bomb(tmp_pa
     props = {d["id"]: d for d in doc["deviceProperties"]}
     expected = {e["args"]["correlation"]: kernel_demand(e["args"], props[e["args"]["device"]])
                 for e in doc["traceEvents"] if e.get("cat") == "kernel"}
-    typed, sms = read_kineto_demand(src)
+    typed, sms = demand_of(read_launch_figures(src))
     assert typed == expected and len(typed) == 200 and sms == 132
     doc["traceEvents"].append({"ph": "i", "cat": "instant", "name": "odd", "ts": 1, "args": [1, 2]})
     odd = tmp_path / "odd.json"
     odd.write_bytes(orjson.dumps(doc))
-    assert read_kineto_demand(odd) == (expected, 132)
+    assert demand_of(read_launch_figures(odd)) == (expected, 132)
     bomb = tmp_path / "bomb.json.gz"  # 200 MB of spaces in 0.2 MB: refused by the parsers' ratio check
     bomb.write_bytes(gzip.compress(b"{" + b" " * 200_000_000 + b"}", 9))
-    assert read_kineto_demand(bomb) == ({}, None)
+    assert read_kineto_launch_figures(bomb) is None
 
 
 @pytest.mark.slow

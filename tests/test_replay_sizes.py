@@ -26,9 +26,10 @@ import pytest
 from tests.conftest import DATA
 from tracer.explain import build_graph
 from tracer.explain.graph import Graph
-from tracer.explain.occupancy import merge_demand, overlap_demand, read_demand
+from tracer.explain.occupancy import demand_of, merge_demand, overlap_demand
 from tracer.explain.replay import Plan, Replay, pinned_bandwidth, replay
 from tracer.parsers import load_trace
+from tracer.parsers.demand import read_launch_figures
 from tracer.timeline import Timeline
 
 SIZES = DATA / "h200-sizes"
@@ -40,7 +41,7 @@ EXAMPLES = ROOT / "tracer" / "examples"
 def _run(name: str) -> tuple[Timeline, Graph, dict[int, float]]:
     path = SIZES / name
     t = load_trace(path / "trace.json.gz", cache=False)
-    return t, build_graph(t), read_demand(path)[0]
+    return t, build_graph(t), demand_of(read_launch_figures(path))[0]
 
 
 def _range(t: Timeline, names: list[str]) -> tuple[int, int]:

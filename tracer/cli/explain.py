@@ -11,33 +11,14 @@ import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
+from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
+from tracer.cli._tables import wrap_name
 from tracer.errors import TracerError
 
-
-def parse_window(text: str, origin_ns: int) -> tuple[int | None, int | None]:
-    """``START:END`` in ms from ``origin_ns`` (the trace's first interval) → trace-clock ns; a side left empty
-    is open. Raises :class:`TracerError` for anything else."""
-    parts = text.split(":")
-    if len(parts) != 2:
-        raise TracerError("--window", f"{text!r} is not START:END (ms from the trace's start, e.g. 10:25.5 or 10:)")
-    out: list[int | None] = []
-    for p in parts:
-        p = p.strip()
-        if not p:
-            out.append(None)
-            continue
-        try:
-            ms = float(p)
-        except ValueError:
-            raise TracerError("--window", f"{p!r} is not a number of ms (START:END, e.g. 10:25.5)") from None
-        if not (ms == ms and abs(ms) < 1e12):  # (NaN, inf)
-            raise TracerError("--window", f"{p!r} is not a number of ms (START:END, e.g. 10:25.5)")
-        out.append(origin_ns + round(ms * 1e6))
-    lo, hi = out
-    if lo is not None and hi is not None and hi <= lo:
-        raise TracerError("--window", f"{text!r} " + ("is empty: it ends where it starts" if hi == lo
-                                                     else "ends before it starts"))
-    return lo, hi
+# tracer.explain (numpy, pandas), tracer.parsers, tracer.files.discover and tracer.job are imported inside the
+# functions that use them: every `tracer` command imports this module, and `import tracer.cli` loads no numpy
+# (tests/test_blas.py) and ~50 ms less with them left out.
 
 
 def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
@@ -45,8 +26,6 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     from rich import box
     from rich.table import Table
     from rich.text import Text
-
-    from tracer.cli._tables import wrap_name
 
     out: list[Any] = [Text(f"Critical path of {path.window.what}: {path.length_ns / 1e6:,.3f} ms "
                            f"({len(path.pieces):,} pieces)")]
@@ -89,7 +68,7 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
     with their evidence (and their rank: ``ranks``, for a job)."""
     from rich.text import Text
 
-    from tracer.explain.findings import group_findings
+    from tracer.explain.findings import group_findings  # (numpy, pandas: see the imports above)
 
     if found.empty:
         return [Text(f"Findings: none (no exposed copy, GPU idle gap over {min_gap_ns / 1e3:g} µs or waiting kernel "
@@ -130,17 +109,19 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
 def findings_lines(path: Path, n: int = 3) -> list[str]:
     """One line per kind of finding, the ``n`` costliest, for ``tracer record`` to print after a run; none where
     the run's trace cannot give a graph."""
+    # (numpy, pandas and the parsers: see the imports above)
     from tracer.explain import build_graph
     from tracer.explain.findings import findings, group_findings
-    from tracer.explain.occupancy import read_demand
+    from tracer.explain.occupancy import launch_demand
     from tracer.parsers import load_trace
+    from tracer.parsers.demand import read_launch_figures
 
     try:
         timeline = load_trace(path, cache=False)  # (writes nothing into the run directory)
         graph = build_graph(timeline)
         if not (graph.edges["type"] == "launch").any():
             return []  # (no GPU work tied to its launch: a CPU run)
-        groups = group_findings(findings(graph, demand=read_demand(path)[0])).head(n)
+        groups = group_findings(findings(graph, demand=launch_demand(read_launch_figures(path)))).head(n)
     except Exception as exc:  # noqa: BLE001 - the run is written: a summary after it must not fail the command
         print(f"tracer: note: {path}: no findings ({type(exc).__name__}: {exc}); try `tracer explain {path}`",
               file=sys.stderr)
@@ -149,22 +130,16 @@ def findings_lines(path: Path, n: int = 3) -> list[str]:
             f"{r.cost_ns / 1e6:,.1f} ms in all; fix: {r.fix}" for r in groups.itertuples()]
 
 
-def job_info(timeline: Any, graph: Any, clock_fix: bool = False) -> dict[str, Any] | None:
-    """What ``--json`` says of a job (None for one rank): its ranks, the collective edges and instances that
-    join them, and the clocks the graph was built on."""
-    ranks = sorted(int(r) for r in timeline.events["rank"].unique())
-    if len(ranks) < 2:
-        return None
+def clock_text(timeline: Any, clock_fix: bool = False) -> str:
+    """What ``--json``'s ``job`` says of the clocks a job's graph was built on: moved by ``--clock-fix`` (by how
+    much, each rank), or each rank's as written."""
     fixed = timeline.meta.extra.get("clock_fix_ns") or {}
     if fixed:
-        clock = "moved by the collectives' fix (--clock-fix): " + ", ".join(
+        return "moved by the collectives' fix (--clock-fix): " + ", ".join(
             f"rank {r} {int(ns) / 1e3:+,.1f} µs" for r, ns in fixed.items())
-    elif clock_fix:
-        clock = "each rank's as its trace was written (Unix time): --clock-fix moved none (stderr says why)"
-    else:
-        clock = "each rank's as its trace was written (Unix time), not corrected (--clock-fix corrects them)"
-    return {"ranks": ranks, "collective_edges": int((graph.edges["type"] == "collective").sum()),
-            "instances": int(graph.collectives["key"].nunique()), "clock": clock}
+    if clock_fix:
+        return "each rank's as its trace was written (Unix time): --clock-fix moved none (stderr says why)"
+    return "each rank's as its trace was written (Unix time), not corrected (--clock-fix corrects them)"
 
 
 def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, Any]) -> tuple[Path, Any]:
@@ -174,8 +149,7 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
     ``skip_bad_ranks`` and ``ranks``, where given (a job's run directory is then read from its rank traces)."""
     from rich.console import Console
 
-    from tracer.cli._job import job_progress, say_fixes, say_job_cached, say_skipped
-    from tracer.cli._report import say_cached, say_skipped_file
+    # (the parsers and job/: see the imports above)
     from tracer.files.discover import is_run_dir, job_label, job_traces
     from tracer.job.clocks import fix_clocks
     from tracer.job.load import load_job
@@ -278,10 +252,10 @@ def explain(
     docs/explain.md says how the graph is read from the trace."""
     from rich.console import Console
 
-    from tracer.cli._report import warn_left_out
-    from tracer.explain import Window, build_graph, critical_path, window_of_range
-    from tracer.explain.findings import findings
-    from tracer.explain.findings import to_dict as findings_dict
+    # (numpy, pandas and the parsers: see the imports above)
+    from tracer.explain import explain as explain_timeline
+    from tracer.explain.replay import parse_plan
+    from tracer.parsers.demand import read_launches
 
     if window is not None and range_name is not None:
         raise TracerError("explain", "give --window or --range, not both")
@@ -291,90 +265,40 @@ def explain(
         raise TracerError("--min-gap-us", f"{min_gap_us:g} is not a duration in µs (0 or more, e.g. 50)")
     if top < 0:
         raise TracerError("--top", f"{top} is not a count; give 0 or more")
-    min_gap_ns = round(min_gap_us * 1e3)
     if what_if:
-        from tracer.explain.replay import parse_plan
-
         parse_plan(what_if)  # a plan that is not one: refused before the trace is read
-    from tracer.cli._job import parse_ranks
-
     job_options = {"scheduler": scheduler, "skip_bad_ranks": skip_bad_ranks,
                    "ranks": parse_ranks(ranks) if ranks is not None else None}
     path, timeline = _read(paths, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
     warn_left_out(path, timeline.meta.extra)
-    ev = timeline.events
-    if not ev["kind"].isin(["kernel", "memcpy", "memset", "cpu_op", "runtime", "driver"]).any():
-        raise TracerError(path, "no GPU work and no host operators or CUDA calls to build a dependency graph from: "
-                          "record with torch.profiler (CPU and CUDA activities) or nsys --trace=cuda")
-    graph = build_graph(timeline)
-    is_gpu = graph.nodes["kind"].isin(["kernel", "memcpy", "memset"]).to_numpy()
-    if is_gpu.any() and not (graph.edges["type"] == "launch").any():
-        calls = ev["kind"].isin(["runtime", "driver"]).any()
-        why = ("the trace has no correlation ids" if calls else
-               "the trace has GPU work but none of the CUDA runtime or driver calls that launched it")
-        raise TracerError(path, f"no GPU work is tied to the host call that launched it ({why}), so no path can "
-                          "cross from the host to the GPU: record with torch.profiler (CPU and CUDA activities) "
-                          "or nsys --trace=cuda")
-    if range_name is not None:
-        chosen = window_of_range(timeline, range_name, instance or 0)
-    elif window is not None:
-        lo, hi = parse_window(window, int(ev["start_ns"].min()))
-        chosen = Window(lo, hi, f"the window {window} ms")
-    else:
-        chosen = Window()
-    try:
-        result = critical_path(graph, chosen)
-    except TracerError as exc:
-        raise TracerError(path, exc.problem) from None
-    from tracer.explain.occupancy import read_demand, read_job_demand
 
-    # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
-    # findings tell a full GPU from serialised kernels with it, and the replays share it; a job's from each
-    # rank's file, keyed by (rank, correlation id)
-    ranks = timeline.meta.extra.get("ranks")
-    demand: Any = read_job_demand(ranks) if isinstance(ranks, dict) and len(ranks) > 1 else read_demand(path)[0]
-    found = findings(graph, result, min_gap_ns=min_gap_ns, demand=demand)
-    for note in graph.notes:
+    def say_note(note: str) -> None:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
-    from tracer.explain import whatif
 
-    # the fixes' replays and --what-if's share the kernels' demand and the unchanged replay
-    replays = whatif.Replays(path, timeline, graph, chosen, demand) if len(found) or what_if else None
-    # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
-    gains = whatif.fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
-        if replays is not None and len(found) else {}
-    replayed = None
-    if what_if and replays is not None:
-        try:
-            replayed = replays.what_if(what_if)
-        except TracerError as exc:
-            raise TracerError(path if exc.subject == "replay" else exc.subject, exc.problem) from None
-    job = job_info(timeline, graph, clock_fix)
+    explained = explain_timeline(timeline, window=window, range_name=range_name, instance=instance,
+                                 min_gap_ns=round(min_gap_us * 1e3), what_if=what_if,
+                                 launches=read_launches(path, timeline.meta.extra), name=str(path),
+                                 on_note=say_note)
+    job = None if explained.job is None else {**explained.job, "clock": clock_text(timeline, clock_fix)}
     if json:
-        out = result.to_dict(top=max(top, 0))
-        out["findings"] = {"min_gap_ns": min_gap_ns, **findings_dict(found)}
-        for group in out["findings"]["groups"]:
-            if group["kind"] in gains:
-                group["fix_replay"] = gains[group["kind"]]
-        if replayed is not None:
-            out["what_if"] = replayed
+        out = explained.to_dict(top=max(top, 0))
         if job is not None:
             out["job"] = job
         sys.stdout.buffer.write(orjson.dumps(out) + b"\n")
         sys.stdout.flush()
         return
     console = Console()
-    for renderable in render_path(result, top=max(top, 0), width=console.width):
+    for renderable in render_path(explained.path, top=max(top, 0), width=console.width):
         console.print(renderable)
     if job is not None:
         console.print(f"A job of {len(job['ranks'])} ranks, joined by {job['collective_edges']:,} collective edges "
                       f"({job['instances']:,} collectives run by two ranks or more); clocks: {job['clock']}.",
                       highlight=False)
-    for renderable in render_findings(found, top=max(top, 0), min_gap_ns=min_gap_ns, gains=gains,
-                                      ranks=ev["rank"].nunique() > 1):
+    for renderable in render_findings(explained.findings, top=max(top, 0), min_gap_ns=explained.min_gap_ns,
+                                      gains=explained.gains, ranks=timeline.events["rank"].nunique() > 1):
         console.print(renderable)
-    if replayed is not None:
-        for line in _render_what_if(replayed):
+    if explained.what_if is not None:
+        for line in _render_what_if(explained.what_if):
             console.print(line, highlight=False, markup=False)
 
 

@@ -38,6 +38,7 @@ import pandas as pd
 from tracer.analysis import intervals as iv
 from tracer.explain.critical import CriticalPath, Walker, _binding, critical_path
 from tracer.explain.graph import EDGE_TYPES, HOST_KINDS, Graph
+from tracer.explain.occupancy import demand_of_nodes
 
 #: Finding kinds: (words shown, the fix in one line), in the order a tie in cost lists them.
 KINDS: dict[str, tuple[str, str]] = {
@@ -140,7 +141,7 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
     (:data:`FINDING_COLUMNS`). ``path`` (default: the whole trace's) gives ``path_ns``; for a path of a window or
     range, only the findings whose time falls in it are kept. ``min_gap_ns`` is the shortest idle gap or kernel
     wait reported. ``demand``: each kernel's share of its GPU's block slots by correlation id
-    (:func:`tracer.explain.occupancy.read_demand`): without it, kernels that ran one at a time are
+    (:func:`tracer.explain.occupancy.launch_demand`): without it, kernels that ran one at a time are
     ``one_at_a_time`` (full GPU or serialised is not known)."""
     if path is None:
         path = critical_path(graph)
@@ -528,8 +529,6 @@ def kernel_demand_of(nodes: pd.DataFrame, demand: Mapping[Any, float] | None) ->
     """Each node's kernel demand (:mod:`tracer.explain.occupancy`: its share of the GPU's block slots alone) from
     ``demand`` (by correlation id, or by (rank, correlation id) for a job); NaN where unknown (no launch figures,
     or not a kernel)."""
-    from tracer.explain.occupancy import demand_of_nodes
-
     return demand_of_nodes(nodes, demand)
 
 

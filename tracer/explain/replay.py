@@ -36,6 +36,7 @@ import pandas as pd
 
 from tracer.errors import TracerError
 from tracer.explain.graph import Graph
+from tracer.explain.occupancy import demand_of_nodes
 from tracer.timeline.keys import key_codes
 
 #: What-if plans and what they do (``--what-if NAME[=VALUE]``).
@@ -293,8 +294,6 @@ class _Setup:
         if len(empty):
             res[res == empty[0]] = -1
         self.resource = res
-        from tracer.explain.occupancy import demand_of_nodes
-
         given = demand_of_nodes(nodes, demand_of)  # (by correlation id, or by (rank, correlation id) for a job)
         self.demand_known = self.is_kernel & ~np.isnan(given)
         self.demand = np.where(self.demand_known, given, 1.0)
@@ -1024,7 +1023,7 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
     """Replay the work issued in [start_ns, end_ns] (:func:`issued_nodes`) under ``plan`` (None: unchanged).
 
     ``demand``: each kernel's share of its GPU by correlation id (:func:`tracer.explain.occupancy.
-    read_kineto_demand`); kernels not in it fill the GPU. ``children``: the child ranges of the window (name,
+    demand_of`); kernels not in it fill the GPU. ``children``: the child ranges of the window (name,
     start_ns, end_ns) that name independent chains for ``streams``. Raises :class:`TracerError` when the window
     has no work or a plan needs what the trace lacks.
     """

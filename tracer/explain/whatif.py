@@ -3,35 +3,33 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from tracer.explain import Window
+from tracer.errors import TracerError
+from tracer.explain.critical import Window
+from tracer.explain.findings import kernel_demand_of
 from tracer.explain.graph import Graph
+from tracer.explain.replay import independent_pairs, parse_plan, replay
 from tracer.timeline import Timeline
 
 
 class Replays:
     """Replays of one window of one trace under several plans, sharing what every plan needs: the kernels'
-    demand (read from the trace file once: it is a whole second parse of a Kineto JSON) and the unchanged
-    replay."""
+    ``demand`` (:mod:`tracer.explain.occupancy`; none: every kernel fills its GPU) and the unchanged replay."""
 
-    def __init__(self, path: Path, timeline: Timeline, graph: Graph, window: Window,
+    def __init__(self, timeline: Timeline, graph: Graph, window: Window,
                  demand: Mapping[Any, float] | None = None) -> None:
-        from tracer.explain.occupancy import read_demand
-
         self.timeline, self.graph, self.window = timeline, graph, window
-        self.demand = demand if demand is not None else read_demand(path)[0]
+        self.demand = demand
         self._unchanged_ns: int | None = None
 
     def unchanged_ns(self) -> int:
         """The window replayed under the plan it ran (computed once)."""
-        from tracer.explain.replay import replay
-
         if self._unchanged_ns is None:
             w = self.window
             self._unchanged_ns = replay(self.graph, start_ns=w.start_ns, end_ns=w.end_ns,
@@ -42,8 +40,6 @@ class Replays:
         """The unchanged replay and the replay under ``specs`` (``NAME[=VALUE]``,
         :data:`tracer.explain.replay.PLANS`) of the work issued in the window, as one JSON-able object. Raises
         :class:`tracer.errors.TracerError` for a bad plan or a window without work."""
-        from tracer.explain.replay import parse_plan, replay
-
         plan = parse_plan(specs)
         w = self.window
         r = replay(self.graph, plan, start_ns=w.start_ns, end_ns=w.end_ns, demand=self.demand,
@@ -88,8 +84,6 @@ def fix_gains(replays: Replays, kinds: list[str], found: pd.DataFrame | None = N
     keyed by kind; ``{"plan": ..., "error": why}`` where the replay cannot run (e.g. no pinned copy to take a
     bandwidth from), ``{"plan": None, "not_priced": why}`` for a kind the replay does not model
     (:data:`NOT_PRICED`)."""
-    from tracer.errors import TracerError
-
     out: dict[str, Any] = {}
     for kind in kinds:
         if kind in FIX_PLANS:
@@ -110,8 +104,6 @@ def event_wait_gain(replays: Replays, waits: pd.DataFrame) -> dict[str, Any]:
     """The event_wait findings' fix where the trace shows the work waited for independent (the waiter and the op
     it waited for launched in sibling ranges of one stem, :func:`tracer.explain.replay.independent_pairs`): the
     window replayed with ``no-wait``; else ``not_priced`` (a true dependency as far as the trace shows)."""
-    from tracer.explain.replay import independent_pairs
-
     g = replays.graph
     e = g.edges[(g.edges["type"] == "launch").to_numpy()]
     launch_of = dict(zip(e["dst"].tolist(), e["src"].tolist()))
@@ -136,11 +128,6 @@ def one_stream_gain(replays: Replays, runs: pd.DataFrame) -> dict[str, Any]:
     """The one_stream findings' fix: each run's work (issued from its first kernel's launch to its last one's)
     replayed with ``streams=N``, N = as many of its kernels as fit on the GPU at once (1 / the largest demand,
     2 to :data:`MAX_STREAMS`); measured and predicted summed over the runs."""
-    import math
-
-    from tracer.explain.findings import kernel_demand_of
-    from tracer.explain.replay import parse_plan, replay
-
     g = replays.graph
     e = g.edges[(g.edges["type"] == "launch").to_numpy()]
     launch_of = pd.Series(e["src"].to_numpy(), index=e["dst"].to_numpy())

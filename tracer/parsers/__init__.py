@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import gzip
 import os
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -385,6 +387,29 @@ def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
         # load with "unexpected content". (The atomic writer removes its temporary file on any error.)
         return False
     return True
+
+
+@contextmanager
+def unpacked_sqlite(p: Path) -> Iterator[Path]:
+    """An SQLite file to open for ``p``: ``p`` itself, or, gzipped, a temporary copy unpacked a block at a time
+    (SQLite needs a real file), removed on leaving. Raises :class:`TracerError` for a gzip stream that cannot be
+    unpacked, :class:`OSError` where ``p`` cannot be opened."""
+    with open(p, "rb") as f:
+        gz = f.read(2) == GZIP_MAGIC
+    if not gz:
+        yield p
+        return
+    data = _read_raw(p)
+    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
+        out = Path(tmp) / "export.sqlite"
+        try:
+            with open(out, "wb") as f:
+                for block in iter_inflated(p, data):
+                    f.write(block)
+        except OSError as exc:
+            raise TracerError(p, f"cannot unpack to a temporary file ({tmp}): {exc.strerror or exc}") from None
+        del data
+        yield out
 
 
 def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:

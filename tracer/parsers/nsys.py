@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from tracer.errors import ToolMissingError, TraceFormatError, TracerError
-from tracer.files.formats import GZIP_MAGIC
+from tracer.errors import ToolMissingError, TraceFormatError
 from tracer.files.nsys_enums import (
     COPY_KIND_BY_OPER,
     EVENT_CLASS_DRIVER,
@@ -30,7 +29,7 @@ from tracer.files.nsys_enums import (
     NVTX_STARTEND,
     mem_of_id,
 )
-from tracer.parsers import _read_raw, iter_inflated
+from tracer.parsers import unpacked_sqlite
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
     COPY_KINDS,
@@ -665,22 +664,8 @@ def _concat(parts: list[dict[str, object]]) -> pd.DataFrame:
 
 def read_nsys_sqlite(p: Path, **_: Any) -> Timeline:
     """An Nsight Systems SQLite export (gzipped or not)."""
-    with open(p, "rb") as f:
-        gz = f.read(2) == GZIP_MAGIC
-    if not gz:
-        return parse_nsys_sqlite(p)
-    # SQLite needs a real file: unpack the gzipped export to a temporary one, a block at a time.
-    data = _read_raw(p)
-    with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
-        out = Path(tmp) / "export.sqlite"
-        try:
-            with open(out, "wb") as f:
-                for block in iter_inflated(p, data):
-                    f.write(block)
-        except OSError as exc:
-            raise TracerError(p, f"cannot unpack to a temporary file ({tmp}): {exc.strerror or exc}") from None
-        del data
-        return parse_nsys_sqlite(out, source=str(p))
+    with unpacked_sqlite(p) as db:
+        return parse_nsys_sqlite(db) if db == p else parse_nsys_sqlite(db, source=str(p))
 
 
 def read_nsys_rep(p: Path, **_: Any) -> Timeline:

@@ -1,0 +1,181 @@
+"""One explanation of a timeline, as ``tracer explain`` prints it and the dashboard's findings panel shows it
+(:func:`explain`): the dependency graph, the critical path of the whole trace, a window or a range, the kernels'
+demand, the findings, the replayed time of each finding's fix and the what-if replays, in one typed result
+(:class:`Explanation`). A function of what it is given (the timeline; the kernels' launch figures, which
+:mod:`tracer.parsers.demand` reads from the trace file): it reads no file and prints nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from tracer.errors import TracerError
+from tracer.explain.critical import CriticalPath, Window, critical_path, window_of_range
+from tracer.explain.findings import MIN_GAP_NS, findings, group_findings
+from tracer.explain.findings import to_dict as findings_dict
+from tracer.explain.graph import Graph, build_graph
+from tracer.explain.occupancy import launch_demand
+from tracer.explain.whatif import Replays, fix_gains
+from tracer.timeline import Timeline
+
+if TYPE_CHECKING:  # (the type of what it is given; the reader itself is never imported here)
+    from tracer.parsers.demand import Launches
+
+#: Event kinds a dependency graph is built from; the GPU's among them.
+GRAPH_KINDS = ("kernel", "memcpy", "memset", "cpu_op", "runtime", "driver")
+GPU_KINDS = ("kernel", "memcpy", "memset")
+#: Why a timeline without any of :data:`GRAPH_KINDS` cannot be explained.
+NO_WORK = ("no GPU work and no host operators or CUDA calls to build a dependency graph from: record with "
+           "torch.profiler (CPU and CUDA activities) or nsys --trace=cuda")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What :func:`explain` found. ``graph``: the dependency graph (:func:`tracer.explain.build_graph`); ``path``:
+    the critical path of the window asked for (``path.window``); ``findings``: one row per finding, costliest on
+    the path first (:func:`tracer.explain.findings.findings`), those of at least ``min_gap_ns``; ``gains``: each
+    finding kind's fix replayed (:func:`tracer.explain.whatif.fix_gains`; empty where not asked for);
+    ``what_if``: the ``--what-if`` replay (:meth:`tracer.explain.whatif.Replays.what_if`), None where none was
+    asked for; ``job``: for a timeline of two ranks or more, its ``ranks``, the ``collective_edges`` and the
+    collective ``instances`` that join them, else None; ``notes``: what the graph says of the trace (one line
+    each)."""
+
+    graph: Graph
+    path: CriticalPath
+    findings: pd.DataFrame
+    min_gap_ns: int
+    gains: dict[str, Any]
+    what_if: dict[str, Any] | None
+    job: dict[str, Any] | None
+    notes: tuple[str, ...]
+
+    def groups(self) -> pd.DataFrame:
+        """The findings by kind, ranked (:func:`tracer.explain.group_findings`)."""
+        return group_findings(self.findings)
+
+    def to_dict(self, top: int = 10) -> dict[str, Any]:
+        """As plain data (``tracer explain --json``, less its ``job``, whose clocks the command words): the path
+        with its ``top`` intervals and names, every finding, each kind's ``fix_replay`` and the ``what_if``."""
+        out = self.path.to_dict(top=top)
+        out["findings"] = {"min_gap_ns": self.min_gap_ns, **findings_dict(self.findings)}
+        for group in out["findings"]["groups"]:
+            if group["kind"] in self.gains:
+                group["fix_replay"] = self.gains[group["kind"]]
+        if self.what_if is not None:
+            out["what_if"] = self.what_if
+        return out
+
+
+def parse_window(text: str, origin_ns: int) -> tuple[int | None, int | None]:
+    """``START:END`` in ms from ``origin_ns`` (the trace's first interval) → trace-clock ns; a side left empty
+    is open. Raises :class:`TracerError` for anything else."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise TracerError("--window", f"{text!r} is not START:END (ms from the trace's start, e.g. 10:25.5 or 10:)")
+    out: list[int | None] = []
+    for p in parts:
+        p = p.strip()
+        if not p:
+            out.append(None)
+            continue
+        try:
+            ms = float(p)
+        except ValueError:
+            raise TracerError("--window", f"{p!r} is not a number of ms (START:END, e.g. 10:25.5)") from None
+        if not (ms == ms and abs(ms) < 1e12):  # (NaN, inf)
+            raise TracerError("--window", f"{p!r} is not a number of ms (START:END, e.g. 10:25.5)")
+        out.append(origin_ns + round(ms * 1e6))
+    lo, hi = out
+    if lo is not None and hi is not None and hi <= lo:
+        raise TracerError("--window", f"{text!r} " + ("is empty: it ends where it starts" if hi == lo
+                                                     else "ends before it starts"))
+    return lo, hi
+
+
+def choose_window(timeline: Timeline, *, window: str | None = None, range_name: str | None = None,
+                  instance: int | None = None) -> Window:
+    """What the path is asked for: the ``instance``-th (default the first) of the range or operator
+    ``range_name`` (:func:`tracer.explain.window_of_range`), else ``window`` (``START:END`` in ms from the
+    trace's first interval, :func:`parse_window`), else the whole trace."""
+    if range_name is not None:
+        return window_of_range(timeline, range_name, instance or 0)
+    if window is not None:
+        lo, hi = parse_window(window, int(timeline.events["start_ns"].min()))
+        return Window(lo, hi, f"the window {window} ms")
+    return Window()
+
+
+def explainable_graph(timeline: Timeline, name: str) -> Graph:
+    """The dependency graph of ``timeline``; :class:`TracerError` (subject ``name``) where no path can be read
+    from it: no work to build a graph of, or GPU work that no host call is tied to."""
+    ev = timeline.events
+    if not ev["kind"].isin(list(GRAPH_KINDS)).any():
+        raise TracerError(name, NO_WORK)
+    graph = build_graph(timeline)
+    is_gpu = graph.nodes["kind"].isin(list(GPU_KINDS)).to_numpy()
+    if is_gpu.any() and not (graph.edges["type"] == "launch").any():
+        calls = ev["kind"].isin(["runtime", "driver"]).any()
+        why = ("the trace has no correlation ids" if calls else
+               "the trace has GPU work but none of the CUDA runtime or driver calls that launched it")
+        raise TracerError(name, f"no GPU work is tied to the host call that launched it ({why}), so no path can "
+                          "cross from the host to the GPU: record with torch.profiler (CPU and CUDA activities) "
+                          "or nsys --trace=cuda")
+    return graph
+
+
+def job_facts(timeline: Timeline, graph: Graph) -> dict[str, Any] | None:
+    """A job's ranks and the collective edges and instances that join them; None for one rank."""
+    ranks = sorted(int(r) for r in timeline.events["rank"].unique())
+    if len(ranks) < 2:
+        return None
+    return {"ranks": ranks, "collective_edges": int((graph.edges["type"] == "collective").sum()),
+            "instances": int(graph.collectives["key"].nunique())}
+
+
+def explain(timeline: Timeline, *, window: str | None = None, range_name: str | None = None,
+            instance: int | None = None, min_gap_ns: int = MIN_GAP_NS, what_if: Sequence[str] | None = None,
+            launches: Launches = (), fix_replays: bool = True, name: str | None = None,
+            on_note: Callable[[str], None] | None = None) -> Explanation:
+    """Explain ``timeline``: build its graph (:func:`explainable_graph`), walk the critical path of the window
+    asked for (:func:`choose_window`: ``range_name`` and its ``instance``, or ``window``, else the whole trace),
+    read the findings (idle gaps and waits of at least ``min_gap_ns``) with the kernels' demand made from
+    ``launches`` (:func:`tracer.parsers.demand.read_launches`; none: a full GPU is not told from serialised
+    kernels), then, with ``fix_replays``, replay each finding kind's fix, and replay the plan ``what_if``
+    (``NAME[=VALUE]``, :func:`tracer.explain.parse_plan`) where given.
+
+    ``name`` (default: the timeline's source) is the subject of the errors about the trace as a whole;
+    ``on_note`` hears the graph's notes as soon as the findings are read (before a replay can fail). Raises
+    :class:`TracerError` where the trace cannot be explained, the range or window is not in it or holds no
+    work, or a what-if plan needs what the trace lacks."""
+    name = name if name is not None else (timeline.meta.source or "trace")
+    graph = explainable_graph(timeline, name)
+    chosen = choose_window(timeline, window=window, range_name=range_name, instance=instance)
+    try:
+        path = critical_path(graph, chosen)
+    except TracerError as exc:
+        raise TracerError(name, exc.problem) from None
+    # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
+    # findings tell a full GPU from serialised kernels with it, and the replays share it; a job's is keyed by
+    # (rank, correlation id)
+    demand = launch_demand(launches)
+    found = findings(graph, path, min_gap_ns=min_gap_ns, demand=demand)
+    for note in graph.notes:
+        if on_note is not None:
+            on_note(note)
+    # the fixes' replays and the what-if's share the kernels' demand and the unchanged replay
+    replays = Replays(timeline, graph, chosen, demand) if (fix_replays and len(found)) or what_if else None
+    # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
+    gains = fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
+        if fix_replays and replays is not None and len(found) else {}
+    replayed = None
+    if what_if and replays is not None:
+        try:
+            replayed = replays.what_if(list(what_if))
+        except TracerError as exc:
+            raise TracerError(name if exc.subject == "replay" else exc.subject, exc.problem) from None
+    return Explanation(graph, path, found, min_gap_ns, gains, replayed, job_facts(timeline, graph),
+                       tuple(graph.notes))
