@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import run_cli
 from tracer.errors import TraceFormatError, TracerError, UsageError
+from tracer.files import digests
 from tracer.job import parallel
 from tracer.job import store as jobstore
 from tracer.job.load import RankDone, load_job
@@ -312,7 +313,6 @@ def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
 ) -> None:
     """A rank's dataset key is the one tracer.job.store.source_key gives (size, hash, stat), from the bytes the
     parse read: a Kineto file is not read a second time for it; a file of another format (an nsys export) is."""
-    import tracer.parsers as parsers
 
     kineto = tmp_path / "rank-0.json.gz"
     shutil.copy(HTA_RANKS[0], kineto)
@@ -320,13 +320,13 @@ def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
     nsys.write_bytes(gzip.decompress((Path(__file__).parent / "data" / "pair.sqlite.gz").read_bytes()))
     expected = {p: jobstore.source_key(p) for p in (kineto, nsys)}
     read_for_a_key: list[Path] = []
-    file_digest = parsers._file_digest
+    file_digest = digests.file_digest
 
     def counted(p: Path) -> str:
         read_for_a_key.append(Path(p))
         return file_digest(p)
 
-    monkeypatch.setattr(parsers, "_file_digest", counted)
+    monkeypatch.setattr(digests, "file_digest", counted)
     task = parallel.Task(with_keys=True, side_thread=side_thread)
     for i, p in enumerate((kineto, nsys)):
         got = parallel.parse_group(i, [str(p)], task)

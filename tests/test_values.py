@@ -20,6 +20,7 @@ from tests.conftest import run_cli
 from tracer import parsers
 from tracer.analysis.summary import summarize
 from tracer.errors import TraceFormatError, UsageError
+from tracer.files import digests
 from tracer.files.storage import write_timeline_parquet
 from tracer.parsers import cache_path, load_trace
 from tracer.parsers.kineto import _CHUNK_BYTES, parse_kineto_bytes
@@ -199,7 +200,7 @@ def test_an_untouched_trace_is_served_from_the_cache_without_hashing_it(tmp_path
     # same inode and ctime as when the cache was written: no write happened since, so no hash is needed
     p = _big_trace(tmp_path / "t.json", 3)
     load_trace(p)
-    monkeypatch.setattr(parsers, "_file_digest", lambda _: pytest.fail("hashed an untouched trace"))
+    monkeypatch.setattr(digests, "file_digest", lambda _: pytest.fail("hashed an untouched trace"))
     monkeypatch.setattr(parsers, "_read_raw", lambda _: pytest.fail("parsed an untouched trace"))
     assert len(load_trace(p).events) == 3
 

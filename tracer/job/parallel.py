@@ -28,6 +28,7 @@ from typing import Any, cast
 import tracer.errors as errors
 from tracer import parsers
 from tracer.errors import TracerError, UsageError
+from tracer.files import digests
 from tracer.job import handoff
 from tracer.job import store as jobstore
 from tracer.job.ranks import one_rank, rank_of
@@ -276,7 +277,7 @@ class _Keys:
         self.stats: list[list[int] | None] = []
         for p in paths:
             try:
-                self.stats.append(parsers._stat_key(Path(p)))
+                self.stats.append(digests.stat_key(Path(p)))
             except OSError:  # (the parse says why, in one line)
                 self.stats.append(None)
         self.digests: dict[int, Future[str]] = {}
@@ -285,12 +286,12 @@ class _Keys:
         if read_now and side.threaded:
             for i, (p, stat) in enumerate(zip(paths, self.stats, strict=True)):
                 if stat is not None:  # (after the stat: a write during the hash does not go unseen)
-                    self.digests[i] = side.submit(parsers._file_digest, Path(p))
+                    self.digests[i] = side.submit(digests.file_digest, Path(p))
 
     def hasher(self, i: int) -> Callable[[bytes], None]:
         def take(raw: bytes) -> None:
             t0 = time.perf_counter()
-            self.digests[i] = self.side.submit(parsers._digest, raw)
+            self.digests[i] = self.side.submit(digests.of_bytes, raw)
             if not self.side.threaded:
                 self.inline_s += time.perf_counter() - t0
 

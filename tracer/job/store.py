@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from tracer import parsers
+from tracer.files import digests
 from tracer.files.atomic import temp_dir_beside
 from tracer.vocabulary import SCHEMA_VERSION
 
@@ -67,15 +68,15 @@ def source_key(path: Path, *, digest: str | None = None, stat: list[int] | None 
     """What a trace must still match for its partition to be served: size, BLAKE3 of its bytes, and its
     device / inode / ctime / size (equal only while nobody has written to it). ``digest``: the hash when the
     caller already has it; ``stat``: the file's stat key taken before the bytes hashed were read."""
-    stat = stat or parsers._stat_key(path)  # (before the hash: a write during it must not go unseen)
-    return {"size": stat[3], "blake3": digest or parsers._file_digest(path), "stat": stat}
+    stat = stat or digests.stat_key(path)  # (before the hash: a write during it must not go unseen)
+    return {"size": stat[3], "blake3": digest or digests.file_digest(path), "stat": stat}
 
 
 def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
     """Whether ``path`` is the trace ``stored`` describes: no hash while its stat is as stored (no write since),
     else the content hash decides (a copy, a touch, an edit)."""
     try:
-        stat = parsers._stat_key(path)
+        stat = digests.stat_key(path)
     except OSError:
         return False
     if stat[3] != stored.get("size"):
@@ -83,7 +84,7 @@ def _still_matches(path: Path, stored: dict[str, Any]) -> bool:
     if stat == stored.get("stat"):
         return True
     try:
-        return parsers._file_digest(path) == stored.get("blake3")
+        return digests.file_digest(path) == stored.get("blake3")
     except Exception:  # noqa: BLE001 - unreadable now: not a match; the parse will say why
         return False
 

@@ -22,10 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from blake3 import blake3
-
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError
-from tracer.files import formats, rundir
+from tracer.files import digests, formats, rundir
 from tracer.files.formats import FORMATS, GZIP_MAGIC
 from tracer.vocabulary import SCHEMA_VERSION
 
@@ -268,32 +266,6 @@ def cache_key(size: int, digest: str) -> dict[str, Any]:
     }
 
 
-def _stat_key(p: Path) -> list[int]:
-    """Device, inode and change time of ``p``: equal only while nobody has written to the file."""
-    st = p.stat()
-    return [st.st_dev, st.st_ino, st.st_ctime_ns, st.st_size]
-
-
-def _digest(data: bytes) -> str:
-    # BLAKE3 of every byte, on one thread: ~4.6 GB/s, 2.6x SHA-256 even where the CPU has SHA instructions
-    # (docs/design.md has the figures), and as strong. Hashing the head and tail only would be ~free but would
-    # miss an edit in the middle. (blake3 lets go of the GIL on long inputs, as hashlib does.)
-    return blake3(data).hexdigest()
-
-
-def _file_digest(p: Path) -> str:
-    """:func:`_digest` of a file, read a block at a time into one buffer (no copy of the whole file)."""
-    try:
-        with open(p, "rb", buffering=0) as f:
-            h, buf = blake3(), bytearray(_INFLATE_BLOCK)
-            view = memoryview(buf)
-            while n := f.readinto(buf):
-                h.update(view[:n])
-            return h.hexdigest()
-    except OSError as exc:
-        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
-
-
 def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None,
                 on_raw: Callable[[bytes], None] | None = None) -> Timeline:
     """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large
@@ -304,7 +276,7 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
         raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
     use_cache = cache and size >= CACHE_MIN_BYTES
     stored = _stored_key(p) if use_cache else None
-    stat = _stat_key(p) if use_cache else []  # (before the read: a write during the parse must not go unseen)
+    stat = digests.stat_key(p) if use_cache else []  # (before the read: a write during the parse must not go unseen)
     digest = ""
     if stored is not None and stored.get("source_size") == size:
         # Unchanged inode and ctime: the bytes are those the cache was written from, with no need to hash them
@@ -313,7 +285,7 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
         if stored.get("source_stat") == stat:
             digest = str(stored.get("source_blake3", ""))
         else:
-            digest = _file_digest(p)
+            digest = digests.file_digest(p)
         cached = _read_cache(p, cache_key(size, digest), stored)
         if cached is not None:
             return cached
@@ -324,7 +296,7 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
     if on_raw is not None:
         on_raw(raw)
     if use_cache and not digest:
-        digest = _digest(raw)
+        digest = digests.of_bytes(raw)
     data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
     del raw
     timeline = parse_kineto_bytes(data, str(p))
