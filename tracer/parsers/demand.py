@@ -21,7 +21,7 @@ import msgspec
 import orjson
 
 from tracer.errors import TracerError
-from tracer.files.formats import GZIP_MAGIC
+from tracer.files.formats import FORMATS, GZIP_MAGIC, TraceFormat
 from tracer.parsers import iter_inflated, unpacked_sqlite
 
 
@@ -95,6 +95,15 @@ def _kernel_rows(raw: bytes) -> tuple[Any, list[tuple[Any, Any, dict[str, Any]]]
     ]
 
 
+def _file_of(path: str | Path, fmt: TraceFormat) -> Path | None:
+    """``path`` where it is a file named as ``fmt``'s, or ``fmt``'s file in a run directory (its ``run_files``, as
+    the run's own reader finds it); None otherwise."""
+    p = Path(path)
+    if p.is_dir():
+        p = next((p / n for n in fmt.run_files if (p / n).is_file()), p / fmt.run_files[0])
+    return p if p.is_file() and fmt.named(p.name) else None
+
+
 def _inflated(p: Path) -> bytes | None:
     """The file's bytes, inflated if gzipped (a bomb refused as the parsers refuse it); None if unreadable."""
     try:
@@ -109,10 +118,8 @@ def read_kineto_launch_figures(path: str | Path) -> LaunchFigures | None:
     ``trace.json.gz``): the devices of its ``deviceProperties`` with an integer id, the kernels on them with an
     integer correlation id (unique in the file: one process per Kineto file). None when the file is not a
     Kineto trace or cannot be read."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "trace.json.gz"
-    if not p.is_file() or not (p.name.endswith(".json") or p.name.endswith(".json.gz")):
+    p = _file_of(path, FORMATS["kineto"])
+    if p is None:
         return None
     raw = _inflated(p)
     found = _kernel_rows(raw) if raw is not None else None
@@ -130,10 +137,8 @@ def read_nsys_launch_figures(path: str | Path) -> LaunchFigures | None:
     """The same as :func:`read_kineto_launch_figures` for an Nsight Systems SQLite export (``.sqlite``,
     ``.sqlite.gz``, a run directory's ``report.sqlite[.gz]``): the kernels' grid, block, registers and shared
     memory from ``CUPTI_ACTIVITY_KIND_KERNEL``, the devices' limits from ``TARGET_INFO_GPU``."""
-    p = Path(path)
-    if p.is_dir():
-        p = next((p / n for n in ("report.sqlite", "report.sqlite.gz") if (p / n).is_file()), p / "report.sqlite")
-    if not p.is_file() or not (p.name.endswith(".sqlite") or p.name.endswith(".sqlite.gz")):
+    p = _file_of(path, FORMATS["nsys-sqlite"])
+    if p is None:
         return None
     try:
         with unpacked_sqlite(p) as db:
