@@ -89,9 +89,10 @@ def derive_figures(ctx: Context, variants: list[str], on_gpu: bool) -> None:
             figures[f"{v}: copy time hidden"] = min(1.0, max(0.0, hidden))
         ctx.derive(figures, unless=impossible)
     if not on_gpu:
-        ctx.note("no 'copy time hidden' on the CPU: a copy there is a memcpy by a CPU thread on the same "
-                 "cores as the products, with no copy engine to hide it behind; the ratio run+copy / (run + "
-                 "copy) says only whether the copy thread ran beside the product thread (side-stream) or after it")
+        ctx.caveat("the CPU cannot show copies hiding behind compute: a copy here is a memcpy by a CPU thread on "
+                   "the same cores as the products, with no copy engine to hide it behind; the ratio run+copy / "
+                   "(run + copy) says only whether the copy thread ran beside the product thread (side-stream) or "
+                   "after it")
 
 
 def run(ctx: Context, p: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tracer.scenarios.hostload import HostLoadMeter
 from tracer.scenarios.runtime import (
     Context,
     DevicePlan,
@@ -232,11 +233,18 @@ def run_scenario(
     torch.manual_seed(values["seed"])
     ctx = Context(scenario.name, plan, values, lanes=values["lanes"], on_phase=on_phase, profiler=profiler)
     ctx.variants = variants
+    meter = HostLoadMeter(usable_cores())
     try:
         scenario.run(ctx, values)
         ctx.sync()
     finally:
         ctx.close()
+    # (a rank's process counts the other ranks as "other processes": the load is said of one-process runs only)
+    host_load = meter.stop() if not scenario.multi_process else None
+    if host_load is not None and host_load.busy and plan.mode == "cpu-threads":
+        ctx.caveat(f"the host was busy: other processes kept {host_load.others_cores:.1f} of {host_load.cores} "
+                   "core(s) busy during the run, so its wall times, and every figure derived from them, say as much "
+                   "about that load as about the scenario")
     if plan.mode == "cpu-threads" and not scenario.multi_process:  # a rank's lane is unused: the rank is the lane
         ctx.note(
             f"cpu-threads: each lane is a thread running torch with {ctx.intra_op_threads} intra-op thread, "
@@ -260,6 +268,8 @@ def run_scenario(
         checks={k: c.to_dict() for k, c in ctx.checks.items()},
         derived=derived,
         notes=ctx.notes,
+        caveats=ctx.caveats,
+        host_load=host_load.to_dict() if host_load is not None else {},
         phases=ctx.phases,
         gpu_names=gpu_names(plan),
         torch_version=torch.__version__,

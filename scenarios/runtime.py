@@ -264,6 +264,10 @@ class ScenarioResult:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     derived: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: what this machine cannot show, said before any figure (the derived figures are then side notes)
+    caveats: list[str] = field(default_factory=list)
+    #: other processes' load while the scenario ran (:class:`tracer.scenarios.hostload.HostLoad`'s dict)
+    host_load: dict[str, float] = field(default_factory=dict)
     phases: list[str] = field(default_factory=list)
     gpu_names: dict[str, str] = field(default_factory=dict)
     torch_version: str = ""
@@ -318,6 +322,8 @@ class Context:
         self.checks: dict[str, Check] = {}
         self.derived: dict[str, float] = {}
         self.notes: list[str] = []
+        #: what this machine cannot show (:meth:`caveat`)
+        self.caveats: list[str] = []
         #: the variants this run does (set by :func:`tracer.scenarios.registry.run_scenario` from the parameters)
         self.variants: list[str] = []
         self.phases: list[str] = []
@@ -505,6 +511,12 @@ class Context:
     def note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
+
+    def caveat(self, text: str) -> None:
+        """Say that this machine cannot show what the scenario measures (no copy engine on the CPU, a loaded
+        host): reports say it before any figure, and show the derived figures as side notes only."""
+        if text not in self.caveats:
+            self.caveats.append(text)
 
     def max_speedup(self, pieces: int) -> tuple[float, str]:
         """The most a variant can gain over one lane by spreading ``pieces`` equal pieces of work over the lanes

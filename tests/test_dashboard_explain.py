@@ -71,7 +71,7 @@ def test_same_stream_run_lists_its_50_copies_as_one_ranked_kind(store):
     assert [(c["field"], c["headerName"]) for c in table.columnDefs] == [(c, name) for c, name, _ in explain_view.COLUMNS]
     groups = _find(page, ids.TL_FIND_GROUPS)
     assert "same stream as the compute it queued behind" in str(groups)
-    assert "Critical path of the whole trace 192.5 ms" in str(_find(page, ids.TL_FINDINGS))
+    assert "Critical path of the whole trace 192.6 ms" in str(_find(page, ids.TL_FINDINGS))
 
 
 def test_side_stream_run_has_no_finding_and_says_so(store):
@@ -158,7 +158,8 @@ def test_the_path_is_drawn_along_the_rows_of_its_pieces(store):
     result = explain_view.explained(view)
     fig = timeline_figure(view, width_px=100_000, path=result.path)  # wide enough that no piece merges
     line = _path_trace(fig)
-    assert fig.layout.meta["path_blocks"] == len(result.path) == 206
+    # 206 pieces of work, and the trace's span before the first of them (no row: a break in the line)
+    assert fig.layout.meta["path_blocks"] == len(result.path) == 207
     rows = [r.label for r in view.rows]
     ys = np.asarray(line.y, dtype=float)[0::3] + 0.44  # each block's (x0, y) point
     labels = result.path.label
@@ -234,9 +235,10 @@ def test_a_big_trace_is_explained_only_when_asked(monkeypatch):
 def test_the_overlay_is_the_path_tracer_explain_walks(store):
     """The drawn pieces are tracer.explain's (critical_path of build_graph), not a copy of its logic."""
     view = store.view(SIDE_KEY)
-    path = critical_path(build_graph(view.timeline))
+    ev = view.timeline.events
+    path = critical_path(build_graph(view.timeline), span=(int(ev["start_ns"].min()), int(ev["end_ns"].max())))
     drawn = explain_view.explained(view).path
-    assert len(drawn) == len(path.pieces) == 108
+    assert len(drawn) == len(path.pieces) == 109
     assert int(drawn.end_ns[-1] - drawn.start_ns[0]) == path.length_ns
 
 

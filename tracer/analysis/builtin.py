@@ -226,16 +226,21 @@ def _threads_blocks(r: list[HostThread], s: Summary, _o: TextOptions) -> list[Bl
     if not r or (s.devices and len(r) <= 1):
         return []
     span = s.span.span_ns
-    cols: tuple[str, ...] = ("pid", "tid", "thread", "ops", "busy ms", "of span", "CUDA calls")
+    # (a host-only trace has no CUDA calls to count: no column that speaks of a GPU it does not have)
+    calls = bool(s.devices) or any(t.launches for t in r)
+    cols: tuple[str, ...] = ("pid", "tid", "thread", "ops", "busy ms", "of span", *(("CUDA calls",) if calls else ()))
     rows: list[tuple[str, ...]] = [
-        (str(t.pid), str(t.tid), t.name[:20], f"{t.ops:,}", ms(t.busy_ns), pct(t.busy_ns, span), f"{t.launches:,}")
+        (str(t.pid), str(t.tid), t.name, f"{t.ops:,}", ms(t.busy_ns), pct(t.busy_ns, span),
+         *((f"{t.launches:,}",) if calls else ()))
         for t in r[:MAX_THREADS]]
     if s.multi_rank:
         cols = ("rank", *cols)
         rows = [(str(t.rank), *row) for t, row in zip(r, rows)]
     caption = f"{len(r) - MAX_THREADS} more threads in --json" if len(r) > MAX_THREADS else None
+    # thread names get the width the figures leave, cut with an ellipsis beyond it
     return [Table("Host threads: framework ops (nested ops counted once)",
-                  tuple(Column(c, justify="left" if c == "thread" else "right") for c in cols), tuple(rows), caption)]
+                  tuple(Column(c, justify="left", fit=True, cut=True) if c == "thread" else Column(c) for c in cols),
+                  tuple(rows), caption)]
 
 
 THREADS = Analysis(
@@ -417,18 +422,25 @@ def _ranges_from_json(d: Mapping[str, Any]) -> Ranges | None:
 def _ranges_blocks(r: Ranges | None, s: Summary, o: TextOptions) -> list[Block]:
     if r is None or not r.rows:
         return []
-    cols = ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys")
-    rows = tuple((x.name, f"{x.count:,}", ms(x.host_ns), ms(x.gpu_busy_ns), f"{x.kernels:,}", f"{x.memcpys:,}")
-                 for x in r.rows[:o.max_ranges])
-    caption = [r.rule + "; own-thread figures in --json"] if r.rule else []
+    if not s.devices and not any(x.kernels or x.memcpys for x in r.rows):
+        # a host-only trace: its ranges launched no GPU work, and the table says nothing of a GPU
+        cols: tuple[str, ...] = ("range", "count", "host ms")
+        rows: tuple[tuple[str, ...], ...] = tuple((x.name, f"{x.count:,}", ms(x.host_ns))
+                                                  for x in r.rows[:o.max_ranges])
+        title, caption = "NVTX / record_function ranges", []
+    else:
+        cols = ("range", "count", "host ms", "GPU busy ms", "kernels", "memcpys")
+        rows = tuple((x.name, f"{x.count:,}", ms(x.host_ns), ms(x.gpu_busy_ns), f"{x.kernels:,}", f"{x.memcpys:,}")
+                     for x in r.rows[:o.max_ranges])
+        title, caption = "NVTX / record_function ranges → the GPU work they launched", \
+            [r.rule + "; own-thread figures in --json"] if r.rule else []
     if len(r.rows) > o.max_ranges:
         caption.append(f"{len(r.rows) - o.max_ranges} more ranges in --json")
     # Range names share long prefixes without spaces ("mlp-data-parallel/forward-backward"): the name column is
     # broken after a separator to fit what the numbers leave, instead of letting the table cut names mid-word.
     columns = tuple(Column(c, justify="left" if c == "range" else "right", no_wrap=True, fit=c == "range")
                     for c in cols)
-    return [Table("NVTX / record_function ranges → the GPU work they launched", columns, rows,
-                  "\n".join(caption) or None)]
+    return [Table(title, columns, rows, "\n".join(caption) or None)]
 
 
 RANGES = Analysis(

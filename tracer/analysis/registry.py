@@ -37,6 +37,8 @@ class Column:
     #: the column that gives way on a narrow terminal: its cells are broken after separators (``/ - _ . + :``)
     #: to fit the width the other columns leave (at most one per table)
     fit: bool = False
+    #: with ``fit``: cut its cells to that width with an ellipsis instead of breaking them onto more lines
+    cut: bool = False
 
 
 @dataclass(frozen=True)

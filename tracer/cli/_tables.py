@@ -19,6 +19,11 @@ def wrap_name(name: str, width: int) -> str:
     return "\n".join(lines)
 
 
+def cut_name(name: str, width: int) -> str:
+    """``name`` on one line of at most ``width`` characters: cut, with an ellipsis, where it is longer."""
+    return name if len(name) <= width else name[:max(1, width - 1)] + "…"
+
+
 def table_width(table: Any, rows: list[list[str]]) -> int:
     """The width ``table``'s columns (headers included) and ``rows`` need, borders and padding included."""
     from copy import deepcopy

@@ -10,6 +10,7 @@ import typer
 from tracer.cli import TracerCommand, app
 from tracer.cli.explain import findings_lines
 from tracer.errors import UsageError
+from tracer.files.rundir import describe_host_load
 
 
 def _s(seconds: float) -> str:
@@ -41,10 +42,17 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
         if len(samples.get(name, ())) > 1:
             how += f"{'; ' if how else ''}median of {len(samples[name])}"
         times.add_row(name, _s(secs), how)
+    caveats = meta.get("caveats") or []
+    # What this machine cannot show comes before any figure: the derived figures are then side notes.
+    for caveat in caveats:
+        out.append(Text(f"caveat: {caveat}", style="bold yellow"))
     out.append(times)
     if meta.get("derived"):
         # "copy time hidden" here is an estimate from wall times; the per-GPU table's comes from the timeline
-        d = Table(box=box.SIMPLE_HEAD, title="Derived from the wall times")
+        title = "Derived from the wall times"
+        if caveats:
+            title = f"Side notes, derived from the wall times (see the caveat{'s' if len(caveats) > 1 else ''} above)"
+        d = Table(box=box.SIMPLE_HEAD, title=title, style="dim" if caveats else "")
         d.add_column("figure")
         d.add_column("value", justify="right")
         for k, v in meta["derived"].items():
@@ -75,6 +83,8 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
     ))
     for note in meta.get("notes", []):
         out.append(Text(f"note: {note}", style="dim"))
+    if meta.get("host_load"):
+        out.append(Text(f"note: {describe_host_load(meta['host_load'])}", style="dim"))
     out.append(Text.assemble("run written to ", (str(path), "bold"),
                              f"  (`tracer summary {path}` for the full summary)"))
     return out

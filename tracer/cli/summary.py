@@ -12,7 +12,7 @@ import orjson
 import typer
 
 from tracer.cli import TracerCommand, app
-from tracer.cli._tables import table_width, wrap_name
+from tracer.cli._tables import cut_name, table_width, wrap_name
 from tracer.errors import TraceFormatError, TracerError, UsageError
 
 if TYPE_CHECKING:
@@ -65,7 +65,8 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
         room = 0
         if fit is not None:
             room = max(12, width - table_width(t, [[*row[:fit], "", *row[fit + 1:]] for row in block.rows]))
-        rows = [[wrap_name(cell, room) if i == fit else cell for i, cell in enumerate(row)] for row in block.rows]
+        fitted = cut_name if fit is not None and block.columns[fit].cut else wrap_name
+        rows = [[fitted(cell, room) if i == fit else cell for i, cell in enumerate(row)] for row in block.rows]
         _numbers_first(t, rows, numeric, width)
         for row in rows:
             t.add_row(*row)

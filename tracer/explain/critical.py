@@ -34,6 +34,9 @@ LAG_LABELS: dict[str, str] = {
     # a rank's part of a collective from the last rank's arrival to its end: the collective itself
     "collective": "communication",
 }
+#: The name of a piece of the whole trace's path that no interval of the trace covers: the trace's span (ranges
+#: included) before the path's first interval or after its last.
+UNTRACED = "(untraced: the trace's span before its first or after its last traced interval)"
 PIECE_COLUMNS: tuple[str, ...] = ("start_ns", "end_ns", "dur_ns", "label", "node", "row", "kind", "name", "edge")
 
 
@@ -273,10 +276,13 @@ class Walker:
         return out
 
 
-def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
+def critical_path(graph: Graph, window: Window | None = None, span: tuple[int, int] | None = None) -> CriticalPath:
     """The critical path of the work of ``window`` (default: the whole trace), ending where the last of it
-    ends (for a window of running work: where it ends or the window does). Raises :class:`TracerError` when
-    the window holds no work."""
+    ends (for a window of running work: where it ends or the window does). ``span``: the trace's (first start,
+    last end) over every interval, ranges included; for the whole trace the path is stretched to cover it, the
+    time before its first piece and after its last (a range open with no traced work in it: Python's own time)
+    as ``host gap``, so that the path of the whole trace is as long as the trace. Raises :class:`TracerError`
+    when the window holds no work."""
     window = window or Window()
     nodes = graph.nodes
     scope = _in_window(graph, window)
@@ -288,8 +294,17 @@ def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
     last = int(np.argmax(ends))
     lo = np.iinfo(np.int64).min if window.start_ns is None else window.start_ns
     walked = Walker(graph).walk(last, int(ends[last]), lo)
-    t = walked.start_ns
+    t, stop = walked.start_ns, int(ends[last])
     out_s, out_e, out_label, out_node, out_edge = walked.s, walked.e, walked.label, walked.node, walked.edge
+    if span is not None and window.start_ns is None and window.end_ns is None:
+        for s, e in ((span[0], t), (stop, span[1])):
+            if e > s:  # (node -1: no interval of the trace; its row is -1 below)
+                out_s.append(s)
+                out_e.append(e)
+                out_label.append("host gap")
+                out_node.append(-1)
+                out_edge.append("")
+        t, stop = min(t, span[0]), max(stop, span[1])
     order = np.argsort(np.array(out_s, dtype=np.int64), kind="stable")
     idx = np.array(out_node, dtype=np.int64)[order]
     pieces = pd.DataFrame({
@@ -299,8 +314,13 @@ def critical_path(graph: Graph, window: Window | None = None) -> CriticalPath:
     pieces["dur_ns"] = pieces["end_ns"] - pieces["start_ns"]
     pieces["label"] = pd.Categorical(np.array(out_label, dtype=object)[order], categories=list(LABELS))
     pieces["node"] = idx
-    pieces["row"] = nodes["row"].to_numpy(np.int64)[idx] if len(idx) else np.zeros(0, np.int64)
-    pieces["kind"] = nodes["kind"].astype(str).to_numpy()[idx] if len(idx) else []
-    pieces["name"] = nodes["name"].astype(str).to_numpy()[idx] if len(idx) else []
+    known = idx >= 0
+    rows = np.full(len(idx), -1, np.int64)
+    kinds = np.full(len(idx), "", dtype=object)
+    names = np.full(len(idx), UNTRACED, dtype=object)
+    rows[known] = nodes["row"].to_numpy(np.int64)[idx[known]]
+    kinds[known] = nodes["kind"].astype(str).to_numpy()[idx[known]]
+    names[known] = nodes["name"].astype(str).to_numpy()[idx[known]]
+    pieces["row"], pieces["kind"], pieces["name"] = rows, kinds, names
     pieces["edge"] = np.array(out_edge, dtype=object)[order]
-    return CriticalPath(pieces[list(PIECE_COLUMNS)], t, int(ends[last]), window, graph.notes)
+    return CriticalPath(pieces[list(PIECE_COLUMNS)], t, stop, window, graph.notes)

@@ -154,8 +154,11 @@ def explain(timeline: Timeline, *, window: str | None = None, range_name: str | 
     name = name if name is not None else (timeline.meta.source or "trace")
     graph = explainable_graph(timeline, name)
     chosen = choose_window(timeline, window=window, range_name=range_name, instance=instance)
+    ev = timeline.events
+    # (the whole trace's path covers the trace's span, as the summary gives it: every interval, ranges included)
+    span = (int(ev["start_ns"].min()), int(ev["end_ns"].max())) if len(ev) else None
     try:
-        path = critical_path(graph, chosen)
+        path = critical_path(graph, chosen, span)
     except TracerError as exc:
         raise TracerError(name, exc.problem) from None
     # the kernels' demand (their share of the GPU's block slots, from the trace file's launch figures): the
@@ -167,7 +170,9 @@ def explain(timeline: Timeline, *, window: str | None = None, range_name: str | 
         if on_note is not None:
             on_note(note)
     # the fixes' replays and the what-if's share the kernels' demand and the unchanged replay
-    replays = Replays(timeline, graph, chosen, demand) if (fix_replays and len(found)) or what_if else None
+    # (the path's pieces of no interval: the whole trace's span before and after its work, kept by every plan)
+    untraced = int(path.pieces.loc[path.pieces["node"] < 0, "dur_ns"].sum())
+    replays = Replays(timeline, graph, chosen, demand, untraced) if (fix_replays and len(found)) or what_if else None
     # the replayed time of each finding kind's fix (the same replay as --what-if with that kind's plan)
     gains = fix_gains(replays, sorted(set(found["kind"].astype(str))), found) \
         if fix_replays and replays is not None and len(found) else {}

@@ -23,9 +23,13 @@ class Replays:
     ``demand`` (:mod:`tracer.explain.occupancy`; none: every kernel fills its GPU) and the unchanged replay."""
 
     def __init__(self, timeline: Timeline, graph: Graph, window: Window,
-                 demand: Mapping[Any, float] | None = None) -> None:
+                 demand: Mapping[Any, float] | None = None, untraced_ns: int = 0) -> None:
         self.timeline, self.graph, self.window = timeline, graph, window
         self.demand = demand
+        #: time of the window that holds no traced work (the whole trace's span before its first interval and
+        #: after its last, :func:`tracer.explain.critical.critical_path`): no plan changes it, and every time
+        #: below counts it, so that "measured" is the critical path's length
+        self.untraced_ns = untraced_ns
         self._unchanged_ns: int | None = None
 
     def unchanged_ns(self) -> int:
@@ -33,7 +37,7 @@ class Replays:
         if self._unchanged_ns is None:
             w = self.window
             self._unchanged_ns = replay(self.graph, start_ns=w.start_ns, end_ns=w.end_ns,
-                                        demand=self.demand).predicted_ns
+                                        demand=self.demand).predicted_ns + self.untraced_ns
         return self._unchanged_ns
 
     def what_if(self, specs: list[str]) -> dict[str, Any]:
@@ -45,9 +49,13 @@ class Replays:
         r = replay(self.graph, plan, start_ns=w.start_ns, end_ns=w.end_ns, demand=self.demand,
                    children=child_ranges(self.timeline, w))
         notes = list(r.notes)  # (the replay says itself when the kernels have no launch figures)
-        return {"plan": plan.describe(), "window": w.what, "measured_ns": r.measured_ns,
-                "unchanged_ns": self.unchanged_ns(), "predicted_ns": r.predicted_ns,
-                "gain_ns": r.measured_ns - r.predicted_ns, "notes": sorted(set(notes), key=notes.index)}
+        if self.untraced_ns:
+            notes.append(f"{self.untraced_ns / 1e6:,.3f} ms of the trace's span hold no traced work (before its first "
+                         "interval or after its last): counted as they were, under every plan")
+        measured, predicted = r.measured_ns + self.untraced_ns, r.predicted_ns + self.untraced_ns
+        return {"plan": plan.describe(), "window": w.what, "measured_ns": measured,
+                "unchanged_ns": self.unchanged_ns(), "predicted_ns": predicted,
+                "gain_ns": measured - predicted, "notes": sorted(set(notes), key=notes.index)}
 
 
 #: The plan that applies each finding kind's fix (tracer.explain.findings.KINDS), where the replay models it. For

@@ -149,6 +149,11 @@ class RunMeta:
     derived: dict[str, float] = field(default_factory=dict)
     #: what a figure means here, what was left out, one sentence each
     notes: list[str] = field(default_factory=list)
+    #: what this machine cannot show (no copy engine on the CPU, a busy host), said before any figure, which is
+    #: then a side note; written only when there are some
+    caveats: list[str] = field(default_factory=list, metadata=_optional())
+    #: other processes' load while the scenario ran: cores, others_busy_cores, loadavg_1min; written only when known
+    host_load: dict[str, float] = field(default_factory=dict, metadata=_optional())
     #: the phases (ranges) the scenario opened, "<scenario>/<phase>"
     phases: list[str] = field(default_factory=list)
     #: "torch" (torch.profiler) or "nsys" (Nsight Systems)
@@ -239,6 +244,16 @@ class RunMeta:
             return len(self.lanes)
         n = self.params.get("lanes")
         return n if isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def describe_host_load(load: Mapping[str, float]) -> str:
+    """meta.json's ``host_load`` in one sentence: how busy other processes kept the machine during the run."""
+    cores = int(load.get("cores", 0)) or "?"
+    if "others_busy_cores" in load:
+        return f"host load during the run: other processes kept {load['others_busy_cores']:.1f} of {cores} core(s) busy"
+    if "loadavg_1min" in load:
+        return f"host load during the run: 1-minute load average {load['loadavg_1min']:.1f} on {cores} core(s)"
+    return f"host load during the run: not known on this platform ({cores} core(s))"
 
 
 _TYPES: dict[str, Any] = {}

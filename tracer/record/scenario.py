@@ -39,7 +39,14 @@ from tracer.analysis.summary import Summary
 from tracer.errors import ToolMissingError, UsageError
 from tracer.files import rundir
 from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
-from tracer.files.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQLITE_GZIP_BYTES, RunMeta
+from tracer.files.rundir import (
+    NSYS_REPORT,
+    NSYS_SQLITE,
+    RUN_SCHEMA_VERSION,
+    SQLITE_GZIP_BYTES,
+    RunMeta,
+    describe_host_load,
+)
 from tracer.record.derive import derive
 from tracer.record.nsys import NSYS_PROFILE_ARGS, export_nsys_sqlite, find_nsys, nsys_version
 from tracer.record.profiler import environment, quiet_kineto, torch_profiler_settings
@@ -172,6 +179,8 @@ def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.
         # the scenario guarded them already; again here for a result read back from the nsys child's JSON
         derived=sanitize_derived(result.derived, notes),
         notes=notes,
+        caveats=list(result.caveats),
+        host_load=dict(result.host_load),
         phases=result.phases,
         backend=backend,
         backend_details=backend_meta,
@@ -362,6 +371,10 @@ def plain_report(meta: dict[str, Any], summary: Mapping[str, Any], path: Any) ->
         if len(samples.get(name, ())) > 1:
             how.append(f"median of {len(samples[name])}")
         lines.append(f"  {name:32} {secs * 1e3:12.2f}{'   (' + '; '.join(how) + ')' if how else ''}")
+    caveats = meta.get("caveats") or []
+    lines += [f"caveat: {c}" for c in caveats]  # before any figure: what this machine cannot show
+    if meta.get("derived"):
+        lines.append("side notes, derived from the wall times (see the caveats):" if caveats else "derived:")
     for k, v in meta.get("derived", {}).items():
         lines.append(f"  {k:48} {v:10.3f}")
     typed = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
@@ -376,5 +389,7 @@ def plain_report(meta: dict[str, Any], summary: Mapping[str, Any], path: Any) ->
     lines.append(("checks passed: " if all(c["ok"] for c in checks.values()) else "CHECKS FAILED: ")
                  + "; ".join(f"{k} [{c['detail']}]" for k, c in checks.items()))
     lines += [f"note: {note}" for note in meta.get("notes", [])]  # what a figure means here, what was left out
+    if meta.get("host_load"):
+        lines.append(f"note: {describe_host_load(meta['host_load'])}")
     lines.append(f"run written to {path}")
     return "\n".join(lines)
