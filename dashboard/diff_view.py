@@ -85,15 +85,20 @@ def diff_table(d: TraceDiff, *, rows: int = TABLE_ROWS) -> Any:
 
 
 def account_list(d: TraceDiff, *, lines: int = 8) -> Any:
+    """Where the time went: the span by what ran at each instant (its changes add up to the span's), then the
+    detail lines beyond the threshold, as ``tracer diff`` prints them."""
     span = f"{signed_ms_text(d.span_diff_ns)} ms"
-    if not d.account:
-        return html.P(f"Span {span}; no lane, overlap or idle time changed beyond the threshold.", className="muted")
-    return html.Div(
-        [html.P(f"Where the time went (span {span}), largest first:"),
-         html.Ul([html.Li(line.text) for line in d.account[:lines]])]
-        + [html.P(note, className="muted") for note in d.notes],
-        className="diff-account",
-    )
+    parts: list[Any] = []
+    if d.states:
+        parts += [html.P(f"Where the time went (span {span}, the sum of these), by what ran at each instant:"),
+                  html.Ul([html.Li(line.text) for line in d.states])]
+    if d.account:
+        parts += [html.P("In detail, largest first (views that overlap one another):"),
+                  html.Ul([html.Li(line.text) for line in d.account[:lines]])]
+    else:
+        parts.append(html.P(f"Span {span}; no lane, overlap or idle time changed beyond the threshold.",
+                            className="muted"))
+    return html.Div(parts + [html.P(note, className="muted") for note in d.notes], className="diff-account")
 
 
 def diff_figure(d: TraceDiff, labels: tuple[str, str] = ("A", "B"), *, items: int = CHART_ITEMS) -> go.Figure:

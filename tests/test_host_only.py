@@ -67,3 +67,43 @@ def test_the_critical_path_of_a_host_only_trace_covers_its_span(cpu_trace: Path)
     out = CliRunner().invoke(app, ["explain", str(cpu_trace)])
     assert out.exit_code == 0, out.output
     assert f"Critical path of the whole trace: {span_ns / 1e6:.3f} ms" in out.output
+
+
+def _variant_trace(path: Path, variant: str, ops_us: list[tuple[float, float, int]]) -> Path:
+    """A CPU compute-copy run of ``variant``: its range named after it, ops on threads (ts, dur, tid)."""
+    events = [{"ph": "X", "cat": "user_annotation", "name": f"compute-copy/run+copy-{variant}", "pid": 1, "tid": 7,
+               "ts": 1000.0, "dur": 9000.0}]
+    events += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+                "args": {}} for ts, dur, tid in ops_us]
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return path
+
+
+def test_a_diff_of_two_cpu_variants_adds_up_to_the_span_change_and_matches_their_ranges(tmp_path: Path) -> None:
+    from tracer.analysis.diff import VARIANT, diff_timelines
+    from tracer.analysis.states import span_states
+
+    a = load_trace(_variant_trace(tmp_path / "a.json", "blocking", [(2000.0, 3000.0, 7), (6000.0, 1000.0, 7)]))
+    b = load_trace(_variant_trace(tmp_path / "b.json", "side-stream",
+                                  [(2000.0, 3000.0, 7), (3000.0, 1000.0, 8), (9500.0, 1500.0, 7)]))
+    a.meta.extra["run"] = {"scenario": "compute-copy", "variant": "blocking"}
+    b.meta.extra["run"] = {"scenario": "compute-copy", "variant": "side-stream"}
+    d = diff_timelines(a, b)
+    # the states add up to each span, so their changes add up to the span's change
+    for t in (a, b):
+        ev = t.events
+        assert sum(span_states(ev).values()) == int(ev["end_ns"].max() - ev["start_ns"].min())
+    assert d.span_diff_ns == 1_000_000 == sum(line.delta_ns for line in d.states)
+    by = {line.what: (line.a_ns, line.b_ns) for line in d.states}
+    assert by["host ops on 2+ threads, no GPU work"] == (0, 1_000_000)  # 3.0–4.0 ms: two threads at once
+    assert by["host ops on one thread, no GPU work"] == (4_000_000, 3_500_000)
+    assert by["nothing traced"] == (5_000_000, 5_500_000)
+    # the scenario's range, named after each run's variant, is one range (of the same length here), not one removed and one added
+    ranges = [item for item in d.items if item.kind == "range"]
+    assert [(r.name, r.change) for r in ranges] == [(f"compute-copy/run+copy-{VARIANT}", "unchanged")]
+    assert any("variant" in note for note in d.notes)
+    # and the command says so, with no GPU row for two host-only traces
+    out = CliRunner().invoke(app, ["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")],
+                             env={"COLUMNS": "200"})
+    assert out.exit_code == 0, out.output
+    assert "GPU work span" not in out.output and "the sum of these" in out.output

@@ -20,6 +20,7 @@ import pandas as pd
 from tracer.analysis import intervals as iv
 from tracer.analysis.launches import launch_table
 from tracer.analysis.overlap import device_keys, device_overlap, gpu_span_ns, gpu_work, hidden_frac, span_ns
+from tracer.analysis.states import STATES, span_states
 from tracer.analysis.work import idle_gaps
 from tracer.errors import UsageError
 from tracer.timeline import LANE_COLUMNS, DeviceKey, LaneKey, Timeline, device_label, device_title, is_multi_rank
@@ -219,6 +220,9 @@ class TraceDiff:
     items: list[ItemDiff]
     #: where the time went, largest |change| first (only lines beyond the threshold of the span)
     account: list[AccountLine]
+    #: the span's time by what ran at each instant (:mod:`tracer.analysis.states`), largest |change| first: the
+    #: changes add up to :attr:`span_diff_ns`
+    states: list[AccountLine] = field(default_factory=list)
     threshold: Threshold = field(default_factory=Threshold)
     exact_names: bool = False
     step: int | None = None
@@ -259,6 +263,7 @@ class TraceDiff:
             "gpu_span_a_ns": self.gpu_span_a_ns,
             "gpu_span_b_ns": self.gpu_span_b_ns,
             "devices": [d.as_dict(self.multi_rank) for d in self.devices],
+            "states": [line.as_dict() for line in self.states],
             "account": [line.as_dict() for line in self.account],
             "counts": self.counts(),
             "items": [item.as_dict() for item in self.items],
@@ -437,6 +442,17 @@ def account(
     return kept
 
 
+def state_lines(a: pd.DataFrame, b: pd.DataFrame) -> list[AccountLine]:
+    """The span of A and of B by what ran at each instant (:func:`tracer.analysis.states.span_states`): one line
+    per state either has time in, largest |change| first. Their changes add up to the change of span."""
+    sa, sb = span_states(a), span_states(b)
+    lines = [AccountLine("span", state, sa[state], sb[state],
+                         f"{state} {_signed_ms(sb[state] - sa[state])}: {ms_text(sa[state])} → {ms_text(sb[state])} ms")
+             for state in STATES if sa[state] or sb[state]]
+    lines.sort(key=lambda line: -abs(line.delta_ns))
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------------- steps
 
 
@@ -460,6 +476,30 @@ def select_step(events: pd.DataFrame, step: int, source: str = "") -> pd.DataFra
     links = launch_links(events)
     launched = events.index.isin(links.loc[links["call_row"].isin(calls), "work_row"].to_numpy())
     return events[inside.to_numpy() | launched]
+
+
+#: What a run's variant is replaced by in its ranges' names, where two runs of different variants are compared.
+VARIANT = "<variant>"
+
+
+def _variant(t: Timeline) -> str | None:
+    """The variant a run directory's meta.json names (one variant, not "all"); None for a bare trace."""
+    run = t.meta.extra.get("run")
+    variant = run.get("variant") if isinstance(run, dict) else None
+    return variant if isinstance(variant, str) and variant and variant != "all" else None
+
+
+def _variant_named(events: pd.DataFrame, variant: str) -> pd.DataFrame:
+    """``events`` with ``variant``, where a range's name holds it as a whole word, replaced by :data:`VARIANT`."""
+    word = re.compile(rf"(?<![A-Za-z0-9]){re.escape(variant)}(?![A-Za-z0-9])")
+    ranges = (events["kind"] == "range").to_numpy()
+    if not ranges.any():
+        return events
+    names = events["name"].astype(str).to_numpy(dtype=object).copy()
+    uniq = pd.unique(names[ranges])
+    renamed = {n: word.sub(VARIANT, n) for n in uniq}
+    names[ranges] = [renamed[n] for n in names[ranges]]
+    return events.assign(name=names)
 
 
 # ---------------------------------------------------------------------------------------------------- facade
@@ -496,6 +536,14 @@ def diff_timelines(
                        rank=np.where(gpu, da[0].rank, eb["rank"]).astype(eb["rank"].dtype))
         notes.append(f"B's only GPU ({device_label(db[0], multi_rank)}) is compared with A's only GPU "
                      f"({device_label(da[0], multi_rank)}), under A's index")
+    items_a, items_b = ea, eb
+    va, vb = _variant(a), _variant(b)
+    if va and vb and va != vb and not exact_names:
+        # Two variants of one scenario name their ranges after the variant ("compute-copy/run+copy-blocking"):
+        # matched by name they would be one range removed and another added, the largest rows of the diff.
+        items_a, items_b = _variant_named(ea, va), _variant_named(eb, vb)
+        notes.append(f"ranges named after the run's variant ({va} in A, {vb} in B) are matched as one, "
+                     f"named with {VARIANT}")
     fa, fb = device_figures(ea), device_figures(eb)
     devices = [DeviceDiff(d.device, fa.get(d, DeviceFigures()), fb.get(d, DeviceFigures()), rank=d.rank)
                for d in sorted(set(fa) | set(fb))]
@@ -507,8 +555,9 @@ def diff_timelines(
         gpu_span_a_ns=gpu_span_ns(ea),
         gpu_span_b_ns=gpu_span_ns(eb),
         devices=devices,
-        items=diff_items(ea, eb, threshold=threshold, exact_names=exact_names),
+        items=diff_items(items_a, items_b, threshold=threshold, exact_names=exact_names),
         account=account(ea, eb, fa, fb, threshold, multi_rank=multi_rank),
+        states=state_lines(ea, eb),
         threshold=threshold,
         exact_names=exact_names,
         step=step,

@@ -53,8 +53,9 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     for col in ("figure", "A", "B", "B − A"):
         head.add_column(col, justify="left" if col == "figure" else "right", no_wrap=True)
     head.add_row("span", ms_text(d.span_a_ns), ms_text(d.span_b_ns), signed_ms_text(d.span_b_ns - d.span_a_ns))
-    head.add_row("GPU work span", ms_text(d.gpu_span_a_ns), ms_text(d.gpu_span_b_ns),
-                 signed_ms_text(d.gpu_span_b_ns - d.gpu_span_a_ns))
+    if d.gpu_span_a_ns or d.gpu_span_b_ns:  # (two host-only traces: no GPU row)
+        head.add_row("GPU work span", ms_text(d.gpu_span_a_ns), ms_text(d.gpu_span_b_ns),
+                     signed_ms_text(d.gpu_span_b_ns - d.gpu_span_a_ns))
     for dev in d.devices:
         a, b = dev.a, dev.b
         gpu = device_title(dev.key, d.multi_rank)
@@ -76,8 +77,14 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     out.append(head)
 
     span_delta = d.span_b_ns - d.span_a_ns
+    if d.states:
+        # the partition first: what ran at each instant of the span, whose changes add up to the span's
+        out.append(Text(f"Where the time went (span {signed_ms_text(span_delta)} ms, the sum of these), by what ran "
+                        "at each instant:", style="bold"))
+        for line in d.states:
+            out.append(Text("  " + line.text))
     if d.account:
-        out.append(Text(f"Where the time went (span {signed_ms_text(span_delta)} ms), largest first:", style="bold"))
+        out.append(Text("In detail, largest first (views that overlap one another):", style="bold"))
         for line in d.account[:8]:
             out.append(Text("  " + line.text))
         if len(d.account) > 8:
