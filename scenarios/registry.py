@@ -7,6 +7,7 @@ one way to run one (the recorder, ``python -m tracer.scenarios`` and the benchma
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -183,8 +184,10 @@ def all_scenarios() -> list[Scenario]:
 def get(name: str) -> Scenario:
     key = name.strip().lower().replace("_", "-")
     if key not in _REGISTRY:
+        close = difflib.get_close_matches(key, ORDER, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}? " if close else ""
         raise ScenarioError(
-            f"no scenario called {name!r}; choose one of {', '.join(ORDER)} (`tracer scenarios` lists them)"
+            f"no scenario called {name!r}; {hint}choose one of {', '.join(ORDER)} (`tracer scenarios` lists them)"
         )
     return _REGISTRY[key]
 

@@ -108,3 +108,13 @@ def test_summary_names_the_rule_and_keeps_the_own_thread_figure(data_dir):
     assert "autograd" in out["range_rule"]
     step = next(r for r in out["ranges"] if r["name"] == "step")
     assert step["kernels"] == 3200 and step["own_thread_kernels"] == 1400
+
+
+def test_numbered_ranges_stay_together_in_the_order_of_their_numbers() -> None:
+    from tracer.analysis.ranges import longest_first
+
+    table = pd.DataFrame({"name": ["ProfilerStep#10", "ProfilerStep#2", "train", "ProfilerStep#1", "load"],
+                          "host_ns": [5, 9, 20, 3, 1]})
+    # the steps stand where their longest stands (9, after train's 20), #1 … #10 in order, not 10 before 2
+    assert longest_first(table)["name"].tolist() == ["train", "ProfilerStep#1", "ProfilerStep#2",
+                                                    "ProfilerStep#10", "load"]

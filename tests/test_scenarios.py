@@ -83,6 +83,9 @@ def test_get_accepts_underscores_and_rejects_unknown_names() -> None:
     assert scenarios.get("compute_copy").name == "compute-copy"
     with pytest.raises(ScenarioError, match="no scenario called 'nope'; choose one of multi-device"):
         scenarios.get("nope")
+    # a near miss is named
+    with pytest.raises(ScenarioError, match="no scenario called 'compute-cpy'; did you mean compute-copy\\? choose"):
+        scenarios.get("compute-cpy")
 
 
 def test_params_are_typed_and_checked() -> None:

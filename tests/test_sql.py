@@ -330,3 +330,12 @@ def test_a_timeline_is_queried_as_its_file_is():
     timeline = load_trace(Path(__file__).parent / "data" / "pair_kineto.json.gz", cache=False)
     n = query(timeline, "SELECT count(*) AS n FROM kernels")["n"].iloc[0]
     assert n == int((timeline.events["kind"] == "kernel").sum()) == 22
+
+
+@pytest.mark.parametrize("sql", ["SHOW TABLES", "show all tables;"])
+def test_show_tables_lists_the_documented_views_only(sql: str) -> None:
+    from tracer.sql.session import VIEWS
+
+    with Session(RUN) as s:
+        names = s.query(sql)["name"].tolist()
+    assert names == sorted(VIEWS)  # not tracer's own relations (_tracer_source_0 ...)

@@ -247,5 +247,26 @@ def range_summary(events: pd.DataFrame, rule: str = "process", *, pairs: pd.Data
 
 def longest_first(table: pd.DataFrame) -> pd.DataFrame:
     """Range rows (one per name) by host time, longest first; names ascending among equal times, so that the order
-    does not hang on the order the names were met in (a job's ranks, summed apart, meet them in another)."""
-    return table.sort_values(["host_ns", "name"], ascending=[False, True], ignore_index=True)
+    does not hang on the order the names were met in (a job's ranks, summed apart, meet them in another). Numbered
+    names of one stem (``ProfilerStep#0`` … ``#10``) stay together, in the order of their numbers, where the
+    longest of them stands."""
+    if table.empty:
+        return table.reset_index(drop=True)
+    parts = table["name"].astype(str).str.extract(_NUMBERED_NAME)
+    numbered = parts["n"].notna()
+    stem = parts["stem"].where(numbered, table["name"].astype(str))
+    keys = pd.DataFrame({
+        "group": table["host_ns"].groupby(stem.to_numpy()).transform("max").to_numpy(),
+        "stem": stem.to_numpy(),
+        "n": pd.to_numeric(parts["n"], errors="coerce").fillna(-1).to_numpy(),
+        "host": table["host_ns"].to_numpy(),
+        "name": table["name"].astype(str).to_numpy(),
+    })
+    # (an unnumbered name is a group of its own: the order of those is host time, then name, as it was)
+    order = keys.sort_values(["group", "stem", "n", "host", "name"], ascending=[False, True, True, False, True],
+                             kind="stable").index.to_numpy()
+    return table.iloc[order].reset_index(drop=True)
+
+
+#: ``<stem>#<number>``: a numbered range (``ProfilerStep#7``), grouped by stem and ordered by number
+_NUMBERED_NAME = r"^(?P<stem>.*)#(?P<n>\d{1,9})$"

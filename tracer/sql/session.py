@@ -80,6 +80,8 @@ _POSSIBLE = (
 
 _FIRST_WORD = re.compile(r"^(?:\s|--[^\n]*\n|/\*.*?\*/|\()*([A-Za-z]+)", re.DOTALL)
 _MULTI_READING = {"SELECT", "WITH", "FROM", "PIVOT", "UNPIVOT"}
+#: ``SHOW TABLES`` / ``SHOW ALL TABLES`` (DuckDB's listing of every relation), answered with the views alone
+_SHOW_TABLES = re.compile(r"\s*SHOW\s+(?:ALL\s+)?TABLES\s*;?\s*", re.IGNORECASE)
 
 _EXPLAIN = re.compile(
     r"^(?:\s|--[^\n]*\n|/\*.*?\*/)*EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^()]*\)\s*)?(?P<rest>.*)$",
@@ -356,9 +358,13 @@ class Session:
         stmts = self.statements(sql)
         if len(stmts) != 1:
             raise SqlError("query", f"holds {len(stmts)} statements; run one at a time")
-        self._derive(stmts[0])
+        statement = stmts[0]
+        if _SHOW_TABLES.fullmatch(statement):
+            # DuckDB would list tracer's own relations too (_tracer_source_0 ...): the documented views only
+            statement = "SELECT name FROM (VALUES " + ", ".join(f"('{v}')" for v in sorted(VIEWS)) + ") AS t(name)"
+        self._derive(statement)
         try:
-            return self._con.execute(stmts[0])
+            return self._con.execute(statement)
         except duckdb.Error as exc:
             raise SqlError("query", _first_line(exc)) from None
 
