@@ -42,7 +42,7 @@ def _us(ns: int | None) -> str:
 def _comm_blocks(r: list[DeviceComm], s: Summary, _o: TextOptions) -> list[Block]:
     if not r:
         return []
-    cols = ("GPU", "kernels", "comm kernels", "compute", "comm", "overlap", "hidden", "exposed")
+    cols = ("GPU", "compute kernels", "comm kernels", "compute", "comm", "overlap", "hidden", "exposed")
     total = [(_TOTAL_LABEL[s.multi_rank], comm_total(r))] if len(r) > 1 else []
     rows = tuple(
         (label, f"{d.kernels:,}", f"{d.comm_kernels:,}", ms(d.compute_ns), ms(d.comm_ns), ms(d.overlap_ns),
