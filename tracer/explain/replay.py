@@ -138,7 +138,8 @@ def parse_plan(specs: Sequence[str]) -> Plan:
     """A :class:`Plan` from ``NAME[=VALUE]`` strings; raises :class:`TracerError` for an unknown name or a bad
     value."""
     kw: dict[str, object] = {}
-    for spec in specs:
+    # (plans combine: repeated, or joined with "+" in one spec, e.g. pinned+side-stream)
+    for spec in [part for given in specs for part in given.split("+")]:
         name, _, value = spec.partition("=")
         name, value = name.strip(), value.strip()
         if name == "side-stream" and not value:
@@ -630,6 +631,13 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     return len(l_src), len(set(dst))
 
 
+def _has_pageable_copies(s: _Setup) -> bool:
+    nodes = s.nodes
+    copy = (nodes["kind"].astype(str) == "memcpy").to_numpy()
+    pageable = ((nodes["src_mem"].astype(str) == "pageable") | (nodes["dst_mem"].astype(str) == "pageable")).to_numpy()
+    return bool((copy & pageable).any())
+
+
 def _apply_side_stream(s: _Setup) -> None:
     nodes = s.nodes
     copy = (nodes["kind"].astype(str) == "memcpy").to_numpy()
@@ -1042,6 +1050,11 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
         _apply_pinned(s, plan.pinned_gbps, pinned_bandwidth(graph), reference_pinned(graph))
     if plan.side_stream:
         _apply_side_stream(s)
+        if not plan.pinned and _has_pageable_copies(s):
+            # (a copy from or to pageable memory is synchronous to the host whatever its stream: moved alone it
+            # still blocks, which is why the real side-stream variant copies into pinned memory)
+            s.notes.append("side-stream: pageable copies stay synchronous on any stream; pinned+side-stream "
+                           "replays copies into pinned memory on a side stream, as a real side-stream program does")
     if plan.no_sync:
         _apply_no_sync(s, plan.no_sync_name)
     if plan.launch:
