@@ -17,6 +17,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,7 +33,7 @@ from tracer.files.discover import discover, is_run_dir
 from tracer.files.formats import GZIP_MAGIC, not_a_regular_file, stem
 from tracer.files.rundir import RunMeta, as_run_meta
 from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
-from tracer.timeline import Timeline
+from tracer.timeline import CLOCK_UNIX, Timeline
 
 #: Traces up to this size are parsed for the runs table when they have no summary.json beside them.
 LIST_PARSE_MAX_BYTES = 32 * 1024 * 1024
@@ -46,6 +47,11 @@ KEPT_UPLOAD_FACTOR = 5
 MAX_UPLOAD_NAME = 100
 #: Run keys and names quoted in messages are cut to this many characters: a request may send anything.
 MAX_QUOTED = 60
+#: A request naming an unknown run looks through the folders again at most this often (seconds): a run recorded
+#: while the dashboard runs opens at its address, and a flood of unknown names costs at most one scan a second.
+RESCAN_INTERVAL_S = 1.0
+#: The start of every upload's key (``/timeline?run=upload-NAME``): an unknown key with it was an upload.
+UPLOAD_PREFIX = "upload-"
 
 
 def request_limit_bytes(max_upload_bytes: int) -> int:
@@ -77,6 +83,8 @@ class RunInfo:
     job_files: tuple[Path, ...] = ()
     #: meta.json typed (read once, here): what the pages show of it
     run_meta: RunMeta = field(init=False, repr=False)
+    #: when the trace's first event happened (Unix ns, :func:`trace_time_ns`), once it has been read
+    trace_ns: int | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.run_meta = RunMeta.from_dict(self.meta)
@@ -174,11 +182,14 @@ class RunStore:
         self._lock = threading.RLock()
         self._key_locks: dict[str, threading.Lock] = {}
         self._skipped: set[Path] = set()
+        self._scan_lock = threading.Lock()  # one rescan at a time (get() of an unknown key)
+        self._last_scan = 0.0  # (monotonic seconds of the last scan: refresh() sets it)
         self.refresh()
 
     # ----- discovery
     def refresh(self) -> list[RunInfo]:
         """Look for runs again (new ones appear in ``./runs`` while the app runs); keep known ones."""
+        self._last_scan = time.monotonic()
         for job in self.jobs:
             self._register_job(job)
         for origin, root in self._roots():
@@ -241,14 +252,37 @@ class RunStore:
             return list(self._runs.values())
 
     def get(self, key: str) -> RunInfo:
+        """The run ``key``. A key not known yet makes the store look through its folders again (at most once
+        every :data:`RESCAN_INTERVAL_S`: requests may name anything, as often as they like), so that a run recorded
+        while the dashboard runs opens at its address without a visit to the runs page; :class:`InputNotFoundError`
+        when it is still unknown."""
         with self._lock:
             info = self._runs.get(key)
+        if info is None and self._rescan():
+            with self._lock:
+                info = self._runs.get(key)
         if info is None:
-            raise InputNotFoundError(
-                quoted(key),
-                "no such run in this dashboard (uploaded before a restart, or removed as an old upload?)",
-            )
+            raise InputNotFoundError(quoted(key), self._unknown_why(key))
         return info
+
+    def _rescan(self) -> bool:
+        """Look through the folders again (:meth:`refresh`) unless that was done less than
+        :data:`RESCAN_INTERVAL_S` ago or is under way in another thread; whether it was done."""
+        if time.monotonic() - self._last_scan < RESCAN_INTERVAL_S or not self._scan_lock.acquire(blocking=False):
+            return False
+        try:
+            self.refresh()
+        finally:
+            self._scan_lock.release()
+        return True
+
+    def _unknown_why(self, key: str) -> str:
+        """Why ``key`` names no run, in the words that fit it: an upload's key (``upload-...``) is one kept until a
+        restart or evicted; any other was not found in the folders the dashboard looks through."""
+        if key.startswith(UPLOAD_PREFIX):
+            return "no such run in this dashboard (uploaded before a restart, or removed as an old upload?)"
+        # (the folders are not named: the page may be served to other machines, and the runs page lists what is there)
+        return "no such run in this dashboard: none of that name in the folders it shows (removed or renamed?)"
 
     @property
     def initial_run(self) -> str | None:
@@ -294,6 +328,7 @@ class RunStore:
                     self._views.popitem(last=False)
                 if info.summary is None:
                     info.summary = _summarize(view.timeline)
+                info.trace_ns = trace_time_ns(view.timeline)
         return view
 
     def timeline(self, key: str) -> Timeline:
@@ -356,7 +391,7 @@ class RunStore:
             problem = f"could not be read ({type(exc).__name__}: {quoted(exc, 200)})"
             raise TraceFormatError(name, problem) from None
         view.timeline.meta.source = name
-        info = self._register(path, "upload", key_hint=f"upload-{quoted(_stem(Path(name)), MAX_QUOTED)}")
+        info = self._register(path, "upload", key_hint=f"{UPLOAD_PREFIX}{quoted(_stem(Path(name)), MAX_QUOTED)}")
         info.name = name
         with self._lock:
             self._views[info.key] = view
@@ -368,6 +403,7 @@ class RunStore:
             evicted = self._evict_uploads(keep=info.key)
         if info.summary is None:
             info.summary = _summarize(view.timeline)
+        info.trace_ns = trace_time_ns(view.timeline)
         return UploadResult(info, evicted)
 
     def _too_big(self, name: str, size: int) -> UsageError:
@@ -495,16 +531,68 @@ def rank_count(info: RunInfo, summary: dict[str, Any] | None = None) -> int:
     return max(len(found), 1)
 
 
+#: Trace times read as Unix time only between these (ns): outside, the clock is not what it says.
+_PLAUSIBLE_UNIX_NS = (946_684_800 * 10**9, 7_258_118_400 * 10**9)  # 2000-01-01 .. 2200-01-01
+
+
+def trace_time_ns(timeline: Timeline) -> int | None:
+    """When the trace's first event happened, in Unix ns, where the trace's clock says (Kineto's base time, an
+    nsys session's start; a job's ranks aligned on it); None where it does not, or says nonsense."""
+    if not len(timeline.events):
+        return None
+    offset = timeline.meta.clock_offset_ns
+    if offset is None:
+        if timeline.meta.clock != CLOCK_UNIX:
+            return None
+        offset = 0
+    t = int(timeline.events["start_ns"].min()) + int(offset)
+    return t if _PLAUSIBLE_UNIX_NS[0] <= t < _PLAUSIBLE_UNIX_NS[1] else None
+
+
+#: What :func:`run_date` adds to a date that is only the file's.
+FILE_DATE = " (file's date)"
+
+
 def run_date(info: RunInfo) -> str:
-    """When the run was recorded (meta.json's ``created``), else when its file was last written:
-    "2026-12-02 15:47"."""
+    """When the run was recorded: meta.json's ``created``, else the trace's own time (its first event, once it has
+    been read: :attr:`RunInfo.trace_ns`), else when its file was last written, said so: "2026-12-02 15:47",
+    "2026-12-02 15:47 (file's date)". UTC throughout."""
     created = info.run_meta.created
     if created:
         return created.replace("T", " ")[:16]
+    if info.trace_ns is not None:
+        return datetime.fromtimestamp(info.trace_ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     try:
-        return datetime.fromtimestamp(info.path.stat().st_mtime, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
+        when = datetime.fromtimestamp(info.path.stat().st_mtime, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     except OSError:
         return ""
+    return when + FILE_DATE
+
+
+class RunStatus(NamedTuple):
+    """How a recorded command ended, where not well (:func:`run_status`)."""
+
+    kind: str  # "failed" or "interrupted"
+    text: str  # "failed (exit 1)", "interrupted (exit 130)"
+    title: str  # what it means for the trace, for a tooltip
+
+
+def run_status(meta: RunMeta | dict[str, Any]) -> RunStatus | None:
+    """How the run's command ended, from meta.json's ``exit_code`` and ``interrupted`` (``tracer record --
+    COMMAND``): None for a clean exit (0) or a run without a command (a scenario's, a trace alone)."""
+    m = as_run_meta(meta)
+    code = m.exit_code
+    if not m.interrupted and not code:
+        return None
+    shown = f" (exit {code})" if code is not None else ""
+    if m.interrupted or code == 130:
+        return RunStatus("interrupted", f"interrupted{shown}",
+                         "stopped by Ctrl-C or SIGTERM: the trace holds what ran until then")
+    if isinstance(code, int) and code > 128:  # 128 + N: killed by signal N, as a shell says
+        return RunStatus("failed", f"killed{shown}", f"the command was killed by signal {code - 128}: the trace "
+                         "holds what ran until then")
+    return RunStatus("failed", f"failed{shown}", "the command exited with an error: the trace holds what ran "
+                     "until then")
 
 
 def speedups(meta: RunMeta | dict[str, Any]) -> list[tuple[float, str]]:

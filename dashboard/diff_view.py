@@ -5,6 +5,7 @@ went, a table of the largest differences, and bar charts of the largest count an
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -108,18 +109,53 @@ def diff_figure(d: TraceDiff, labels: tuple[str, str] = ("A", "B"), *, items: in
     by_time = [i for i in d.items if i.diff_ns][:items]  # items are sorted by |time difference| already
     by_count = by_count[:items]
     la, lb = (escape_label(x) for x in labels)
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.25,
-                        subplot_titles=("Count: largest differences", "Total time (ms): largest differences"))
+    fig = make_subplots(rows=2, cols=1)
+    ticks: list[str] = []
     for row, chosen, value in ((1, by_count, lambda i, s: (i.count_a, i.count_b, i.count_diff)[s]),
                                (2, by_time, lambda i, s: (i.time_a_ns / 1e6, i.time_b_ns / 1e6, i.diff_ns / 1e6)[s])):
         x = [_label(f"{i.kind}: {i.name}") for i in chosen]
+        ticks += [f"{i.kind}: {_short(i.name)}" for i in chosen]
         for s, (name, color) in enumerate(((la, _COLORS["A"]), (lb, _COLORS["B"]), ("B − A", _COLORS["diff"]))):
             fig.add_trace(go.Bar(name=name, x=x, y=[value(i, s) for i in chosen], marker_color=color,
                                  legendgroup=name, showlegend=row == 1), row=row, col=1)
-    fig.update_layout(barmode="group", height=640, margin={"l": 60, "r": 20, "t": 40, "b": 140},
-                      legend={"orientation": "h", "y": 1.08})
-    fig.update_xaxes(tickangle=-30, automargin=True)
+    _lay_out_charts(fig, max((len(t) for t in ticks), default=0), len(la) + len(lb))
     return fig
+
+
+#: The diff charts' layout in pixels (:func:`_lay_out_charts`): each chart's plot, a title line, a legend line,
+#: and the width of a tick label's character (Plotly's 12 px font, generous) at the labels' angle.
+CHART_PLOT_PX = 220
+CHART_TITLE_PX = 26
+CHART_LEGEND_LINE_PX = 24
+TICK_CHAR_PX = 7.0
+TICK_ANGLE = 30
+#: A legend whose run names are longer than this (characters) together is given two lines.
+LEGEND_ONE_LINE = 90
+
+
+def _lay_out_charts(fig: go.Figure, tick_chars: int, legend_chars: int) -> None:
+    """Place the two bar charts in pixels so that nothing runs into anything: the first chart's slanted tick
+    labels get the room they need (from the longest, :data:`TICK_CHAR_PX` a character) above the second chart's
+    title, and the legend its own line(s) above the first title (Plotly's subplot titles and a legend at
+    ``y=1.08`` sat on each other, and the labels ran into the chart below)."""
+    angle = math.radians(TICK_ANGLE)
+    label_px = int(tick_chars * TICK_CHAR_PX * math.sin(angle) + 14 * math.cos(angle)) + 8
+    legend_px = CHART_LEGEND_LINE_PX * (1 if legend_chars <= LEGEND_ONE_LINE else 2)
+    gap = label_px + CHART_TITLE_PX + 8
+    plots = 2 * CHART_PLOT_PX + gap  # the plotting area: both charts and the gap between them
+    top, bottom = CHART_TITLE_PX + legend_px + 8, label_px + 8
+    titles = ("Count: largest differences", "Total time (ms): largest differences")
+    domains = ((CHART_PLOT_PX + gap) / plots, 1.0), (0.0, CHART_PLOT_PX / plots)
+    fig.update_layout(
+        barmode="group", height=top + plots + bottom, margin={"l": 60, "r": 20, "t": top, "b": bottom},
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1 + CHART_TITLE_PX / plots, "yanchor": "bottom"},
+        yaxis={"domain": list(domains[0])}, yaxis2={"domain": list(domains[1])},
+        annotations=[dict(text=f"<b>{t}</b>", xref="paper", yref="paper", x=0, xanchor="left", y=d[1],
+                          yanchor="bottom", showarrow=False, font={"size": 13}) for t, d in zip(titles, domains)],
+    )
+    # (automargin: the first labels, slanted, reach left of the plot and the margins grow for them; the gap between
+    # the charts, which automargin never grows, is planned above)
+    fig.update_xaxes(tickangle=-TICK_ANGLE, automargin=True)
 
 
 def diff_section(d: TraceDiff, labels: tuple[str, str]) -> Any:

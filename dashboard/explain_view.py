@@ -40,8 +40,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (  # (id, header, type)
     ("start_ms", "Start ms", "numeric"),
     ("name", "Interval", "text"),
     ("evidence", "Evidence", "text"),
-    ("fix", "Fix", "text"),
-)
+)  # (no Fix column: a kind's fix is the same on each of its rows, and the kinds' table above says it once)
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def table_rows(view: TimelineView, result: Explained, limit: int = MAX_ROWS) -> 
     multi = view.multi_rank
     out = []
     for i, r in enumerate(f.itertuples(index=False)):
-        where = f"GPU {r.device} · stream {r.stream}"
+        where = where_text(int(r.device), int(r.stream))
         out.append({
             "id": i,
             "reason": r.reason,
@@ -147,9 +146,14 @@ def table_rows(view: TimelineView, result: Explained, limit: int = MAX_ROWS) -> 
             "start_ms": round((r.start_ns - view.t0_ns) / 1e6, 4),
             "name": r.name,
             "evidence": r.evidence,
-            "fix": r.fix,
         })
     return out
+
+
+def where_text(device: int, stream: int) -> str:
+    """Where a finding is: ``"GPU 0 · stream 7"``, or ``"host"`` for one on the host (device -1: a collective
+    waiting on gloo's threads), as ``tracer explain`` says it."""
+    return f"GPU {device} · stream {stream}" if device >= 0 else "host"
 
 
 def groups_table(result: Explained) -> html.Table:
@@ -173,6 +177,31 @@ def path_line(result: Explained) -> str:
     return f"Critical path of the whole trace {fmt_duration(length)}: " + ", ".join(parts) + "."
 
 
+def no_findings_text(view: TimelineView) -> str:
+    """What an empty findings table means for this run, in terms of what it has: copies, GPU work, ranks. A run
+    without GPU work is told so, not that "every copy overlapped compute" (it had none)."""
+    from tracer.explain.findings import MIN_GAP_NS
+
+    straggler = "no collective waited for a straggler rank"
+    if not view.devices:  # (no word of copies or idle GPUs: the run had none)
+        if view.multi_rank:
+            return f"No findings: this job ran on the host only, and {straggler}."
+        return "No findings: this run has host work only; the findings are about work on GPUs and a job's collectives."
+    parts = []
+    if any(d.memcpys for d in view.devices):
+        parts.append("every copy overlapped compute")
+    parts.append(f"no GPU idle gap over {fmt_duration(MIN_GAP_NS)} or waiting kernel has a reason in the trace")
+    if view.multi_rank:
+        parts.append(straggler)
+    return "No findings: " + ", and ".join(parts) + "."
+
+
+def section_title(view: TimelineView) -> str:
+    """The findings section's heading: overlap is what they explain on a run with GPU work; a host-only run's
+    findings (a job's collectives) are about waiting."""
+    return "Findings: why work did not overlap" if view.devices else "Findings: why work waited"
+
+
 def panel(view: TimelineView, result: Explained) -> list[Any]:
     """The findings panel's contents: the one-line reason where explain cannot run; else the path's breakdown,
     the kinds ranked and the costliest findings (a click zooms the timeline to one)."""
@@ -180,18 +209,15 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
         return [html.P(f"No findings: {result.reason}.", className="muted", id=ids.TL_FIND_REASON)]
     head = html.P(path_line(result), className="muted small")
     if result.findings.empty:
-        from tracer.explain.findings import MIN_GAP_NS
-
-        return [head, html.P(f"No findings: every copy overlapped compute, and no GPU idle gap over "
-                             f"{fmt_duration(MIN_GAP_NS)} or waiting kernel has a reason in the trace.",
-                             className="muted")]
+        return [head, html.P(no_findings_text(view), className="muted", id=ids.TL_FIND_NONE)]
     rows = table_rows(view, result)
     shown = "" if len(rows) == len(result.findings) else f" (the {len(rows):,} costliest shown)"
     return [
         head,
         groups_table(result),
-        html.P(f"{len(result.findings):,} findings{shown}, costliest on the critical path first. Click a row to show "
-               "its intervals above; `tracer explain` prints the same.", className="muted small"),
+        html.P(f"{len(result.findings):,} findings{shown}, costliest on the critical path first; each kind's fix is in "
+               "the table above. Click a row to show its intervals above; `tracer explain` prints the same.",
+               className="muted small"),
         clickable_table(ids.TL_FIND_TABLE, COLUMNS, rows, page_size=PAGE_SIZE, wrap=True),
     ]
 
@@ -207,7 +233,7 @@ def section(view: TimelineView) -> html.Div:
                            className="muted small")]
     return html.Div(
         [
-            html.H3("Findings: why work did not overlap"),
+            html.H3(section_title(view)),
             html.Div(children, id=ids.TL_FINDINGS),
             html.Button("Explain this run", id=ids.TL_FIND_RUN, className="button",
                         style=None if events > EAGER_EVENTS and not is_computed(view) else {"display": "none"}),

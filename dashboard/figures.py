@@ -112,6 +112,7 @@ class PathPieces:
 #: The path overlay's colour (black: over every lane colour) and the most points one figure sends of it, per
 #: pixel of the plot's width (merged as the lanes are, :func:`tracer.dashboard.lod.merge_blocks`).
 PATH_COLOR = "#000000"
+PATH_WIDTH = 1.5
 PATH_BUDGET_PER_PX = 1.0
 
 
@@ -337,12 +338,24 @@ def _range_names(
         return None
     names = view.timeline.events["name"].iloc[src[pick]].astype(str).to_numpy()
     xs, ys, texts = [], [], []
-    for j, b in enumerate(pick):
+    # Ranges of one sub-row may overlap (a thread's deepest nesting levels share the last one, and a job's ranks'
+    # gloo ranges): the widest bars are named first, and a name that would cover one already placed on its row is
+    # left out (its hover still names it).
+    placed: dict[float, list[tuple[float, float]]] = {}
+    for j in np.argsort(-visible_px[pick], kind="stable").tolist():
+        b = pick[j]
         text = fit_label(names[j], visible_px[b])
-        if text is not None:
-            xs.append((x_lo[b] + x_hi[b]) / 2e6)
-            ys.append(float(y[b]))
-            texts.append(escape_label(text))
+        if text is None:
+            continue
+        mid_px = (x_lo[b] + x_hi[b]) / 2 / ns_per_px
+        half = len(text) * LABEL_CHAR_PX / 2 + LABEL_PAD_PX
+        row = placed.setdefault(float(y[b]), [])
+        if any(lo < mid_px + half and mid_px - half < hi for lo, hi in row):
+            continue
+        row.append((mid_px - half, mid_px + half))
+        xs.append((x_lo[b] + x_hi[b]) / 2e6)
+        ys.append(float(y[b]))
+        texts.append(escape_label(text))
     if not texts:
         return None
     return go.Scatter(
@@ -571,12 +584,13 @@ def timeline_figure(
         shapes += outlines
         if arrow is not None:
             fig.add_trace(arrow)
-    path_blocks = 0
+    path_blocks = path_crossed = 0
     if path is not None and len(path):
         line = path_trace(view, drawn, path, window, width_px)
         if line is not None:
             fig.add_trace(line)
             path_blocks = len(line.x) // 3
+            path_crossed = rows_crossed(line)
     if not drawn.rows:
         annotations.append(
             dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
@@ -596,7 +610,7 @@ def timeline_figure(
         uirevision=uirevision,
         meta=dict(
             window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows),
-            path_blocks=path_blocks,
+            path_blocks=path_blocks, path_rows_crossed=path_crossed,
         ),
     )
     return fig
@@ -651,7 +665,7 @@ def path_trace(
         x=xs,
         y=ys,
         mode="lines",
-        line=dict(color=PATH_COLOR, width=2),
+        line=dict(color=PATH_COLOR, width=PATH_WIDTH),
         connectgaps=False,
         text=hover.tolist(),
         customdata=custom.tolist(),
@@ -660,6 +674,14 @@ def path_trace(
         showlegend=True,
         uid="y-critical-path",
     )
+
+
+def rows_crossed(line: go.Scatter) -> int:
+    """How many rows the path's line crosses in all where it steps from one row to another: the ink it lays over
+    the bars between (a busy run's path steps between the host's and the GPU's rows hundreds of times)."""
+    ys = np.asarray(line.y, dtype=np.float64)
+    ys = ys[~np.isnan(ys)]
+    return int(round(float(np.abs(np.diff(ys)).sum()))) if ys.size > 1 else 0
 
 
 def _chart_rows(view: TimelineView) -> np.ndarray:

@@ -37,12 +37,14 @@ TL_COLLECTIVES = "timeline-collectives"  # the collectives section (a job with c
 TL_COLL_TABLE = "timeline-collectives-table"  # AG Grid: one row per collective instance; a click zooms
 TL_RANK_SKEW = "timeline-rank-skew"  # table: per rank, skew and clock bounds
 TL_PATH = "timeline-path"  # checklist: ["on"] draws the critical path over the lanes
+TL_PATH_NOTE = "timeline-path-note"  # why the critical path starts off (a busy run: its line would hide the bars)
 TL_FIND_SECTION = "timeline-findings-section"  # the findings section (dashboard/explain_view.py)
 TL_FINDINGS = "timeline-findings"  # the panel: the reason explain cannot run, or the groups and the table
 TL_FIND_RUN = "timeline-findings-run"  # button: explain a big trace (not explained when the page opens)
 TL_FIND_GROUPS = "timeline-findings-groups"  # table: one row per kind of finding
 TL_FIND_TABLE = "timeline-findings-table"  # AG Grid: one row per finding; a click zooms to its intervals
 TL_FIND_REASON = "timeline-findings-reason"  # the one line saying why explain cannot run on this trace
+TL_FIND_NONE = "timeline-findings-none"  # the line saying what an empty findings table means for the run
 
 # compare page
 CMP_GRAPH = "compare-graph"

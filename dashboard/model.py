@@ -60,7 +60,7 @@ CLASSES: tuple[DrawClass, ...] = (
     DrawClass("kernel", "Kernel", "#0072B2"),
     # communication: kernels (and host records) whose ``collective`` is set; a dark purple, far in lightness
     # from the blue compute kernels and in hue from every copy colour
-    DrawClass("comm", "Communication (NCCL / collective)", "#5E2A84"),
+    DrawClass("comm", "Communication (collectives)", "#5E2A84"),  # (NCCL kernels, gloo ranges: no "NCCL" on a gloo job)
     DrawClass("HtoD", "Copy HtoD", "#009E73"),
     DrawClass("DtoH", "Copy DtoH", "#D55E00"),
     DrawClass("DtoD", "Copy DtoD / PtoP", "#CC79A7"),

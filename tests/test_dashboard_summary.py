@@ -12,6 +12,7 @@ import pytest
 
 from tracer.analysis.summary import Summary, summarize
 from tracer.dashboard.data import RunInfo, _summarize
+from tracer.dashboard.figures import fmt_duration
 from tracer.dashboard.model import prepare
 from tracer.dashboard.pages import common, runs
 from tracer.parsers import load_trace
@@ -97,7 +98,10 @@ def test_a_gpu_card_says_how_far_the_host_ran_ahead_with_the_summary_s_launch_fi
     (card,) = common.device_cards(prepare(t))
     (x,) = summarize(t)["launches"].values()
     text = _text(card)
-    assert (f"launch delay {x['delay_p50_ns'] / 1e3:,.1f} µs (p95 {x['delay_p95_ns'] / 1e3:,.1f})" in text
-            and f"queue empty at {100 * x['empty_at_launch'] / x['launches']:.0f}% of launches" in text)
+    # the figures in words: what the delay is, and what the queue's state says (this run: the GPU waited)
+    assert (f"Work started {fmt_duration(x['delay_p50_ns'])} after its launch call returned (median; 95th percentile "
+            f"{fmt_duration(x['delay_p95_ns'])})" in text
+            and f"the stream's queue was empty at {100 * x['empty_at_launch'] / x['launches']:.0f}% of launches: the "
+                "GPU often waited for the host to launch" in text)
     (d,) = prepare(t).devices
-    assert "launch delay" not in _text(common.device_card(d))  # (no launch figures: no line)
+    assert "Launches:" not in _text(common.device_card(d))  # (no launch figures: no line)

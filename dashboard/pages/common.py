@@ -21,11 +21,12 @@ from tracer.dashboard.data import (
     params_text,
     quoted,
     run_date,
+    run_status,
     speedups,
     variant_text,
 )
-from tracer.dashboard.figures import Window
-from tracer.dashboard.model import TimelineView
+from tracer.dashboard.figures import Window, fmt_duration
+from tracer.dashboard.model import CLASS_INDEX, N_CLASSES, TimelineView
 from tracer.errors import TracerError, UsageError
 from tracer.timeline import device_title
 
@@ -189,15 +190,27 @@ def device_card(
     )
 
 
+#: At or above this share of launches finding the stream's queue empty, the GPU mostly waited for the host.
+HOST_BOUND_EMPTY = 0.5
+
+
 def launch_line(x: LaunchStat) -> html.Div:
-    """The ``launches`` figures of one GPU in a line: did it wait for the host?"""
-    parts = [f"launch delay {x.delay_p50_ns / 1e3:,.1f} µs (p95 {x.delay_p95_ns / 1e3:,.1f})",
-             f"queue empty at {100 * x.empty_at_launch / x.launches:.0f}% of launches"]
+    """The ``launches`` figures of one GPU in words: how long its work waited after the launch call (median and
+    95th percentile), how often the call found the stream's queue empty, and what that says: the GPU waited for
+    the host, or the host ran ahead of the GPU."""
+    empty = x.empty_at_launch / x.launches
+    verdict = ("the GPU often waited for the host to launch" if empty >= HOST_BOUND_EMPTY
+               else "the host ran ahead of the GPU, which was busy")
+    parts = [f"Work started {fmt_duration(x.delay_p50_ns)} after its launch call returned (median; 95th "
+             f"percentile {fmt_duration(x.delay_p95_ns)})",
+             f"the stream's queue was empty at {100 * empty:.0f}% of launches: {verdict}"]
     if x.kernels:
-        parts.append(f"{100 * x.short_kernels / x.kernels:.0f}% of kernels shorter than their launch")
-    return html.Div(" · ".join(parts), className="muted small",
-                    title="delay: the work's start − its launch call's end (median); queue: the stream's other work "
-                          "queued and not finished when the call returned; empty: the stream waited for the host")
+        parts.append(f"{100 * x.short_kernels / x.kernels:.0f}% of kernels ran shorter than their launch call")
+    return html.Div(
+        [html.B("Launches: "), " · ".join(parts) + "."], className="muted small launch-line",
+        title="launch delay: the GPU work's start − its launch call's end (tracer summary's launches table); a long "
+              "delay is work queued behind earlier work (the host is ahead), a short one with an empty queue is a "
+              "GPU waiting for the host (launch-bound: fewer, larger kernels or CUDA graphs help)")
 
 
 #: More host threads than this get one line instead of a card each.
@@ -215,7 +228,7 @@ def host_cards(view: TimelineView) -> list[Any]:
             "stand in for devices."
         )
     else:
-        why = "This trace has no GPU activity: no kernels, copies or memsets."
+        why = "This trace has no GPU activity: it ran on the host only."
     # the summary's own host-thread figures (computed alone: nothing else of the summary is shown here)
     summary = Summary.of(view.timeline)
     stats = summary.threads
@@ -224,6 +237,7 @@ def host_cards(view: TimelineView) -> list[Any]:
         shown = "It has no framework ops either: the chart shows what host activity it has."
     out: list[Any] = [html.Div([why, " ", shown], className="muted no-gpu", style={"flexBasis": "100%"})]
     span = max(view.span_ns, 1)
+    cuda = any(row.launches for row in stats)  # (a CPU run's "0 CUDA calls" on every card would say nothing)
     for row in stats[:MAX_HOST_CARDS]:
         busy = row.busy_ns
         unit, dec = card_format([busy, span])
@@ -245,7 +259,8 @@ def host_cards(view: TimelineView) -> list[Any]:
                                 title=f"span {fmt_in(span, unit, dec)}",
                             ),
                             _stat("framework ops", f"{row.ops:,}"),
-                            _stat("CUDA calls", f"{row.launches:,}", title="CUDA runtime / driver calls"),
+                            *([_stat("CUDA calls", f"{row.launches:,}", title="CUDA runtime / driver calls")]
+                              if cuda else []),
                         ],
                         className="stats",
                     ),
@@ -268,18 +283,44 @@ def speedup_text(value: float, label: str) -> str:
     return f"×{value:.2f}" + (f" ({label})" if label else "")
 
 
+#: What the chart's pieces that are no event are, by where they are drawn (:func:`piece_counts`).
+PIECE_WORDS = {
+    "overlap": "compute ∩ copy pieces (the overlap band)",
+    "comm_overlap": "compute ∩ comm pieces (the comm overlap band)",
+    "folded": "pieces of the ranks' folded lanes (drawn when a rank is folded)",
+}
+
+
+def piece_counts(view: TimelineView) -> dict[str, int]:
+    """The chart's bars that are no event of the trace, by what they are: the compute ∩ copy band's pieces, the
+    compute ∩ comm band's, the folded lanes' unions (:data:`PIECE_WORDS`); only those the view has."""
+    synth = view.src < 0
+    if not synth.any():
+        return {}
+    groups = view.group[synth]
+    cls = groups % N_CLASSES
+    folded = np.array([r.folded for r in view.rows], dtype=bool)[groups // N_CLASSES]
+    counts = {
+        "overlap": int(np.count_nonzero(~folded & (cls == CLASS_INDEX["overlap"]))),
+        "comm_overlap": int(np.count_nonzero(~folded & (cls == CLASS_INDEX["comm_overlap"]))),
+        "folded": int(np.count_nonzero(folded)),
+    }
+    return {k: n for k, n in counts.items() if n}
+
+
 def trace_counts(view: TimelineView) -> str:
-    """How the trace's events become the chart's bars: every drawn event is one bar, the compute ∩ copy band
-    adds pieces of its own (not events), and kinds without a lane (e.g. gpu_range) are not drawn."""
+    """How the trace's events become the chart's bars: every drawn event is one bar, the bands (compute ∩ copy,
+    compute ∩ comm) and a job's folded lanes add pieces of their own (not events), each named only where the run
+    has it, and kinds without a lane (e.g. gpu_range) are not drawn."""
     ev = view.timeline.events
     drawn = int(np.count_nonzero(view.src >= 0))
-    pieces = int(np.count_nonzero(view.src < 0))
+    pieces = piece_counts(view)
     left = len(ev) - drawn
     if not pieces and not left:
         return f"{len(ev):,} events, one bar each"
     text = f"{len(ev):,} events in the trace → {len(view.src):,} bars on the chart: {drawn:,} events"
-    if pieces:
-        text += f" + {pieces:,} compute ∩ copy pieces (the overlap band)"
+    for what, n in pieces.items():
+        text += f" + {n:,} {PIECE_WORDS[what]}"
     if left > 0:
         mask = np.ones(len(ev), dtype=bool)
         mask[view.src[view.src >= 0]] = False
@@ -308,8 +349,11 @@ def run_heading(info: RunInfo, view: TimelineView | None = None) -> html.Div:
         variant = variant_text(meta)
         facts.append(_fact("Scenario", f"{scenario}" + (f" · variant {variant}" if variant else "")))
     elif command_text(meta):  # tracer record -- COMMAND: what ran, and how it ended
-        code = meta.get("exit_code")
-        facts.append(_fact("Command", command_text(meta, limit=200) + (f" · exit {code}" if code is not None else "")))
+        code, status = meta.get("exit_code"), run_status(meta)
+        ended = f" · {status.text}" if status is not None else f" · exit {code}" if code is not None else ""
+        facts.append(_fact("Command", command_text(meta, limit=200),
+                           html.Span(ended, className=f"status-{status.kind}" if status is not None else None,
+                                     title=status.title if status is not None else None)))
     params = params_text(meta)
     if params:
         facts.append(_fact("Parameters", params))

@@ -12,11 +12,13 @@ from tracer.dashboard.data import (
     RunInfo,
     RunStore,
     backend_text,
+    command_text,
     device_text,
     mode_short,
     params_text,
     rank_count,
     run_date,
+    run_status,
     speedups,
     variant_text,
     what_ran,
@@ -29,7 +31,6 @@ COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("scenario", "Scenario", False),
     ("variant", "Variant · parameters", False),
     ("devices", "Device", False),
-    ("trace", "Recorded with", False),
     ("date", "Recorded", False),
     ("span_ms", "Span ms", True),
     ("compute_ms", "Compute ms", True),
@@ -45,7 +46,10 @@ HEADER_TITLES = {
     "variant": "The variant recorded (all: every variant, one after another) and, below it, the scenario's "
     "parameters from the run's meta.json (tracer scenarios explains each)",
     "devices": "Device, and how the scenario used it: the mode of tracer record",
-    "trace": "The profiler that recorded the run (run directories), or what wrote the trace",
+    "date": "When it was recorded (UTC: meta.json, else the trace's own clock, else the file's date) and, below, "
+    "the profiler that recorded it (run directories) or what wrote the trace",
+    "compute_ms": "Per GPU: union of its kernels. A run without GPU work shows its host threads' busy time "
+    "(the union of each thread's framework ops) and its op count across these four columns",
     "speedup": "The scenario's own speedup, first time / second time (above 1: the second way is faster), "
     + SPEEDUP_SOURCE,
     "hidden_pct": "Overlap / copy: the share of copy time hidden behind compute",
@@ -61,6 +65,7 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
         "name": info.name,
         "origin": info.origin,
         "scenario": what_ran(meta),
+        "scenario_title": command_text(meta, limit=1000) or None,  # (a long command in full, on hover)
         "variant": variant_text(meta),
         "params": params_text(meta),
         "variant_detail": params_text(meta),  # under the variant: runs that differ only here stay apart
@@ -69,7 +74,9 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
         "devices_detail": mode_short(meta),
         "devices_title": how,
         "date": run_date(info),
+        "date_detail": backend_text(meta, (summary or {}).get("format")),
         "error": info.error,
+        "status": run_status(meta),
         "ranks": rank_count(info, summary),
     }
     if row["ranks"] > 1:  # a job: its rank count under the device, and in what the filter searches
@@ -92,6 +99,7 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     overlap = sum(d.get("overlap_ns", 0) for d in devs.values())
     row["hidden_pct"] = 100.0 * overlap / copy if copy else None
     row["hidden_pct_text"] = f"{row['hidden_pct']:.0f}%" if copy else ("–" if summary is not None else "")
+    row["host"] = host_figures(summary) if summary is not None and not devs else None
     found = speedups(meta)
     row["speedup"] = found[0][0] if found else None
     row["speedup_text"] = f"×{found[0][0]:.2f}" if found else ""
@@ -100,6 +108,31 @@ def run_row(info: RunInfo, summary: dict[str, Any] | None) -> dict[str, Any]:
     row["speedup_detail"] = found[0][1] if found else ""
     row["speedup_title"] = " · ".join(speedup_text(v, label) for v, label in found)
     return row
+
+
+#: Host threads named one by one in a run's host figures; the rest are summed up in a count.
+HOST_THREADS_SHOWN = 4
+#: The GPU columns a run without GPU work shows its host figures across (one cell).
+GPU_COLUMNS = ("compute_ms", "copy_ms", "overlap_ms", "hidden_pct")
+
+
+def host_figures(summary: dict[str, Any]) -> str:
+    """What a run without GPU work has, for its row: each host thread's busy time (the union of its framework ops;
+    the busiest :data:`HOST_THREADS_SHOWN`) and the ops counted: ``"host only · busy 9.97 · 0.54 ms (2 threads) ·
+    228 ops"``; a job's threads carry their rank (``r1 5.54``)."""
+    threads = [t for t in summary.get("threads") or () if isinstance(t, dict)]
+    if not threads:
+        return "host only · no framework ops"
+    threads.sort(key=lambda t: -float(t.get("busy_ns") or 0))
+    ranks = {t.get("rank", 0) for t in threads}
+    busy = " · ".join(
+        (f"r{t.get('rank', 0)} " if len(ranks) > 1 else "") + f"{float(t.get('busy_ns') or 0) / 1e6:,.2f}"
+        for t in threads[:HOST_THREADS_SHOWN]
+    )
+    more = f" + {len(threads) - HOST_THREADS_SHOWN} more" if len(threads) > HOST_THREADS_SHOWN else ""
+    ops = sum(int(t.get("ops") or 0) for t in threads)
+    count = f"{len(threads)} thread{'s' if len(threads) != 1 else ''}"
+    return f"host only · busy {busy}{more} ms ({count}) · {ops:,} ops"
 
 
 def table_rows(store: RunStore, *, rescan: bool = True) -> list[dict[str, Any]]:
@@ -156,7 +189,7 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
         head.append(
             html.Th(
                 html.Button(title + arrow, id={"type": ids.RUNS_SORT_BUTTON, "col": col}, className="sort"),
-                className="num" if numeric else "",
+                className=("num " if numeric else "") + f"col-{col}",
                 title=HEADER_TITLES.get(col),
             )
         )
@@ -173,16 +206,26 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
             )
         ]
         for col, _, numeric in COLUMNS:
+            if col in GPU_COLUMNS and r.get("host"):
+                if col == GPU_COLUMNS[0]:  # a run without GPU work: what it has, across the GPU columns
+                    cells.append(html.Td(r["host"], colSpan=len(GPU_COLUMNS), className="host-figures small",
+                                         title=HEADER_TITLES["compute_ms"]))
+                continue
             if col == "name":
                 content: Any = [
                     dcc.Link(
-                        r["name"], href="/timeline?" + urlencode({"run": r["key"]}), className="run-link"
+                        r["name"], href="/timeline?" + urlencode({"run": r["key"]}), className="run-link",
+                        title=r["name"],
                     ),
                     html.Span(r["origin"], className=f"badge badge-{r['origin']}"),
                 ]
                 if r.get("ranks", 1) > 1:
                     content.append(html.Span(f"{r['ranks']} ranks", className="badge badge-ranks",
                                              title="a job: one trace per rank, read as one timeline"))
+                status = r.get("status")
+                if status is not None:
+                    content.append(html.Span(status.text, className=f"badge badge-{status.kind}",
+                                             title=status.title))
                 if r.get("error"):
                     content.append(html.Div(r["error"], className="small error-text"))
             else:
@@ -193,13 +236,13 @@ def render_table(rows: list[dict[str, Any]], sort: dict[str, Any] | None, picked
             cells.append(
                 html.Td(
                     content,
-                    className="num" if numeric else "",
+                    className=("num " if numeric else "") + f"col-{col}",
                     title=r.get(col + "_title") or None,
-                    # room for a few parameters a line: one per line made every row ten lines tall
-                    style={"minWidth": "14em"} if col == "variant" else None,
                 )
             )
-        body.append(html.Tr(cells, **{"data-run": r["key"]}))
+        status = r.get("status")
+        body.append(html.Tr(cells, className=f"run-{status.kind}" if status is not None else None,
+                            **{"data-run": r["key"]}))
     if not body:
         body = [html.Tr(html.Td("No runs match.", colSpan=len(COLUMNS) + 1, className="muted"))]
     return html.Table([html.Thead(html.Tr(head)), html.Tbody(body)], className="runs")

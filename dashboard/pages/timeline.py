@@ -67,6 +67,13 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     collectives = collectives_view.section(view) if view.multi_rank else None
     path_on = len(view.timeline.events) <= explain_view.EAGER_EVENTS  # (big traces: off until asked)
     fig = timeline_figure(view, window, width_px=width, uirevision=key, path=path_of(view, path_on))
+    path_why = None
+    crossed = fig.layout.meta["path_rows_crossed"]
+    if crossed > PATH_DEFAULT_MAX_ROWS_CROSSED:  # a busy run's path would hide its bars
+        path_on = False
+        path_why = (f"Off at first: over the whole run the path's line crosses {crossed:,} rows and would hide the "
+                    "bars; tick to draw it, or zoom in first")
+        fig = timeline_figure(view, window, width_px=width, uirevision=key)
     minimap_config: dcc.Graph.Config = {
         **GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False
     }
@@ -86,13 +93,15 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
                         className="lane-filter",
                     ),
                     html.Button("Whole run", id=ids.TL_RESET, className="button"),
-                    dcc.Checklist(
+                    html.Span(dcc.Checklist(
                         id=ids.TL_PATH,
                         options=[{"label": " Critical path", "value": "on"}],
                         value=["on"] if path_on else [],
                         inline=True,
                         className="path-toggle",
-                    ),
+                    ), title=path_why),
+                    *([html.Span("(off at first: it would hide the bars of this busy run)", className="muted small",
+                                 id=ids.TL_PATH_NOTE, title=path_why)] if path_why else []),
                 ],
                 className="controls",
             ),
@@ -113,6 +122,12 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
         ],
         className="timeline-page",
     )
+
+
+#: The critical path starts off where its line over the whole run would cross more rows than this in all: the
+#: bundled mlp-data-parallel and blocking compute-copy runs' lines cross 200–530 rows, hiding their bars; most
+#: others' under 70.
+PATH_DEFAULT_MAX_ROWS_CROSSED = 100
 
 
 def rank_controls(view: TimelineView) -> html.Div:
@@ -168,7 +183,11 @@ def status_text(fig: Any) -> str:
 
 
 def launch_text(view: TimelineView, link: dict[str, Any] | None) -> Any:
+    """The line under the chart: the clicked GPU work's launch, or what a click would show. A run without GPU
+    work has no launches to show: its line says what a bar's hover tells instead."""
     if link is None:
+        if not view.devices:
+            return "Hover over a bar to see its name, thread, start and duration."
         return "Click a kernel or copy to see the host call that launched it."
     delay = link["work_start_ns"] - link["launch_start_ns"]
     return html.Span(

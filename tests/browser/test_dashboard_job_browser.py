@@ -54,7 +54,7 @@ def test_a_job_filtered_to_one_rank_with_its_collectives_table(page, job_served)
     settle(page)
     labels = _labels(page)
     assert any(x.startswith("rank 0 ·") for x in labels) and any(x.startswith("rank 1 ·") for x in labels)
-    assert "Communication (NCCL / collective)" in page.evaluate(f"() => {GRAPH_JS}.data.map(t => t.name)")
+    assert "Communication (collectives)" in page.evaluate(f"() => {GRAPH_JS}.data.map(t => t.name)")
 
     # the rank filter: untick rank 0
     page.locator(f"#{ids.TL_RANKS} label", has_text="rank 0").click()
