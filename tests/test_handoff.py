@@ -13,7 +13,8 @@ import pytest
 from dask.callbacks import Callback
 
 from tracer.job import handoff, parallel
-from tracer.parsers import kineto, load_kineto_parts, load_trace
+from tracer.parsers import kineto_scan, load_trace
+from tracer.parsers.kineto import load_kineto_parts
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "mlp_train_200.json.gz"
@@ -27,7 +28,7 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_part_comes_back_as_it_went(plain: Path, tmp_path: Path) -> None:
-    part = kineto.scan_kineto_part(plain.read_bytes(), 1, 2)
+    part = kineto_scan.scan_kineto_part(plain.read_bytes(), 1, 2)
     assert part is not None and part.columns
     out = str(tmp_path / "part")
     handoff.save(part, out)
@@ -121,7 +122,7 @@ def test_scan_part_hands_a_file_over_or_the_part_itself(plain: Path, tmp_path: P
     assert not list(tmp_path.iterdir())  # (each file taken by the merge)
     # nowhere to write it: the part comes back itself
     kept = [parallel.scan_part(str(plain), j, 2, str(tmp_path / "gone" / f"p{j}")) for j in range(2)]
-    assert all(isinstance(s, kineto.KinetoPart) for s, _ in kept)
+    assert all(isinstance(s, kineto_scan.KinetoPart) for s, _ in kept)
     pd.testing.assert_frame_equal(load_kineto_parts(plain, [s for s, _ in kept]).events, whole.events,
                                   check_exact=True)
     # a file gone before its merge: the whole file is parsed instead, the same timeline

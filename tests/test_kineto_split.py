@@ -1,5 +1,5 @@
-"""One Kineto trace parsed in parts (tracer.parsers.kineto.scan_kineto_part, merge_kineto_parts) and a job whose
-ranks are split across worker processes (tracer.job.parallel.split_counts): exactly the whole-file parse, frame
+"""One Kineto trace parsed in parts (tracer.parsers.kineto_scan.scan_kineto_part,
+tracer.parsers.kineto.merge_kineto_parts) and a job whose ranks are split across worker processes (tracer.job.parallel.split_counts): exactly the whole-file parse, frame
 (dtypes and category order included) and meta, on every trace under tests/data and on hand-made traces whose
 cuts fall on B/E pairs, metadata, skipped events, a gap inside a string and a corrupt part."""
 
@@ -17,7 +17,8 @@ import pytest
 
 from tracer.errors import TraceFormatError
 from tracer.job import parallel
-from tracer.parsers import kineto, load_kineto_parts, load_trace
+from tracer.parsers import kineto, kineto_scan, load_trace
+from tracer.parsers.kineto import load_kineto_parts
 from tracer.timeline import Timeline
 
 DATA = Path(__file__).parent / "data"
@@ -28,7 +29,7 @@ TRACES = sorted(p for p in DATA.rglob("*.json*") if p.name.endswith((".json", ".
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     # chunks of a few events, so that a small trace's parts hold several chunks as a large one's do
-    monkeypatch.setattr(kineto, "_CHUNK_BYTES", 2048)
+    monkeypatch.setattr(kineto_scan, "_CHUNK_BYTES", 2048)
 
 
 def _bytes(p: Path) -> bytes:
@@ -38,7 +39,7 @@ def _bytes(p: Path) -> bytes:
 
 def _parts(data: bytes, k: int) -> list[Any]:
     """The k parts, each pickled there and back as from a worker."""
-    return [pickle.loads(pickle.dumps(kineto.scan_kineto_part(data, j, k))) for j in range(k)]
+    return [pickle.loads(pickle.dumps(kineto_scan.scan_kineto_part(data, j, k))) for j in range(k)]
 
 
 def _assert_same(a: Timeline, b: Timeline) -> None:
@@ -63,7 +64,7 @@ def _split_equals_whole(data: bytes, k: int, tmp_path: Path) -> list[Any]:
 @pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(DATA)))
 def test_every_trace_in_parts_equals_the_whole(trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kineto, "_CHUNK_BYTES", 16 * 1024)  # (a few chunks per part of the larger traces)
+    monkeypatch.setattr(kineto_scan, "_CHUNK_BYTES", 16 * 1024)  # (a few chunks per part of the larger traces)
     data = _bytes(trace)
     try:
         whole = kineto.parse_kineto_bytes(data, "")

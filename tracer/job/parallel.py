@@ -32,7 +32,7 @@ from tracer.files import digests
 from tracer.job import handoff
 from tracer.job import store as jobstore
 from tracer.job.ranks import one_rank, rank_of
-from tracer.parsers.kineto import scan_kineto_part
+from tracer.parsers.kineto_scan import scan_kineto_part
 
 SCHEDULER_ENV = "TRACER_DASK_SCHEDULER"
 LOCAL_SCHEDULERS = ("processes", "threads", "sync")
@@ -127,7 +127,7 @@ def parse_group(index: int, paths: Sequence[str], task: Task) -> Parsed:
 
 
 def scan_part(path: str, part: int, parts: int, out: str | None = None) -> tuple[Any, float]:
-    """Part ``part`` of ``parts`` of one rank's plain Kineto file scanned (tracer.parsers.kineto.scan_kineto_part),
+    """Part ``part`` of ``parts`` of one rank's plain Kineto file scanned (tracer.parsers.kineto_scan.scan_kineto_part),
     and its seconds; runs on a worker, for :func:`merge_group`. None where the part cannot vouch for what it
     read, or the file cannot be read: the merge then parses the whole file, which says why. With ``out`` (a new
     file's path), the part is written there (:mod:`tracer.job.handoff`) and the path comes back instead of the part,
@@ -185,7 +185,9 @@ def merge_group(index: int, paths: Sequence[str], task: Task, scanned: Sequence[
     and "parse" (the merge's)."""
 
     def load(keys: _Keys | None) -> Any:  # (the parts' bytes are not at hand here: the key reads the file)
-        return parsers.load_kineto_parts(paths[0], [_take(s[0]) for s in scanned])
+        from tracer.parsers.kineto import load_kineto_parts  # (pandas, on the worker: as in _rank)
+
+        return load_kineto_parts(paths[0], [_take(s[0]) for s in scanned])
 
     return _rank(index, paths, task, load, {"parts": max(s[1] for s in scanned)}, read_now=True)
 
