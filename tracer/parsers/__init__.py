@@ -10,9 +10,10 @@ are one table, :data:`tracer.files.formats.FORMATS`; the run directory's layout 
 
 This package itself holds what needs no pandas: telling a file's format (:func:`detect_format`), reading its
 bytes through gzip (:func:`iter_inflated`, with its bomb check), and naming a trace's Parquet cache. A job's
-scan workers import it (and :mod:`tracer.parsers.kineto_scan`) before the job's process imports pandas;
-:func:`load_trace`, which builds a timeline, is imported from :mod:`tracer.parsers.load` where it is first asked
-for. Importing this package imports neither pandas, Dash nor Plotly.
+scan workers import it (and :mod:`tracer.parsers.kineto_scan`) before the job's process imports pandas, and so
+does a command that only names :func:`load_trace`: the reading side, which builds timelines
+(:mod:`tracer.parsers.load`), is imported where a trace is first read. Importing this package imports neither
+pandas, Dash nor Plotly.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import gzip
 import os
 import tempfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ from tracer.files.formats import FORMATS, GZIP_MAGIC
 from tracer.vocabulary import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from tracer.parsers.load import load_trace as load_trace
+    from tracer.timeline import Timeline
 
 # (kept for callers of the names this module used to define: the format table and the run-directory module
 # are where they live now)
@@ -194,6 +195,31 @@ def cache_key(size: int, digest: str) -> dict[str, Any]:
     }
 
 
+def load_trace(
+    path: str | os.PathLike[str],
+    *,
+    cache: bool = True,
+    on_cache_write: Callable[[Path], None] | None = None,
+    on_raw: Callable[[bytes], None] | None = None,
+) -> Timeline:
+    """Parse ``path`` (trace file or run directory) into a :class:`Timeline`.
+
+    With ``cache`` (the default), a Kineto trace of at least :data:`CACHE_MIN_BYTES` is stored as Parquet
+    beside itself after the first parse and read from there while its content is unchanged (see
+    :func:`cache_key`); ``on_cache_write`` is called with the cache's path when one is written, so that a
+    command can say so. Rows no trace can mean are left out and counted (:func:`tracer.timeline.drop_impossible`)
+    whatever the format.
+
+    ``on_raw``: called with a Kineto file's bytes as read (gzipped if the file is), when they are read (not
+    from a cache): a job's worker hashes them for its dataset's key without reading the file twice.
+    """
+    # (the package's one import of its reading side: it builds timelines, so brings pandas, which this package's
+    # importers, a job's scan workers and the commands that name this function among them, start without)
+    from tracer.parsers import load
+
+    return load.load_trace(path, cache=cache, on_cache_write=on_cache_write, on_raw=on_raw)
+
+
 def read_raw(p: Path) -> bytes:
     """The file's bytes as stored (still gzipped if it is); an unreadable file is an :class:`InputNotFoundError`."""
     try:
@@ -224,13 +250,3 @@ def unpacked_sqlite(p: Path) -> Iterator[Path]:
         del data
         yield out
 
-
-def __getattr__(name: str) -> Any:
-    """``load_trace``, from :mod:`tracer.parsers.load`, on first use."""
-    if name == "load_trace":
-        # (the one import of the loading side: it builds timelines, so brings pandas, which this package's
-        # importers, a job's scan workers among them, start without)
-        from tracer.parsers.load import load_trace
-
-        return load_trace
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,8 +3,8 @@ its content (:func:`tracer.parsers.detect_format`), its reader taken from the fo
 (:data:`tracer.files.formats.FORMATS`, whose readers are imported on first use), what no trace can mean dropped and
 counted, and any error one line naming the file. A run directory is opened through its stored timeline.
 
-This module imports the timeline, so pandas: :mod:`tracer.parsers` (imported without it, by a job's scan workers
-too) imports it where :func:`load_trace` is first asked for.
+This module imports the timeline, so pandas: :func:`tracer.parsers.load_trace`, imported without it, imports this
+module where a trace is first read.
 """
 
 from __future__ import annotations
@@ -27,17 +27,8 @@ def load_trace(
     on_cache_write: Callable[[Path], None] | None = None,
     on_raw: Callable[[bytes], None] | None = None,
 ) -> Timeline:
-    """Parse ``path`` (trace file or run directory) into a :class:`Timeline`.
-
-    With ``cache`` (the default), a Kineto trace of at least :data:`tracer.parsers.CACHE_MIN_BYTES` is stored as
-    Parquet beside itself after the first parse and read from there while its content is unchanged (see
-    :func:`tracer.parsers.cache_key`); ``on_cache_write`` is called with the cache's path when one is written, so
-    that a command can say so. Rows no trace can mean are left out and counted
-    (:func:`tracer.timeline.drop_impossible`) whatever the format.
-
-    ``on_raw``: called with a Kineto file's bytes as read (gzipped if the file is), when they are read (not
-    from a cache): a job's worker hashes them for its dataset's key without reading the file twice.
-    """
+    """:func:`tracer.parsers.load_trace` (which says what it does), from this side of the package: the timeline's.
+    The readers and a job's workers, which have pandas already, call it here."""
     p = Path(path)
     fmt = detect_format(p)
     if fmt == "run-dir":
