@@ -3,7 +3,7 @@
 ``bench/job_phases.py`` times ``summarize_job`` inside a harness; this runs the real command (``tracer.cli.main``
 then ``tracer.cli.leave``, as the ``tracer`` script does) in a fresh child process per run, with marks at its
 steps, in ms since the child's process started (``/proc/self/stat``): the CLI imported, the early scans started
-(``tracer.job.parallel.start_early_scans``), the first and the last scan's start and end (on the workers), every scan
+(``tracer.job.scan.start_early_scans``), the first and the last scan's start and end (on the workers), every scan
 back in the command's process, the merges' first start and last end, ``summarize_job`` back, ``main`` back — and
 the child's wall time as its parent saw it (its exit included). Each row: the median over ``--repeat`` runs.
 
@@ -62,7 +62,9 @@ def child(log: Path, argv: list[str]) -> None:
 
     mark("tracer.cli imported")
     import tracer.job.load as job
-    import tracer.job.parallel as parallel
+    import tracer.job.rank_tasks as rank_tasks
+    import tracer.job.scan as scan
+    import tracer.job.scheduling as scheduling
 
     def around(owner: Any, name: str, before: str | None, after: str | None) -> None:
         fn = getattr(owner, name)
@@ -79,13 +81,13 @@ def child(log: Path, argv: list[str]) -> None:
         wrapper.__module__ = fn.__module__
         setattr(owner, name, wrapper)
 
-    around(parallel, "start_early_scans", None, "early scans started")
-    around(parallel, "scan_part", "scan started", "scan ended")
-    around(parallel.EarlyScans, "results", None, "every scan back")
-    around(parallel, "merge_group", "merge started", "merge ended")
-    around(parallel, "parse_group", "parse started", "parse ended")
+    around(scan, "start_early_scans", None, "early scans started")
+    around(scan, "scan_part", "scan started", "scan ended")
+    around(scan.EarlyScans, "results", None, "every scan back")
+    around(rank_tasks, "merge_group", "merge started", "merge ended")
+    around(rank_tasks, "parse_group", "parse started", "parse ended")
     if os.environ.get("BENCH_CORES"):  # (develop only: the split path on a machine with fewer cores)
-        parallel._cores = lambda: int(os.environ["BENCH_CORES"])
+        scheduling.cores = lambda: int(os.environ["BENCH_CORES"])
     around(job, "summarize_job", None, "summarize_job back")
     with open(os.devnull, "w") as sink:
         sys.stdout = sink
@@ -97,18 +99,20 @@ def child(log: Path, argv: list[str]) -> None:
 
 def solo(job: Path) -> None:
     """One part's scan (of 2) and the rank's merge of both parts, alone in this process: best of 3, ms."""
-    import tracer.job.parallel as parallel
+    import tracer.job.rank_tasks as rank_tasks
+    import tracer.job.scan as scan
+    import tracer.job.workers as workers
 
     path = str(sorted(p for p in job.iterdir() if p.suffix == ".json")[0])
     best = {}
     for k in (1, 2):
-        best[f"part 1 of {k} scanned"] = min(_timed(lambda k=k: parallel.scan_part(path, 0, k)) for _ in range(3))
-    parallel.import_worker_modules()
+        best[f"part 1 of {k} scanned"] = min(_timed(lambda k=k: scan.scan_part(path, 0, k)) for _ in range(3))
+    workers.import_worker_modules()
     import tracer.analysis.ranked  # noqa: F401 - (imported before the workers fork, in the command)
 
-    scans = [parallel.scan_part(path, j, 2) for j in range(2)]
-    task = parallel.Task(with_keys=True, align=True, analyze=True, side_thread=True)
-    runs = [parallel.merge_group(0, [path], task, scans) for _ in range(3)]
+    scans = [scan.scan_part(path, j, 2) for j in range(2)]
+    task = rank_tasks.Task(with_keys=True, align=True, analyze=True, side_thread=True)
+    runs = [rank_tasks.merge_group(0, [path], task, scans) for _ in range(3)]
     fastest = min(runs, key=lambda r: r.seconds)
     best["rank merged from its 2 parts"] = fastest.seconds * 1e3
     print(f"alone, best of 3 ({Path(path).name}):")

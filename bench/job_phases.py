@@ -4,8 +4,9 @@ Prints, in ms since this interpreter started (``time.time()`` against the proces
 ``/proc/self/stat``): when the main process's imports were done, when the job was handed to the workers, each
 worker task's start and end (which process, which rank, which kind: ``parse`` a whole rank, ``scan`` one part
 of a split rank, ``merge`` its parts) with the rank's phases, and when the combined summary was back. The
-tasks are timed by wrapping :mod:`tracer.job.parallel`'s task functions before the workers fork, so it measures
-the local-process path only (``--whole`` parses every rank whole, as ``bench/multirank.py``'s tracer-whole).
+tasks are timed by wrapping the task functions (:mod:`tracer.job.rank_tasks`, :mod:`tracer.job.scan`) before the
+workers fork, so it measures the local-process path only (``--whole`` parses every rank whole, as
+``bench/multirank.py``'s tracer-whole).
 
     python bench/multirank.py --tools tracer --scale 100        # writes the job once
     python bench/job_phases.py /tmp/tracer-bench/job-mlp_train_200_x9-r8
@@ -51,7 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     from tracer._blas import quiet_blas
 
     quiet_blas()
-    import tracer.job.parallel as parallel
+    import tracer.job.rank_tasks as rank_tasks
+    import tracer.job.scan as scan
+    import tracer.job.workers as workers
     from tracer.files.discover import expand
     from tracer.job.load import summarize_job
 
@@ -73,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
         wrapper.__module__ = fn.__module__
         return wrapper
 
-    parallel.parse_group = timed(parallel.parse_group, "parse")
-    parallel.scan_part = timed(parallel.scan_part, "scan")
-    parallel.merge_group = timed(parallel.merge_group, "merge")
+    rank_tasks.parse_group = timed(rank_tasks.parse_group, "parse")
+    scan.scan_part = timed(scan.scan_part, "scan")
+    rank_tasks.merge_group = timed(rank_tasks.merge_group, "merge")
     marks: list[tuple[float, str]] = []  # this process's own steps of an early-scanned job
 
     def marked(fn: Any, what: str) -> Any:
@@ -85,9 +88,9 @@ def main(argv: list[str] | None = None) -> int:
             return out
         return wrapper
 
-    parallel.import_worker_modules = marked(parallel.import_worker_modules, "main: the merges' modules imported")
-    parallel.EarlyScans.results = marked(parallel.EarlyScans.results,  # type: ignore[method-assign]
-                                         "main: every scan back, the scanning pool shut down")
+    workers.import_worker_modules = marked(workers.import_worker_modules, "main: the merges' modules imported")
+    scan.EarlyScans.results = marked(scan.EarlyScans.results,  # type: ignore[method-assign]
+                                     "main: every scan back, the scanning pool shut down")
     imported = (time.time() - T0) * 1e3
     paths = expand([args.job])
     handed = (time.time() - T0) * 1e3

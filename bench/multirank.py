@@ -9,9 +9,9 @@ a rank from), in one folder. Every measurement runs in a fresh child process (``
                     ``tracer.cli.leave``; ``summarize_job``: each rank parsed and analysed on a Dask local process,
                     the default, and the results combined), first open: no stored dataset, so it parses and
                     writes one ("read s": the command's run, JSON included, from its arguments to its output)
-    tracer-whole    the same first open with every rank's file parsed whole (``tracer.job.parallel.MIN_PART_BYTES``
+    tracer-whole    the same first open with every rank's file parsed whole (``tracer.job.scan.MIN_PART_BYTES``
                     set past any file: where cores outnumber ranks, what the split into parts saves)
-    tracer-late     the same first open without early scans (``tracer.job.parallel.start_early_scans`` off: the
+    tracer-late     the same first open without early scans (``tracer.job.scan.start_early_scans`` off: the
                     parts scanned on the pool forked after the main process's imports, as before they existed)
     tracer-reload   the same again: each rank read back from its partition and analysed on a worker
     tracer-cluster  the same first open on a 2-worker ``distributed.LocalCluster`` (separate processes) that this
@@ -99,9 +99,9 @@ def drop_stored(job: Path) -> None:
 
 def parse_every_rank_whole() -> None:
     """No rank's file split into parts from here on, in this process and the workers it forks."""
-    import tracer.job.parallel
+    import tracer.job.scan
 
-    tracer.job.parallel.MIN_PART_BYTES = 1 << 62  # (no file is that large)
+    tracer.job.scan.MIN_PART_BYTES = 1 << 62  # (no file is that large)
 
 
 
@@ -122,9 +122,9 @@ def child_tracer(job: Path, scheduler: str | None, whole: bool = False, late: bo
     if whole:
         parse_every_rank_whole()
     if late:
-        import tracer.job.parallel
+        import tracer.job.scan
 
-        tracer.job.parallel.start_early_scans = lambda groups: None  # type: ignore[assignment]  # (off)
+        tracer.job.scan.start_early_scans = lambda groups: None  # type: ignore[assignment]  # (off)
     from tracer import cli
 
     argv = ["summary", "--job", "--json", str(job)] + (["--scheduler", scheduler] if scheduler else [])

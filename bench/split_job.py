@@ -1,8 +1,8 @@
 """A job's first open with its ranks split into parts, as on a many-core host, on any machine: wall time and the
 main process's own CPU time.
 
-``tracer.job.parallel`` splits a rank's file only where the cores outnumber the ranks; ``--cores N`` makes it believe
-it has N (``tracer.job.parallel._cores``), so that a 2-core machine runs the split path too (with N workers sharing
+``tracer.job.scan`` splits a rank's file only where the cores outnumber the ranks; ``--cores N`` makes it believe
+it has N (``tracer.job.scheduling.cores``), so that a 2-core machine runs the split path too (with N workers sharing
 its cores: the main process's CPU time, where the scanned parts used to queue, is the figure to compare). Each
 run is a fresh child process; the job is opened with ``cache=False`` (nothing stored, nothing read back).
 Interleave two versions of tracer by running the script from each tree with ``PYTHONPATH`` set to it:
@@ -25,9 +25,10 @@ from _common import median, run_child
 
 
 def child(job: Path, ranks: int, cores: int) -> dict[str, float]:
-    import tracer.job.parallel as parallel
+    import tracer.job.scheduling as scheduling
+    from tracer.job.scan import split_counts
 
-    parallel._cores = lambda: cores  # (the point of the bench)
+    scheduling.cores = lambda: cores  # (the point of the bench)
     from tracer.job.load import summarize_job
 
     paths = sorted(job.glob("rank-*.json"))[:ranks]
@@ -35,7 +36,7 @@ def child(job: Path, ranks: int, cores: int) -> dict[str, float]:
     summarize_job(paths, cache=False)
     wall = time.perf_counter() - t0
     me = resource.getrusage(resource.RUSAGE_SELF)
-    return {"wall_s": wall, "main_cpu_s": me.ru_utime + me.ru_stime, "parts": parallel.split_counts(
+    return {"wall_s": wall, "main_cpu_s": me.ru_utime + me.ru_stime, "parts": split_counts(
         [[str(p)] for p in paths])[0]}
 
 

@@ -53,7 +53,7 @@ def test_importing_the_cli_imports_no_numpy() -> None:
 @pytest.mark.slow
 def test_a_forkserver_imports_numpy_on_one_blas_thread_first() -> None:
     # (the dashboard's workers come from a forkserver: a fresh interpreter that the CLI's import never reached)
-    from tracer.job.parallel import FORKSERVER_PRELOAD
+    from tracer.job.workers import FORKSERVER_PRELOAD
 
     assert FORKSERVER_PRELOAD[0] == "tracer.job._preload"
     threads, variable = _threads("import tracer.job._preload")

@@ -19,7 +19,7 @@ from tracer import scenarios
 from tracer.cli import main
 from tracer.files.rundir import read_meta
 from tracer.files.storage import read_timeline_parquet
-from tracer.record import scenario as rec
+from tracer.record import scenario_run
 from tracer.record.ranks import launch, rank_devices, rank_environment
 
 #: a job of a few seconds on two cores, nearly all of it the ranks' start-up
@@ -191,7 +191,7 @@ def test_the_nsys_backend_profiles_the_launcher(tmp_path: Path, monkeypatch: pyt
     # one report of the whole job: nsys runs the launcher and follows the ranks it starts (a fake nsys here,
     # which runs the command and exports tests/data's real report; on the CPU the ranks' CUDA range is empty)
     install_fake_nsys(tmp_path, monkeypatch, capture_range=False)
-    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    monkeypatch.setattr(scenario_run, "NSYS_NEEDS_GPU", False)
     rc = main(["record", "ddp", "--device", "cpu", "--backend", "nsys", "--out", str(tmp_path / "runs"), "-q",
                *SMALL])
     assert rc == 0, capsys.readouterr().err

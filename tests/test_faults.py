@@ -17,7 +17,6 @@ import pytest
 from tests.conftest import DATA
 from tracer.cli import main
 from tracer.files.atomic import publish_dir
-from tracer.record import scenario as rec
 
 TRACE = DATA / "two_streams.json.gz"
 FORMATS = ("out.sqlite", "out.json", "out.json.gz", "out.nvtxt", "out.parquet")
@@ -175,7 +174,9 @@ def test_ctrl_c_during_record_says_interrupted_and_leaves_nothing(
     def interrupt(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(rec, "_run_torch", interrupt)
+    from tracer.record import scenario_run  # (torch: here, not with this module)
+
+    monkeypatch.setattr(scenario_run, "_run_torch", interrupt)
     assert main(["record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), *SMALL]) == 130
     assert capsys.readouterr().err == "tracer: interrupted\n"
     assert list(tmp_path.iterdir()) == []

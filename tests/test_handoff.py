@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 from dask.callbacks import Callback
 
-from tracer.job import handoff, parallel
-from tracer.parsers import kineto, load_kineto_parts, load_trace
+from tracer.job import handoff, rank_tasks, scan, scheduling, task_graph
+from tracer.parsers import kineto_scan, load_trace
+from tracer.parsers.kineto import load_kineto_parts
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "mlp_train_200.json.gz"
@@ -27,7 +28,7 @@ def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_a_part_comes_back_as_it_went(plain: Path, tmp_path: Path) -> None:
-    part = kineto.scan_kineto_part(plain.read_bytes(), 1, 2)
+    part = kineto_scan.scan_kineto_part(plain.read_bytes(), 1, 2)
     assert part is not None and part.columns
     out = str(tmp_path / "part")
     handoff.save(part, out)
@@ -103,30 +104,30 @@ def test_folders_whose_process_is_gone_are_removed(tmp_path: Path, monkeypatch: 
 
 
 def test_an_empty_job_is_no_tasks() -> None:
-    assert parallel.parse_groups([], scheduler=parallel.Scheduler("processes")) == []
+    assert task_graph.parse_groups([], scheduler=scheduling.Scheduler("processes")) == []
 
 
 @pytest.mark.slow
 def test_scan_part_hands_a_file_over_or_the_part_itself(plain: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    import tracer.parsers
+    import tracer.parsers.kineto
 
     whole = load_trace(plain, cache=False)
-    left = [parallel.scan_part(str(plain), j, 2, str(tmp_path / f"p{j}")) for j in range(2)]
-    assert all(isinstance(s, parallel.Handoff) for s, _ in left)
+    left = [scan.scan_part(str(plain), j, 2, str(tmp_path / f"p{j}")) for j in range(2)]
+    assert all(isinstance(s, scan.Handoff) for s, _ in left)
     with monkeypatch.context() as m:  # (the merge takes the parts: a whole-file parse instead would fail here)
-        m.setattr(tracer.parsers, "load_trace", lambda *a, **k: pytest.fail("parsed whole, parts not used"))
-        merged = parallel.merge_group(0, [str(plain)], parallel.Task(), left)
+        m.setattr(tracer.parsers.kineto, "load_trace", lambda *a, **k: pytest.fail("parsed whole, parts not used"))
+        merged = rank_tasks.merge_group(0, [str(plain)], rank_tasks.Task(), left)
     pd.testing.assert_frame_equal(merged.timeline.events, whole.events, check_exact=True)
     assert not list(tmp_path.iterdir())  # (each file taken by the merge)
     # nowhere to write it: the part comes back itself
-    kept = [parallel.scan_part(str(plain), j, 2, str(tmp_path / "gone" / f"p{j}")) for j in range(2)]
-    assert all(isinstance(s, kineto.KinetoPart) for s, _ in kept)
+    kept = [scan.scan_part(str(plain), j, 2, str(tmp_path / "gone" / f"p{j}")) for j in range(2)]
+    assert all(isinstance(s, kineto_scan.KinetoPart) for s, _ in kept)
     pd.testing.assert_frame_equal(load_kineto_parts(plain, [s for s, _ in kept]).events, whole.events,
                                   check_exact=True)
     # a file gone before its merge: the whole file is parsed instead, the same timeline
-    lost = [(parallel.Handoff(str(tmp_path / "never")), 0.0), kept[1]]
-    pd.testing.assert_frame_equal(parallel.merge_group(0, [str(plain)], parallel.Task(), lost).timeline.events,
+    lost = [(scan.Handoff(str(tmp_path / "never")), 0.0), kept[1]]
+    pd.testing.assert_frame_equal(rank_tasks.merge_group(0, [str(plain)], rank_tasks.Task(), lost).timeline.events,
                                   whole.events, check_exact=True)
 
 
@@ -140,16 +141,16 @@ def test_a_split_job_hands_its_parts_over_in_files_and_leaves_none(
     shm = tmp_path / "shm"
     shm.mkdir()
     monkeypatch.setattr(handoff, "SHM", str(shm))  # (read in this process, which makes the job's folder)
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 1 << 20)
-    monkeypatch.setattr(parallel, "_cores", lambda: 4)
-    assert parallel.split_counts([[str(p)] for p in files]) == [2, 2]
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", 1 << 20)
+    monkeypatch.setattr(scheduling, "cores", lambda: 4)
+    assert scan.split_counts([[str(p)] for p in files]) == [2, 2]
     came: list[object] = []  # (what each task gave back to this process: a dask callback sees it here)
     with Callback(posttask=lambda key, result, *rest: came.append(result)):
-        done = parallel.parse_groups([[p] for p in files], scheduler=parallel.Scheduler("processes"),
-                                     task=parallel.Task(analyze=True))
+        done = task_graph.parse_groups([[p] for p in files], scheduler=scheduling.Scheduler("processes"),
+                                     task=rank_tasks.Task(analyze=True))
     assert all(d.error is None and "parts" in d.phases for d in done)
     handed = [r[0] for r in came if isinstance(r, tuple)]
-    assert len(handed) == 4 and all(isinstance(h, parallel.Handoff) for h in handed)
+    assert len(handed) == 4 and all(isinstance(h, scan.Handoff) for h in handed)
     assert sorted(Path(h.path).name for h in handed) == ["rank0-part0", "rank0-part1", "rank1-part0", "rank1-part1"]
     assert {Path(h.path).parent.parent for h in handed} == {shm}
     assert not list(shm.iterdir())  # (the job's folder removed, its files taken)

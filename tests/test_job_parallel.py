@@ -1,4 +1,4 @@
-"""A job's ranks parsed in parallel on Dask (tracer/job/parallel.py) and stored as a Parquet dataset partitioned by
+"""A job's ranks parsed in parallel on Dask (tracer/job/task_graph.py) and stored as a Parquet dataset partitioned by
 rank (tracer/job/store.py): the same frame as the serial load, a reload that reads only the ranks asked for, one
 line for a corrupt rank, and the scheduler option."""
 
@@ -21,9 +21,10 @@ import pytest
 from tests.conftest import run_cli
 from tracer.errors import TraceFormatError, TracerError, UsageError
 from tracer.files import digests
-from tracer.job import parallel
+from tracer.job import partitions, rank_tasks, scheduling, task_graph, workers
 from tracer.job import store as jobstore
-from tracer.job.load import RankDone, load_job
+from tracer.job.load import load_job
+from tracer.job.read import RankDone
 from tracer.parsers import load_trace
 
 EXTERNAL = Path(__file__).parent / "data" / "external"
@@ -87,7 +88,7 @@ def test_a_reload_reads_only_the_ranks_asked(job_dir: Path, monkeypatch: pytest.
     dataset = jobstore.dataset_path(_files(job_dir))
     # rank 0's partition gone: a view of rank 1 never opens it, and parses nothing
     jobstore.partition_file(dataset, 0).unlink()
-    monkeypatch.setattr(parallel, "parse_group", lambda *a: pytest.fail("parsed a trace"))
+    monkeypatch.setattr(rank_tasks, "parse_group", lambda *a: pytest.fail("parsed a trace"))
     one = load_job(_files(job_dir), ranks=[1])
     assert one.meta.extra["stored_as"] == str(dataset)
     expect = serial.events[serial.events["rank"] == 1].reset_index(drop=True)
@@ -95,7 +96,7 @@ def test_a_reload_reads_only_the_ranks_asked(job_dir: Path, monkeypatch: pytest.
     pd.testing.assert_series_equal(one.events["start_ns"], expect["start_ns"])
     pd.testing.assert_series_equal(one.events["name"].astype(str), expect["name"].astype(str))
     # columns: only those asked, of the ranks asked
-    cols = jobstore.read_columns(dataset, ["start_ns", "end_ns"], ranks=[1])
+    cols = partitions.read_columns(dataset, ["start_ns", "end_ns"], ranks=[1])
     assert list(cols.columns) == ["rank", "start_ns", "end_ns"] and len(cols) == len(expect)
     assert (cols["end_ns"] - cols["start_ns"]).sum() == (expect["end_ns"] - expect["start_ns"]).sum()
 
@@ -176,28 +177,28 @@ def test_cli_options_need_job(job_dir: Path) -> None:
 
 
 def test_scheduler_values_and_the_environment() -> None:
-    assert parallel.resolve_scheduler(None, env={}) == parallel.Scheduler("processes")
-    assert parallel.resolve_scheduler("threads", env={}).name == "threads"
-    s = parallel.resolve_scheduler("10.0.0.5:8786", env={})
+    assert scheduling.resolve_scheduler(None, env={}) == scheduling.Scheduler("processes")
+    assert scheduling.resolve_scheduler("threads", env={}).name == "threads"
+    s = scheduling.resolve_scheduler("10.0.0.5:8786", env={})
     assert (s.name, s.address, s.origin) == ("distributed", "tcp://10.0.0.5:8786", "option")
-    s = parallel.resolve_scheduler(None, env={parallel.SCHEDULER_ENV: "tls://head:8786"})
+    s = scheduling.resolve_scheduler(None, env={scheduling.SCHEDULER_ENV: "tls://head:8786"})
     assert (s.address, s.origin) == ("tls://head:8786", "environment")
     # the option wins over the environment
-    assert parallel.resolve_scheduler("sync", env={parallel.SCHEDULER_ENV: "tcp://x:1"}).name == "sync"
+    assert scheduling.resolve_scheduler("sync", env={scheduling.SCHEDULER_ENV: "tcp://x:1"}).name == "sync"
     with pytest.raises(UsageError, match=r"^--scheduler: 'cluster' is neither a Dask scheduler address"):
-        parallel.resolve_scheduler("cluster", env={})
-    with pytest.raises(UsageError, match=rf"^{parallel.SCHEDULER_ENV}: 'x y' is neither"):
-        parallel.resolve_scheduler(None, env={parallel.SCHEDULER_ENV: "x y"})
+        scheduling.resolve_scheduler("cluster", env={})
+    with pytest.raises(UsageError, match=rf"^{scheduling.SCHEDULER_ENV}: 'x y' is neither"):
+        scheduling.resolve_scheduler(None, env={scheduling.SCHEDULER_ENV: "x y"})
 
 
 @pytest.mark.slow
 def test_an_unreachable_cluster_is_one_line(job_dir: Path) -> None:
     pytest.importorskip("distributed")
-    env = {**os.environ, parallel.SCHEDULER_ENV: "tcp://127.0.0.1:9"}
+    env = {**os.environ, scheduling.SCHEDULER_ENV: "tcp://127.0.0.1:9"}
     proc = subprocess.run([sys.executable, "-m", "tracer", "summary", "--job", "--no-cache", str(job_dir)],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 2
-    assert proc.stderr.startswith(f"tracer: error: {parallel.SCHEDULER_ENV}: cannot reach the Dask scheduler at "
+    assert proc.stderr.startswith(f"tracer: error: {scheduling.SCHEDULER_ENV}: cannot reach the Dask scheduler at "
                                   "tcp://127.0.0.1:9")
     assert len(proc.stderr.strip().splitlines()) == 1
 
@@ -227,7 +228,7 @@ def test_the_single_file_path_does_not_import_dask() -> None:
 _FAULTS = """
 import resource, sys
 if sys.argv[1] == "keep":
-    from tracer.job.parallel import keep_freed_memory
+    from tracer.job.oscalls import keep_freed_memory
     keep_freed_memory()
 out = []
 for _ in range(3):  # a rank's worth of bytes, written (so faulted in), freed, and again
@@ -265,13 +266,13 @@ def test_the_local_pool_keeps_freed_memory_where_a_worker_parses_several_ranks(m
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", Recording)
-    monkeypatch.setattr(parallel, "_cores", lambda: 2)
+    monkeypatch.setattr(scheduling, "cores", lambda: 2)
     # four ranks on two workers: each parses two, so keeps its freed memory; two ranks on two: nothing to reuse
-    done = parallel.parse_groups([[p] for p in HTA_RANKS * 2], scheduler=parallel.Scheduler("processes"))
-    done += parallel.parse_groups([[p] for p in HTA_RANKS], scheduler=parallel.Scheduler("processes"))
-    start = parallel.start_worker
+    done = task_graph.parse_groups([[p] for p in HTA_RANKS * 2], scheduler=scheduling.Scheduler("processes"))
+    done += task_graph.parse_groups([[p] for p in HTA_RANKS], scheduler=scheduling.Scheduler("processes"))
+    start = workers.start_worker
     # (forked from this process, each worker ends with it; a forkserver's (where a thread runs) with the server)
-    me = os.getpid() if parallel._start_method().get_start_method() == "fork" else None
+    me = os.getpid() if workers.start_method().get_start_method() == "fork" else None
     assert [d.error for d in done] == [None] * 6 and seen == [(start, (True, me)), (start, (False, me))]
 
 
@@ -302,7 +303,7 @@ def _die(*_: object) -> None:
 def test_a_worker_that_dies_is_one_line(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.errors import TracerError
 
-    monkeypatch.setattr(parallel, "parse_group", _die)
+    monkeypatch.setattr(rank_tasks, "parse_group", _die)
     with pytest.raises(TracerError, match=r"^a worker process parsing the job's ranks died"):
         load_job(_files(job_dir), scheduler="processes", cache=False)
 
@@ -327,9 +328,9 @@ def test_a_worker_hashes_the_bytes_it_parses_not_the_file_again(
         return file_digest(p)
 
     monkeypatch.setattr(digests, "file_digest", counted)
-    task = parallel.Task(with_keys=True, side_thread=side_thread)
+    task = rank_tasks.Task(with_keys=True, side_thread=side_thread)
     for i, p in enumerate((kineto, nsys)):
-        got = parallel.parse_group(i, [str(p)], task)
+        got = rank_tasks.parse_group(i, [str(p)], task)
         assert got.error is None
         assert got.keys == [expected[p]]
     assert read_for_a_key == [nsys]
@@ -343,16 +344,16 @@ def test_the_workers_are_forked_with_dask_and_their_tasks_modules_imported(tmp_p
     seen = tmp_path / "seen"
     code = f"""
 import sys
-import tracer.job.parallel as p
+import tracer.job.scheduling as s, tracer.job.task_graph as g, tracer.job.workers as w
 assert "dask" not in sys.modules
-original = p.start_worker
+original = w.start_worker
 def start(*args):
     with open({str(seen)!r}, "a") as f:
-        print(all(m in sys.modules for m in p.WORKER_IMPORTS), file=f)
+        print(all(m in sys.modules for m in w.WORKER_IMPORTS), file=f)
     original(*args)
-p.start_worker = start
-p._cores = lambda: 2
-done = p.parse_groups([[{str(HTA_RANKS[0])!r}], [{str(HTA_RANKS[1])!r}]], scheduler=p.Scheduler("processes"))
+w.start_worker = start
+s.cores = lambda: 2
+done = g.parse_groups([[{str(HTA_RANKS[0])!r}], [{str(HTA_RANKS[1])!r}]], scheduler=s.Scheduler("processes"))
 print([d.error for d in done])
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -364,7 +365,7 @@ print([d.error for d in done])
 def test_a_worker_imports_what_its_tasks_need_as_it_starts() -> None:
     """start_worker, in a fresh interpreter (as a forkserver's or a spawned worker): the parser, the Parquet writer
     and the key's hash are there before the first task; a module that fails to import is left to the task."""
-    code = ("import sys, tracer.job.parallel as p; p.WORKER_IMPORTS += ('tracer.no_such_module',); p.start_worker(False); "
+    code = ("import sys, tracer.job.workers as p; p.WORKER_IMPORTS += ('tracer.no_such_module',); p.start_worker(False); "
             "print(all(m in sys.modules for m in ('tracer.parsers.kineto', 'pyarrow.parquet', 'blake3', 'msgspec')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
@@ -380,7 +381,7 @@ def test_a_job_s_workers_end_with_it_however_it_ends(tmp_path: Path) -> None:
 
     code = """
 import concurrent.futures, multiprocessing, os, sys, time
-import tracer.job.parallel as p
+import tracer.job.workers as p
 pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork"),
                                               initializer=p.start_worker, initargs=(False, os.getpid()))
 print(*sorted({pool.submit(os.getpid).result() for _ in range(8)} | set(pool._processes)), flush=True)
@@ -416,10 +417,10 @@ def test_a_worker_whose_parent_is_gone_before_it_starts_ends_at_once() -> None:
     ends at once rather than run unwatched."""
     if not sys.platform.startswith("linux"):
         pytest.skip("PR_SET_PDEATHSIG is Linux's")
-    code = "import tracer.job.parallel as p; p.die_with(1); print('went on')"  # (its parent is not pid 1)
+    code = "import tracer.job.oscalls as p; p.die_with(1); print('went on')"  # (its parent is not pid 1)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and out.stdout == ""
-    fine = subprocess.run([sys.executable, "-c", "import os, tracer.job.parallel as p; p.die_with(os.getppid()); "
+    fine = subprocess.run([sys.executable, "-c", "import os, tracer.job.oscalls as p; p.die_with(os.getppid()); "
                            "print('went on')"], capture_output=True, text=True, timeout=60)
     assert fine.returncode == 0 and fine.stdout == "went on\n"
 
@@ -460,7 +461,7 @@ def test_a_worker_ends_on_sigterm_as_any_process_does() -> None:
     command's clean-up): in a worker it would turn a stopped task into an error sent back, not an end."""
     code = """
 import concurrent.futures, multiprocessing, os, signal
-import tracer.job.parallel as p
+import tracer.job.workers as p
 signal.signal(signal.SIGTERM, lambda *_: None)
 fork = multiprocessing.get_context("fork")
 for init, args in ((p.start_worker, (False, os.getpid())), (p.start_scanner, (os.getpid(),))):

@@ -189,17 +189,17 @@ def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
 def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread: bool) -> None:
     """The key, the stored partition and the results are the same whether a side thread hashes and writes
     (where cores are to spare) or the worker does it in line; a bad file is still its one-line error."""
-    from tracer.job import parallel
+    from tracer.job import partitions, rank_tasks
 
     src = JOBS["hta-nccl"][1]
     store = tmp_path / "store"
     store.mkdir()
-    task = parallel.Task(with_keys=True, align=True, store=str(store), analyze=True, side_thread=side_thread)
-    done = parallel.parse_group(0, [str(src)], task)
+    task = rank_tasks.Task(with_keys=True, align=True, store=str(store), analyze=True, side_thread=side_thread)
+    done = rank_tasks.parse_group(0, [str(src)], task)
     assert done.error is None and done.stored and done.timeline is None
     assert done.keys == [jobstore.source_key(src)]
     assert set(done.phases) >= {"key", "parse", "analyze", "store"}
-    stored = jobstore.read_part(store, 0)
+    stored = partitions.read_part(store, 0)
     alone = load_job([src], load=lambda p: load_trace(p, cache=False))
     assert stored.events["start_ns"].tolist() == alone.events["start_ns"].tolist()
     assert done.results.rank == 1 and done.results.rows == len(alone.events)  # (rank-1 in its name)
@@ -208,7 +208,7 @@ def test_a_worker_hashes_and_stores_beside_the_parse(tmp_path: Path, side_thread
     assert got == want
     bad = tmp_path / "bad.json.gz"
     bad.write_bytes(src.read_bytes()[:5000])
-    failed = parallel.parse_group(1, [str(bad)], task)
+    failed = rank_tasks.parse_group(1, [str(bad)], task)
     assert failed.error is not None and failed.error[1] == str(bad) and "truncated gzip" in failed.error[2]
 
 

@@ -1,7 +1,8 @@
-"""One Kineto trace parsed in parts (tracer.parsers.kineto.scan_kineto_part, merge_kineto_parts) and a job whose
-ranks are split across worker processes (tracer.job.parallel.split_counts): exactly the whole-file parse, frame
-(dtypes and category order included) and meta, on every trace under tests/data and on hand-made traces whose
-cuts fall on B/E pairs, metadata, skipped events, a gap inside a string and a corrupt part."""
+"""One Kineto trace parsed in parts (tracer.parsers.kineto_scan.scan_kineto_part,
+tracer.parsers.kineto.merge_kineto_parts) and a job whose ranks are split across worker processes
+(tracer.job.scan.split_counts): exactly the whole-file parse, frame (dtypes and category order included) and
+meta, on every trace under tests/data and on hand-made traces whose cuts fall on B/E pairs, metadata, skipped
+events, a gap inside a string and a corrupt part."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ import pandas as pd
 import pytest
 
 from tracer.errors import TraceFormatError
-from tracer.job import parallel
-from tracer.parsers import kineto, load_kineto_parts, load_trace
+from tracer.job import rank_tasks, scan, scheduling, task_graph, workers
+from tracer.parsers import kineto, kineto_scan, load_trace
+from tracer.parsers.kineto import load_kineto_parts
 from tracer.timeline import Timeline
 
 DATA = Path(__file__).parent / "data"
@@ -28,7 +30,7 @@ TRACES = sorted(p for p in DATA.rglob("*.json*") if p.name.endswith((".json", ".
 @pytest.fixture(autouse=True)
 def _small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     # chunks of a few events, so that a small trace's parts hold several chunks as a large one's do
-    monkeypatch.setattr(kineto, "_CHUNK_BYTES", 2048)
+    monkeypatch.setattr(kineto_scan, "_CHUNK_BYTES", 2048)
 
 
 def _bytes(p: Path) -> bytes:
@@ -38,7 +40,7 @@ def _bytes(p: Path) -> bytes:
 
 def _parts(data: bytes, k: int) -> list[Any]:
     """The k parts, each pickled there and back as from a worker."""
-    return [pickle.loads(pickle.dumps(kineto.scan_kineto_part(data, j, k))) for j in range(k)]
+    return [pickle.loads(pickle.dumps(kineto_scan.scan_kineto_part(data, j, k))) for j in range(k)]
 
 
 def _assert_same(a: Timeline, b: Timeline) -> None:
@@ -63,7 +65,7 @@ def _split_equals_whole(data: bytes, k: int, tmp_path: Path) -> list[Any]:
 @pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(DATA)))
 def test_every_trace_in_parts_equals_the_whole(trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kineto, "_CHUNK_BYTES", 16 * 1024)  # (a few chunks per part of the larger traces)
+    monkeypatch.setattr(kineto_scan, "_CHUNK_BYTES", 16 * 1024)  # (a few chunks per part of the larger traces)
     data = _bytes(trace)
     try:
         whole = kineto.parse_kineto_bytes(data, "")
@@ -193,14 +195,14 @@ def plain_job(tmp_path: Path) -> list[Path]:
 
 def test_split_counts(plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     size = min(p.stat().st_size for p in plain_job)
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", size // 3)
-    monkeypatch.setattr(parallel, "_cores", lambda: 2)
-    assert parallel.split_counts([[str(p)] for p in plain_job]) == [1, 1]  # no core to spare: whole
-    monkeypatch.setattr(parallel, "_cores", lambda: 16)
-    assert parallel.split_counts([[str(p)] for p in plain_job]) == [3, 3]  # the size bounds it
-    assert parallel.split_counts([[str(HTA_RANKS[0])], [str(p) for p in plain_job]]) == [1, 1]  # gzipped; 2 files
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 1)
-    assert parallel.split_counts([[str(p)] for p in plain_job]) == [8, 8]  # the cores bound it
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", size // 3)
+    monkeypatch.setattr(scheduling, "cores", lambda: 2)
+    assert scan.split_counts([[str(p)] for p in plain_job]) == [1, 1]  # no core to spare: whole
+    monkeypatch.setattr(scheduling, "cores", lambda: 16)
+    assert scan.split_counts([[str(p)] for p in plain_job]) == [3, 3]  # the size bounds it
+    assert scan.split_counts([[str(HTA_RANKS[0])], [str(p) for p in plain_job]]) == [1, 1]  # gzipped; 2 files
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", 1)
+    assert scan.split_counts([[str(p)] for p in plain_job]) == [8, 8]  # the cores bound it
 
 
 @pytest.mark.slow
@@ -209,16 +211,16 @@ def test_a_job_with_split_ranks_equals_the_unsplit_one(plain_job: list[Path], mo
     from tracer.job.load import load_job
 
     serial = load_job(plain_job, load=lambda p: load_trace(p, cache=False))
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
-    monkeypatch.setattr(parallel, "_cores", lambda: 6)
-    assert parallel.split_counts([[str(p)] for p in plain_job]) == [3, 3]
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(scheduling, "cores", lambda: 6)
+    assert scan.split_counts([[str(p)] for p in plain_job]) == [3, 3]
     par = load_job(plain_job, scheduler="processes", cache=False)
     pd.testing.assert_frame_equal(par.events, serial.events, check_exact=True)
     assert par.meta.extra["ranks"] == serial.meta.extra["ranks"]
-    done = parallel.parse_groups([[p] for p in plain_job], scheduler=parallel.Scheduler("processes"),
-                                 task=parallel.Task(analyze=True))
-    whole = parallel.parse_groups([[p] for p in plain_job], scheduler=parallel.Scheduler("sync"),
-                                  task=parallel.Task(analyze=True))
+    done = task_graph.parse_groups([[p] for p in plain_job], scheduler=scheduling.Scheduler("processes"),
+                                 task=rank_tasks.Task(analyze=True))
+    whole = task_graph.parse_groups([[p] for p in plain_job], scheduler=scheduling.Scheduler("sync"),
+                                  task=rank_tasks.Task(analyze=True))
     for d, w in zip(done, whole, strict=True):
         assert d.error is None and "parts" in d.phases and "parts" not in w.phases
     assert ranked.combine([d.results for d in done], serial.meta).to_dict() == \
@@ -232,10 +234,10 @@ def test_a_split_rank_s_dataset_keys_equal_the_whole_file_s(plain_job: list[Path
     # checks must still be the file's own
     from tracer.job.store import source_key
 
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
-    monkeypatch.setattr(parallel, "_cores", lambda: 6)  # (split, and a core to spare for each worker)
-    done = parallel.parse_groups([[p] for p in plain_job], scheduler=parallel.Scheduler("processes"),
-                                 task=parallel.Task(with_keys=True, analyze=True))
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(scheduling, "cores", lambda: 6)  # (split, and a core to spare for each worker)
+    done = task_graph.parse_groups([[p] for p in plain_job], scheduler=scheduling.Scheduler("processes"),
+                                 task=rank_tasks.Task(with_keys=True, analyze=True))
     for d, p in zip(done, plain_job, strict=True):
         assert d.error is None and "parts" in d.phases
         assert d.keys == [source_key(p)]
@@ -244,16 +246,16 @@ def test_a_split_rank_s_dataset_keys_equal_the_whole_file_s(plain_job: list[Path
 def test_a_merge_s_keys_are_hashed_from_the_start_on_the_side_thread(plain_job: list[Path]) -> None:
     from tracer.job.store import source_key
 
-    side = parallel._Side(True)
+    side = rank_tasks._Side(True)
     try:
-        keys = parallel._Keys([str(p) for p in plain_job], side, read_now=True)
+        keys = rank_tasks._Keys([str(p) for p in plain_job], side, read_now=True)
         assert sorted(keys.digests) == [0, 1]  # (submitted at once, before the merge runs)
         assert keys.result() == [source_key(p) for p in plain_job]
     finally:
         side.close()
-    inline = parallel._Side(False)
+    inline = rank_tasks._Side(False)
     try:  # (no side thread: hashed after the rank's steps, as before, not first)
-        assert parallel._Keys([str(p) for p in plain_job], inline, read_now=True).digests == {}
+        assert rank_tasks._Keys([str(p) for p in plain_job], inline, read_now=True).digests == {}
     finally:
         inline.close()
 
@@ -262,9 +264,10 @@ def test_a_merge_s_keys_are_hashed_from_the_start_on_the_side_thread(plain_job: 
 
 _EARLY = r"""
 import json, os, sys
-import tracer.job.parallel as p
+import tracer.job.scan as p
+import tracer.job.scheduling
 
-p._cores = lambda: 6
+tracer.job.scheduling.cores = lambda: 6
 p.MIN_PART_BYTES = 64 * 1024
 seen = {}
 start = p.start_early_scans
@@ -335,10 +338,10 @@ def test_no_early_scans_where_they_do_not_apply(plain_job: list[Path], tmp_path:
     from tracer.job import store as jobstore
     from tracer.job.load import _early_scans, summarize_job
 
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
-    monkeypatch.setattr(parallel, "_cores", lambda: 6)
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(scheduling, "cores", lambda: 6)
     started: list[Any] = []
-    monkeypatch.setattr(parallel, "start_early_scans", lambda groups: started.append(groups))  # (None: not run)
+    monkeypatch.setattr(scan, "start_early_scans", lambda groups: started.append(groups))  # (None: not run)
     assert _early_scans(plain_job, "threads", True) is None  # not local processes
     assert _early_scans(plain_job, "sync", True) is None
     assert _early_scans(plain_job[:1], "processes", True) is None  # one rank: parsed here
@@ -356,18 +359,19 @@ def test_early_scans_do_not_start_for_gzipped_ranks_or_where_this_process_cannot
         plain_job: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 
-    monkeypatch.setattr(parallel, "MIN_PART_BYTES", 64 * 1024)
-    monkeypatch.setattr(parallel, "_cores", lambda: 6)
-    assert parallel.start_early_scans([[p] for p in HTA_RANKS]) is None  # gzipped: never split
-    monkeypatch.setattr(parallel, "_start_method", lambda: multiprocessing.get_context("spawn"))
-    assert parallel.start_early_scans([[p] for p in plain_job]) is None  # (threads running: no fork)
+    monkeypatch.setattr(scan, "MIN_PART_BYTES", 64 * 1024)
+    monkeypatch.setattr(scheduling, "cores", lambda: 6)
+    assert scan.start_early_scans([[p] for p in HTA_RANKS]) is None  # gzipped: never split
+    monkeypatch.setattr(workers, "start_method", lambda: multiprocessing.get_context("spawn"))
+    assert scan.start_early_scans([[p] for p in plain_job]) is None  # (threads running: no fork)
 
 
 _EARLY_BAD = r"""
 import sys
-import tracer.job.parallel as p
+import tracer.job.scan as p
+import tracer.job.scheduling
 
-p._cores = lambda: 6
+tracer.job.scheduling.cores = lambda: 6
 p.MIN_PART_BYTES = 64 * 1024
 started = []
 start = p.start_early_scans

@@ -26,7 +26,8 @@ from tests.conftest import run_cli
 from tracer.analysis.lanes import lane_stats
 from tracer.analysis.overlap import device_overlap
 from tracer.parsers import load_trace
-from tracer.parsers.kineto import _PAD_RAW, _fixed_point, copy_kind_from_name, parse_kineto_bytes
+from tracer.parsers.kineto import parse_kineto_bytes
+from tracer.parsers.kineto_scan import _PAD_RAW, _fixed_point, copy_kind_from_name
 
 EXTERNAL = Path(__file__).parent / "data" / "external"
 REPRO = EXTERNAL / "repro"

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from tracer.parsers import detect_format, load_trace
-from tracer.parsers.kineto import copy_kind_from_name, parse_kineto_bytes
+from tracer.parsers.kineto import parse_kineto_bytes
+from tracer.parsers.kineto_scan import copy_kind_from_name
 from tracer.timeline import COLUMNS
 
 

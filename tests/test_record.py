@@ -21,6 +21,7 @@ from tracer.cli import main
 from tracer.errors import ToolMissingError, UsageError
 from tracer.files.rundir import RUN_SCHEMA_VERSION
 from tracer.record import scenario as rec
+from tracer.record import scenario_run
 from tracer.record.profiler import quiet_kineto
 from tracer.record.run import ScenarioFailedError
 
@@ -181,11 +182,11 @@ def test_two_runs_in_the_same_second_get_distinct_names(tmp_path: Path, monkeypa
         def now(cls, tz=None):
             return fixed
 
-    # Replace the module as tracer.record.scenario sees it, never the attribute of the real datetime module: a global
-    # datetime.datetime subclass crashed pandas' C code imported after it (a segfault when run alone).
+    # Replace the module as tracer.record.scenario_run sees it, never the attribute of the real datetime module: a
+    # global datetime.datetime subclass crashed pandas' C code imported after it (a segfault when run alone).
     import types
 
-    monkeypatch.setattr(rec, "_dt", types.SimpleNamespace(datetime=Frozen, timezone=dt.timezone))
+    monkeypatch.setattr(scenario_run, "_dt", types.SimpleNamespace(datetime=Frozen, timezone=dt.timezone))
     params = SMALL["multi-device"]
     a = rec.record("multi-device", device="cpu", out=tmp_path, params=params).path
     b = rec.record("multi-device", device="cpu", out=tmp_path, params=params).path
@@ -343,7 +344,7 @@ def fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.slow
 def test_nsys_backend_writes_report_sqlite_and_timeline(tmp_path: Path, fake_nsys: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    monkeypatch.setattr(scenario_run, "NSYS_NEEDS_GPU", False)
     seen: list[str] = []
     run = rec.record("compute-copy", device="cpu", out=tmp_path / "runs", backend="nsys",
                      params={**SMALL["compute-copy"], "variant": "side-stream"}, progress=seen.append)
@@ -364,7 +365,7 @@ def test_nsys_backend_needs_a_gpu(tmp_path: Path, fake_nsys: Path) -> None:
 @pytest.mark.slow
 def test_nsys_child_check_failure_leaves_nothing(tmp_path: Path, fake_nsys: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    monkeypatch.setattr(scenario_run, "NSYS_NEEDS_GPU", False)
     # the child is another process: make its check fail through a parameter that breaks nothing but the check
     with pytest.raises(ScenarioFailedError, match="the child process failed|correctness check failed"):
         rec.record("mlp-data-parallel", device="cpu", out=tmp_path / "runs", backend="nsys",
@@ -408,7 +409,7 @@ def test_compact_run_gzips_the_sqlite_and_drops_a_big_report(tmp_path: Path, fak
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.parsers import load_trace
 
-    monkeypatch.setattr(rec, "NSYS_NEEDS_GPU", False)
+    monkeypatch.setattr(scenario_run, "NSYS_NEEDS_GPU", False)
     run = rec.record("multi-device", device="cpu", out=tmp_path / "runs", backend="nsys", params=SMALL["multi-device"])
     before = load_trace(run.path / "report.sqlite").events
     files = rec.compact_run(run.path, max_report_bytes=4)

@@ -137,7 +137,7 @@ def test_record_writes_the_record_then_derives_once_and_checks_the_scenario_once
         prepared.append(name)
         return real_prepare(name, *args, **kw)
 
-    monkeypatch.setattr("tracer.record.scenario.derive", spy_derive)
+    monkeypatch.setattr("tracer.record.scenario_run.derive", spy_derive)
     monkeypatch.setattr(scenarios, "prepare", spy_prepare)
     run = rec.record("independent-ops", device="cpu", out=tmp_path, params=SMALL["independent-ops"])
     assert seen == [{"trace.json.gz", "meta.json"}]  # the record, and nothing derived yet

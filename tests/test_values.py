@@ -23,7 +23,9 @@ from tracer.errors import TraceFormatError, UsageError
 from tracer.files import digests
 from tracer.files.storage import write_timeline_parquet
 from tracer.parsers import cache_path, load_trace
-from tracer.parsers.kineto import _CHUNK_BYTES, parse_kineto_bytes
+from tracer.parsers.kineto import parse_kineto_bytes
+from tracer.parsers.kineto_scan import _CHUNK_BYTES
+from tracer.parsers.load import without_impossible_rows
 from tracer.timeline import Timeline, TraceMeta, build_events
 
 
@@ -201,7 +203,7 @@ def test_an_untouched_trace_is_served_from_the_cache_without_hashing_it(tmp_path
     p = _big_trace(tmp_path / "t.json", 3)
     load_trace(p)
     monkeypatch.setattr(digests, "file_digest", lambda _: pytest.fail("hashed an untouched trace"))
-    monkeypatch.setattr(parsers, "_read_raw", lambda _: pytest.fail("parsed an untouched trace"))
+    monkeypatch.setattr(parsers, "read_raw", lambda _: pytest.fail("parsed an untouched trace"))
     assert len(load_trace(p).events) == 3
 
 
@@ -233,7 +235,7 @@ def test_no_cache_where_the_directory_is_not_writable(tmp_path: Path, monkeypatc
     OSError` and failed the whole summary of a readable trace."""
     p = _big_trace(tmp_path / "t.json", 2)
     written: list[Path] = []
-    monkeypatch.setattr(os, "access", lambda path, mode: False)  # (the os module tracer.parsers uses)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # (the os module tracer.parsers.kineto uses)
     assert len(load_trace(p, on_cache_write=written.append).events) == 2
     assert not cache_path(p).exists() and written == []
     monkeypatch.undo()
@@ -298,7 +300,7 @@ def test_hostile_values_give_a_figure_or_an_error_and_never_a_warning(body: byte
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         try:
-            out = summarize(parsers._without_impossible_rows(parse_kineto_bytes(body, "t")))
+            out = summarize(without_impossible_rows(parse_kineto_bytes(body, "t")))
         except TraceFormatError:
             return
     for figures in out["devices"].values():

@@ -3,9 +3,9 @@ lane, the bounds of a possible row — and how a collective's name and message s
 
 ``tracer.timeline`` holds them as its own (import them from there); they live here, at the package's root
 rather than in ``tracer/timeline/`` (whose ``__init__`` imports pandas), so that what needs only
-them (a job's scan workers, :mod:`tracer.parsers.kineto`'s scan) starts without importing pandas: on a
+them (a job's scan workers, :mod:`tracer.parsers.kineto_scan`) starts without importing pandas: on a
 many-core host a job's first open forks its scan workers before the main process imports pandas
-(:mod:`tracer.job.parallel`, "early scans").
+(:mod:`tracer.job.scan`, "early scans").
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ FORMATS: dict[str, TraceFormat] = {
             "kineto",
             "a Kineto/Chrome JSON trace",
             suffixes=(".json", ".json.gz"),
-            reader="tracer.parsers:read_kineto",
+            reader="tracer.parsers.kineto:read_kineto",
             magic=(b"{", b"["),
             skip=JSON_SKIP,
             run_files=("trace.json.gz", "trace.json"),

@@ -1,12 +1,12 @@
 """Large objects handed from one local worker process to another through a file, not through the caller.
 
-A rank's file parsed in parts (tracer.job.parallel) makes each part's columns on one worker and merges them on
-another. Returned as task results, every part's arrays (~23 MB per 50 MB of trace) would be pickled to the
-caller, unpickled there, pickled again into the merge task's arguments and unpickled on its worker: the caller,
-one process, then queues every part of every rank. Here a part is written once into a file (pickle protocol 5,
-the numpy arrays' bytes out of band, each at a 64-byte boundary) in a folder in memory (``/dev/shm`` where there
-is one) and the merge maps that file and takes the arrays from the mapping as they are, not copied; only the
-file's path passes through the caller.
+A rank's file parsed in parts (tracer.job.scan) makes each part's columns on one worker and merges them on
+another (tracer.job.rank_tasks). Returned as task results, every part's arrays (~23 MB per 50 MB of trace) would be
+pickled to the caller, unpickled there, pickled again into the merge task's arguments and unpickled on its worker:
+the caller, one process, then queues every part of every rank. Here a part is written once into a file (pickle
+protocol 5, the numpy arrays' bytes out of band, each at a 64-byte boundary) in a folder in memory (``/dev/shm``
+where there is one) and the merge maps that file and takes the arrays from the mapping as they are, not copied;
+only the file's path passes through the caller.
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ the timeline schema and Kineto parser versions. The dataset is written whole int
 into place; a job whose file set differs (a subset of the ranks) gets a dataset of its own (the hex in the
 name). The partition files are whole timelines, on the Unix clock already (aligned before writing), so the
 store does not depend on which columns the timeline schema has: it writes and reads whatever columns there are.
+
+This module is the dataset's layout and manifest, without pandas (a job's first open asks it whether the job is
+stored before the job's process imports pandas: tracer.job.scan's early scans); the partitions' Parquet files are
+read and written by :mod:`tracer.job.partitions`.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
@@ -33,11 +37,6 @@ from tracer import parsers
 from tracer.files import digests
 from tracer.files.atomic import temp_dir_beside
 from tracer.vocabulary import SCHEMA_VERSION
-
-if TYPE_CHECKING:
-    # (not at run time, nor tracer.files.storage, imported where a partition is read or written: they bring
-    # pandas, and this module is imported before a job's scan workers fork, tracer.job.parallel's early scans)
-    from tracer.timeline import Timeline
 
 #: Raise when the layout or the manifest changes meaning: an older dataset is then rebuilt, not misread.
 DATASET_VERSION = 1
@@ -57,6 +56,26 @@ def dataset_path(files: Sequence[Path]) -> Path:
     names = "\n".join(os.path.relpath(f, home) for f in resolved)
     tag = hashlib.sha256(names.encode()).hexdigest()[:8]
     return home / f".tracer-job-{tag}.parquet"
+
+
+def dataset_of(groups: Sequence[Sequence[Path]], cache: bool) -> Path | None:
+    """Where the job of ``groups`` (each rank's files) is stored as a dataset, where it is kept at all: with
+    ``cache``, for a job of more than one rank and at least :data:`CACHE_MIN_BYTES` of traces."""
+    if not (cache and len(groups) > 1 and total_bytes(groups) >= CACHE_MIN_BYTES):
+        return None
+    return dataset_path([g[0] for g in groups])
+
+
+def total_bytes(groups: Sequence[Sequence[Path]]) -> int:
+    """The bytes of every file of ``groups``; a file that cannot be read counts 0 (the parse says why)."""
+    total = 0
+    for g in groups:
+        for p in g:
+            try:
+                total += p.stat().st_size
+            except OSError:
+                pass  # (the parse says why)
+    return total
 
 
 def partition_file(dataset: Path, rank: int) -> Path:
@@ -170,41 +189,6 @@ def valid_entries(dataset: Path, paths: Sequence[Path], ranks: Sequence[int] | N
     return wanted
 
 
-def read_ranks(dataset: Path, entries: Sequence[RankEntry]) -> list[Timeline]:
-    """The stored timelines of ``entries``' ranks (each as parsed and aligned), reading only their files."""
-    return [read_partition(partition_file(dataset, e.rank)) for e in entries]
-
-
-def read_partition(path: Path) -> Timeline:
-    """One rank's stored timeline (:func:`partition_file`), as parsed and aligned."""
-    from tracer.files.storage import read_timeline_parquet  # (pandas: see the TYPE_CHECKING imports above)
-
-    t = read_timeline_parquet(path)
-    t.meta.extra.pop("stored_as", None)
-    t.meta.extra.pop("job_rank", None)
-    return t
-
-
-def read_columns(dataset: Path, columns: Sequence[str], ranks: Sequence[int] | None = None) -> Any:
-    """Some ``columns`` of a stored job as one pandas DataFrame with ``rank``, reading only the files of
-    ``ranks`` (default all) and only those columns from each (Parquet is columnar: the others are not read)."""
-    import pandas as pd
-    import pyarrow.parquet as pq
-
-    manifest = read_manifest(dataset)
-    if manifest is None:
-        raise FileNotFoundError(dataset / MANIFEST)
-    wanted = [e.rank for e in manifest.entries] if ranks is None else list(ranks)
-    cols = [c for c in columns if c != "rank"]
-    frames = []
-    for r in wanted:
-        with pq.ParquetFile(partition_file(dataset, r)) as f:
-            df = f.read(columns=cols).to_pandas()
-        df.insert(0, "rank", pd.Series(r, index=df.index, dtype="int16"))
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True)
-
-
 def begin(dataset: Path) -> Path | None:
     """A new temporary folder beside ``dataset`` for the workers to write their ranks into (:func:`part_file`),
     or None where none can be made (a read-only folder of traces just means no cache)."""
@@ -223,26 +207,6 @@ def begin(dataset: Path) -> Path | None:
 def part_file(tmp: Path, index: int) -> Path:
     """Where a worker writes the ``index``-th file group's timeline (its rank is not known until all are read)."""
     return tmp / f"group-{index}.parquet"
-
-
-def write_part(timeline: Timeline, tmp: Path, index: int) -> bool:
-    """Write one rank's timeline into the dataset being built (on a worker); False where it could not be."""
-    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet  # (pandas: as in read_partition)
-
-    try:
-        write_timeline_parquet(timeline, part_file(tmp, index), compression=CACHE_COMPRESSION)
-    except Exception:  # noqa: BLE001 - a cache is never worth failing a job that was read
-        return False
-    return True
-
-
-def read_part(tmp: Path, index: int) -> Timeline:
-    """The timeline a worker wrote into the dataset being built (:func:`write_part`)."""
-    from tracer.files.storage import read_timeline_parquet  # (pandas: as in read_partition)
-
-    t = read_timeline_parquet(part_file(tmp, index))
-    t.meta.extra.pop("stored_as", None)
-    return t
 
 
 def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]]) -> bool:

@@ -1,14 +1,19 @@
-"""Open any trace tracer understands and return one canonical :class:`~tracer.timeline.Timeline`.
+"""Open any trace tracer understands and return one canonical :class:`~tracer.timeline.Timeline`
+(:func:`load_trace`, in :mod:`tracer.parsers.load`).
 
 The format is told from the content, not the suffix: gzip is looked through, then the first bytes say
 SQLite (an Nsight Systems export), Parquet (a stored timeline) or JSON (Kineto / Chrome). ``.nsys-rep``
 reports are converted with ``nsys export`` when nsys is installed. Run directories written by
-``tracer record`` are opened through their stored timeline. The formats, their magics and their readers
-(:func:`read_kineto` here, the others in their format's module: :mod:`tracer.parsers.nsys`,
-:mod:`tracer.parsers.parquet`) are one table, :data:`tracer.files.formats.FORMATS`; the run directory's layout is
-:mod:`tracer.files.rundir`.
+``tracer record`` are opened through their stored timeline. The formats, their magics and their readers (each
+in its format's module: :mod:`tracer.parsers.kineto`, :mod:`tracer.parsers.nsys`, :mod:`tracer.parsers.parquet`)
+are one table, :data:`tracer.files.formats.FORMATS`; the run directory's layout is :mod:`tracer.files.rundir`.
 
-Importing this package imports neither Dash nor Plotly.
+This package itself holds what needs no pandas: telling a file's format (:func:`detect_format`), reading its
+bytes through gzip (:func:`iter_inflated`, with its bomb check), and naming a trace's Parquet cache. A job's
+scan workers import it (and :mod:`tracer.parsers.kineto_scan`) before the job's process imports pandas, and so
+does a command that only names :func:`load_trace`: the reading side, which builds timelines
+(:mod:`tracer.parsers.load`), is imported where a trace is first read. Importing this package imports neither
+pandas, Dash nor Plotly.
 """
 
 from __future__ import annotations
@@ -17,19 +22,17 @@ import gzip
 import os
 import tempfile
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError
-from tracer.files import digests, formats, rundir
+from tracer.files import formats, rundir
 from tracer.files.formats import FORMATS, GZIP_MAGIC
 from tracer.vocabulary import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    # (imported where a timeline is built: tracer.timeline brings pandas, which a job's scan workers, importing
-    # this package for tracer.parsers.kineto's scan, start without; tracer.job.parallel's early scans)
     from tracer.timeline import Timeline
 
 # (kept for callers of the names this module used to define: the format table and the run-directory module
@@ -180,6 +183,18 @@ def cache_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tracer.parquet")
 
 
+def cache_key(size: int, digest: str) -> dict[str, Any]:
+    """What a cache must match to be served: the source's size and content hash, and the versions of the
+    timeline schema and of the Kineto parser that wrote it. (Not the mtime: ``cp -p`` and ``rsync -t`` keep it
+    across an edit, and a plain ``touch`` changes nothing a parse would see.)"""
+    return {
+        "source_size": size,
+        "source_blake3": digest,
+        "schema_version": SCHEMA_VERSION,
+        "parser_version": KINETO_PARSER_VERSION,
+    }
+
+
 def load_trace(
     path: str | os.PathLike[str],
     *,
@@ -198,167 +213,19 @@ def load_trace(
     ``on_raw``: called with a Kineto file's bytes as read (gzipped if the file is), when they are read (not
     from a cache): a job's worker hashes them for its dataset's key without reading the file twice.
     """
-    p = Path(path)
-    fmt = detect_format(p)
-    if fmt == "run-dir":
-        return _worded(p, lambda: _load_run_dir(p, cache=cache, on_cache_write=on_cache_write))
-    if fmt == "kineto" and on_raw is not None:
-        return _worded(p, lambda: _without_impossible_rows(
-            read_kineto(p, cache=cache, on_cache_write=on_cache_write, on_raw=on_raw)))
-    return _worded(p, lambda: _without_impossible_rows(
-        FORMATS[fmt].read(p, cache=cache, on_cache_write=on_cache_write)))
+    # (the package's one import of its reading side: it builds timelines, so brings pandas, which this package's
+    # importers, a job's scan workers and the commands that name this function among them, start without)
+    from tracer.parsers import load
+
+    return load.load_trace(path, cache=cache, on_cache_write=on_cache_write, on_raw=on_raw)
 
 
-def load_kineto_parts(path: str | os.PathLike[str], parts: Sequence[Any]) -> Timeline:
-    """``load_trace(path, cache=False)`` of a plain Kineto trace scanned in parts
-    (:func:`tracer.parsers.kineto.scan_kineto_part`, in file order): the parts merged, or the whole file parsed
-    where a part gave None (it could not vouch for what it read): the same timeline, or the same one-line error,
-    either way."""
-    if any(part is None for part in parts):
-        return load_trace(path, cache=False)
-    from tracer.parsers.kineto import merge_kineto_parts  # (as in read_kineto)
-
-    p = Path(path)
-    return _worded(p, lambda: _without_impossible_rows(merge_kineto_parts(list(parts), str(p))))
-
-
-def _worded(p: Path, read: Callable[[], Timeline]) -> Timeline:
-    """``read()``, its errors one line naming ``p``."""
-    try:
-        return read()
-    except TracerError as exc:
-        if exc.subject:
-            raise
-        # raised where the file is not known (tracer.timeline.build_events): name it here
-        raise type(exc)(p, exc.problem) from None
-    except RecursionError:
-        raise TraceFormatError(p, "nested too deeply (hundreds of levels) to be a trace") from None
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
-        # Content no parser check foresaw (deviceProperties id "x", distributedInfo rank 70000 ...): still bad
-        # input, so one line naming the file; the exception's own words say what the parser tripped on.
-        raise TraceFormatError(p, f"could not be read: unexpected content ({type(exc).__name__}: {exc})") from None
-
-
-def _without_impossible_rows(timeline: Timeline) -> Timeline:
-    """The last line of defence for every format: drop what no trace can mean, and count it with the parser's
-    own skipped events (``meta.extra["skipped"]``, which ``tracer summary`` reports and ``--strict`` refuses)."""
-    from tracer.timeline import drop_impossible  # (pandas: see the TYPE_CHECKING import above)
-
-    events, dropped = drop_impossible(timeline.events)
-    if dropped:
-        skipped = dict(timeline.meta.extra.get("skipped") or {})
-        for reason, n in dropped.items():
-            skipped[reason] = skipped.get(reason, 0) + n
-        timeline.meta.extra["skipped"] = dict(sorted(skipped.items()))
-        timeline.events = events
-    return timeline
-
-
-def cache_key(size: int, digest: str) -> dict[str, Any]:
-    """What a cache must match to be served: the source's size and content hash, and the versions of the
-    timeline schema and of the Kineto parser that wrote it. (Not the mtime: ``cp -p`` and ``rsync -t`` keep it
-    across an edit, and a plain ``touch`` changes nothing a parse would see.)"""
-    return {
-        "source_size": size,
-        "source_blake3": digest,
-        "schema_version": SCHEMA_VERSION,
-        "parser_version": KINETO_PARSER_VERSION,
-    }
-
-
-def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path], None] | None = None,
-                on_raw: Callable[[bytes], None] | None = None) -> Timeline:
-    """A Kineto / Chrome JSON trace (gzipped or not), through its Parquet cache when it is large
-    (:func:`cache_path`)."""
-    try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
-    use_cache = cache and size >= CACHE_MIN_BYTES
-    stored = _stored_key(p) if use_cache else None
-    stat = digests.stat_key(p) if use_cache else []  # (before the read: a write during the parse must not go unseen)
-    digest = ""
-    if stored is not None and stored.get("source_size") == size:
-        # Unchanged inode and ctime: the bytes are those the cache was written from, with no need to hash them
-        # (ctime moves on every write and no tool can set it back, unlike the mtime that cp -p / rsync -t
-        # restore). Anything else (a copy, a touch, an edit) is decided by the content hash.
-        if stored.get("source_stat") == stat:
-            digest = str(stored.get("source_blake3", ""))
-        else:
-            digest = digests.file_digest(p)
-        cached = _read_cache(p, cache_key(size, digest), stored)
-        if cached is not None:
-            return cached
-    # (the parser's own import, ~30 ms, is not paid at all when the cache answers, nor for the other formats)
-    from tracer.parsers.kineto import parse_kineto_bytes
-
-    raw = _read_raw(p)
-    if on_raw is not None:
-        on_raw(raw)
-    if use_cache and not digest:
-        digest = digests.of_bytes(raw)
-    data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
-    del raw
-    timeline = parse_kineto_bytes(data, str(p))
-    key = {**cache_key(size, digest), "source_stat": stat} if use_cache else {}
-    if use_cache and _write_cache(p, timeline, key) and on_cache_write is not None:
-        on_cache_write(cache_path(p))
-    return timeline
-
-
-def _read_raw(p: Path) -> bytes:
+def read_raw(p: Path) -> bytes:
     """The file's bytes as stored (still gzipped if it is); an unreadable file is an :class:`InputNotFoundError`."""
     try:
         return p.read_bytes()
     except OSError as exc:
         raise InputNotFoundError(p, f"cannot read: {exc.strerror or exc}") from None
-
-
-def _stored_key(p: Path) -> dict[str, Any] | None:
-    """The key a cache beside ``p`` was written with (None: no readable cache)."""
-    # (here, not at the top: this package is imported without pandas, by a job's scan workers too, and
-    # tracer.files.storage brings it and pyarrow.parquet, ~55 ms more: only for a trace big enough to be cached)
-    from tracer.files.storage import read_parquet_meta
-
-    cp = cache_path(p)
-    if not cp.exists() or formats.not_a_regular_file(cp) is not None:
-        return None
-    try:
-        key = read_parquet_meta(cp).get("cache_key")  # (one read of the footer)
-    except Exception:  # noqa: BLE001 - a damaged cache is never worth an error: parse afresh
-        return None
-    return key if isinstance(key, dict) else None
-
-
-def _read_cache(p: Path, key: dict[str, Any], stored: dict[str, Any]) -> Timeline | None:
-    from tracer.files.storage import read_timeline_parquet  # (as in _stored_key)
-
-    if {k: stored.get(k) for k in key} != key:
-        return None
-    try:
-        timeline = read_timeline_parquet(cache_path(p))
-    except Exception:  # noqa: BLE001 - a stale or damaged cache is never worth an error: parse afresh
-        return None
-    timeline.meta.source = str(p)
-    timeline.meta.extra.pop("stored_as", None)
-    timeline.meta.extra.pop("cache_key", None)
-    return timeline
-
-
-def _write_cache(p: Path, timeline: Timeline, key: dict[str, Any]) -> bool:
-    """Store the cache beside ``p``; False (and nothing written) where it cannot be written, for any reason."""
-    from tracer.files.storage import CACHE_COMPRESSION, write_timeline_parquet  # (as in _stored_key)
-
-    if not os.access(p.parent, os.W_OK):
-        return False  # a read-only directory (a shared data set) just means no cache
-    try:
-        write_timeline_parquet(timeline, cache_path(p), extra_meta={"cache_key": key}, compression=CACHE_COMPRESSION)
-    except Exception:  # noqa: BLE001 - a cache is never worth failing the load of a trace that was read
-        # Not only OSError and the atomic writer's UsageError for an unwritable place: metadata the trace holds
-        # that the writer cannot store (orjson refuses an integer beyond 64 bits, say) once failed the whole
-        # load with "unexpected content". (The atomic writer removes its temporary file on any error.)
-        return False
-    return True
 
 
 @contextmanager
@@ -371,7 +238,7 @@ def unpacked_sqlite(p: Path) -> Iterator[Path]:
     if not gz:
         yield p
         return
-    data = _read_raw(p)
+    data = read_raw(p)
     with tempfile.TemporaryDirectory(prefix="tracer-") as tmp:
         out = Path(tmp) / "export.sqlite"
         try:
@@ -383,18 +250,3 @@ def unpacked_sqlite(p: Path) -> Iterator[Path]:
         del data
         yield out
 
-
-def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:
-    """A run directory (:mod:`tracer.files.rundir`): its stored timeline, else its trace, with its meta.json as read
-    (``meta.extra["run"]``)."""
-    run_meta = rundir.load_meta_json(p)
-    source = rundir.timeline_source(p)
-    if source is None:
-        names = (rundir.TIMELINE, *rundir.TRACE_CANDIDATES)
-        raise TraceFormatError(p, f"directory is not a tracer run: none of {', '.join(names)} is in it")
-    timeline = load_trace(source, cache=cache, on_cache_write=on_cache_write)
-    timeline.meta.extra["run"] = run_meta
-    timeline.meta.extra["run_dir"] = str(p)
-    timeline.meta.extra["run_file"] = source.name
-    timeline.meta.source = str(p)
-    return timeline

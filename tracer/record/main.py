@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from tracer.errors import TracerError, UsageError
+from tracer.errors import TracerError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,20 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE")
     ap.add_argument("--quiet", "-q", action="store_true")
     args = ap.parse_args(argv)
-    # (after the arguments: --help and a usage error answer without pandas, ~0.9 s, and torch, several seconds)
-    from tracer.record.scenario import plain_report, record
-    from tracer.scenarios import ScenarioError, parse_param_args
+    # (after the arguments: --help and a usage error answer without pandas, ~0.9 s, and torch, several seconds;
+    # the recorder, and its side that reads the parameters as the scenarios do)
+    from tracer.record import scenario, scenario_run
 
     def progress(msg: str) -> None:
         if not args.quiet:
             print(f"  … {msg}", file=sys.stderr, flush=True)
 
     try:
-        try:
-            params = parse_param_args(args.param)
-        except ScenarioError as exc:
-            raise UsageError("", str(exc)) from None
-        run = record(args.scenario, device=args.device, out=args.out, backend=args.backend, params=params,
+        params = scenario_run.parse_params(args.param)
+        run = scenario.record(args.scenario, device=args.device, out=args.out, backend=args.backend, params=params,
                      progress=progress)
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
@@ -44,6 +41,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
         return 130
-    print(run.path if args.quiet else plain_report(run.meta, run.summary, run.path), flush=True)
+    print(run.path if args.quiet else scenario.plain_report(run.meta, run.summary, run.path), flush=True)
     return 0
 

@@ -6,10 +6,13 @@ code of a user's torchrun script (``init_process_group`` from the environment). 
 ``python -m tracer.record.ranks rank NAME ...``: it runs the scenario with :func:`tracer.record.capture.start_windowed`
 recording its profiled window, and so writes what ``tracer record -- torchrun ...`` writes for a rank
 (``rank<R>-pid<P>.json.gz`` and its ``.capture.json`` status; saved on an exception and on SIGTERM too) plus
-``rank<R>.result.json`` (the scenario's result). The run directory is then the job layout of
-tracer/record/command.py: ``traces/``, meta.json's ``processes`` and ``missing_ranks``,
-:func:`tracer.record.derive.derive`, written under a temporary name and renamed
-(:func:`tracer.record.command.finish_run`).
+``rank<R>.result.json`` (the scenario's result). The recorder (:func:`tracer.record.scenario_run.record_job`)
+then writes the run directory in the job layout of tracer/record/command.py: ``traces/``, meta.json's
+``processes`` and ``missing_ranks``, :func:`tracer.record.derive.derive`, written under a temporary name and
+renamed (:func:`tracer.record.command.finish_run`).
+
+This module is what runs in the ranks' processes and in the launcher: the standard library and tracer's capture,
+no pandas; torch only where a rank runs its scenario (:func:`rank_main`).
 
 A rank that exits with an error starts the teardown: the others get :data:`GRACE_S` to end by themselves (a gloo
 peer whose partner died fails at once and saves its trace), then SIGTERM, then SIGKILL. A job still running after
@@ -25,15 +28,13 @@ recorder (tracer's imports, its profiler state, its terminal) and their stderr w
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,13 +43,9 @@ import orjson
 
 import tracer
 from tracer.errors import TracerError
-from tracer.files import rundir
-from tracer.files.atomic import gzip_in_place, temp_dir_beside, write_bytes_atomic, writing
-from tracer.files.rundir import RunMeta
+from tracer.files.atomic import write_bytes_atomic
 from tracer.record import capture
-from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, nsys_version
-from tracer.record.profiler import KINETO_NOISE, environment
-from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
+from tracer.record.profiler import KINETO_NOISE
 from tracer.sigterm import Terminated, sigterm_raises
 
 #: How long the other ranks get to end by themselves once one failed (and after SIGTERM, before SIGKILL), s.
@@ -253,177 +250,6 @@ def rank_devices(world: int, on_gpu: bool, gpus: int) -> tuple[str, list[str], s
 
 
 # --------------------------------------------------------------------------------------------------------------
-# the run
-
-
-def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, str], *, out: str | os.PathLike[str],
-               backend: str, nsys: str | None, say: Callable[[str], None]) -> RecordedRun:
-    """Record the multi-process scenario ``spec`` (checked already: ``plan``, ``values``) and write its run
-    under ``out``; return the :class:`tracer.record.run.RecordedRun`. Raises :class:`RanksFailedError` (after
-    writing the run) when a rank failed or hung, ScenarioFailedError (writing nothing) when no rank saved a
-    trace or a correctness check failed."""
-    import torch
-
-    # (it derives the run: pandas, which every rank's process, python -m tracer.record.ranks, goes without)
-    from tracer.record.command import finish_run
-
-    world = int(values["ranks"])
-    gpus = torch.cuda.device_count() if plan.on_gpu else 0
-    dist_backend, devices, note = rank_devices(world, plan.on_gpu, gpus)
-    if plan.on_gpu and dist_backend == "gloo":  # the ranks run on the CPU: its defaults, as the ranks take them
-        values = spec.resolve_params(params, on_gpu=False)
-        world = int(values["ranks"])
-    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    wanted = Path(out) / run_name(spec.name, values["variant"], f"{dist_backend}-{world}ranks", created.astimezone())
-    stages: dict[str, float] = {}
-    tmp = temp_dir_beside(wanted)
-    work = tmp / ".capture"
-    try:
-        with writing(wanted):
-            say(f"starting {world} ranks ({dist_backend})")
-            if nsys is None:
-                commands = [rank_command(spec.name, work, d, params, "torch") for d in devices]
-                outcomes, wall = launch(commands, devices, work, timeout_s=float(values["timeout"]))
-                details: dict[str, Any] = {"profiler": "torch.profiler",
-                                           "bootstrap": "tracer.record.capture (windowed)"}
-            else:
-                outcomes, wall, details = _launch_under_nsys(nsys, spec.name, devices, params, tmp, work,
-                                                             float(values["timeout"]))
-            stages["workload"] = wall
-            results = _results(work, world)
-            traces = sorted(work.glob("rank*.json.gz"))
-            failed = [o for o in sorted(outcomes, key=lambda o: o.ended_s) if o.failed]
-            recorded = traces or (tmp / rundir.NSYS_REPORT).exists()
-            if not recorded or (not results and not failed):
-                raise ScenarioFailedError(f"scenario {spec.name}", "no rank saved a trace: "
-                                          + "; ".join(o.describe() for o in failed or outcomes))
-            bad = [f"rank {r}: {k}: {c['detail']}" for r, res in results.items() for k, c in res["checks"].items()
-                   if not c["ok"]]
-            if bad and not failed:
-                raise ScenarioFailedError(f"scenario {spec.name}", "correctness check failed: " + "; ".join(bad))
-            if traces:
-                (tmp / rundir.TRACES_DIR).mkdir()
-                for t in traces:
-                    os.replace(t, tmp / rundir.TRACES_DIR / t.name)
-            meta = _meta(spec, values, results, outcomes, work, devices, dist_backend, note, backend, details,
-                         created, wall)
-            meta.stages_s = stages
-            shutil.rmtree(work, ignore_errors=True)
-            say("parsing the traces")
-            final, derived = finish_run(tmp, wanted, meta)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if failed:
-        kept = sorted(int(p["rank"]) for p in meta.processes if p.get("files"))
-        raise RanksFailedError(
-            f"scenario {spec.name}",
-            "; ".join(o.describe() for o in failed)
-            + f". The run keeps the traces of rank(s) {', '.join(map(str, kept)) or 'none'}: {final}",
-        )
-    return RecordedRun(final, derived.meta, derived.summary, stages)
-
-
-def _results(work: Path, world: int) -> dict[int, dict[str, Any]]:
-    out = {}
-    for rank in range(world):
-        p = work / RESULT.format(rank=rank)
-        if p.exists():
-            out[rank] = orjson.loads(p.read_bytes())
-    return out
-
-
-def _meta(spec: Any, values: dict[str, Any], results: dict[int, dict[str, Any]], outcomes: list[RankOutcome],
-          work: Path, devices: list[str], dist_backend: str, note: str | None, backend: str,
-          details: dict[str, Any], created: _dt.datetime, wall: float) -> RunMeta:
-    """meta.json of the job: the scenario's fields from the lowest rank that finished, the job's from all."""
-    first = results[min(results)] if results else {}
-    status = {int(s["rank"]): s for s in (orjson.loads(p.read_bytes()) for p in sorted(work.glob("*.capture.json")))
-              if s.get("rank") is not None}
-    processes = []
-    for o in outcomes:
-        # no status file: the rank was killed before it could write one, or (under nsys) recorded nothing itself
-        ended = "timeout" if o.timed_out else "torn down" if o.torn_down else "exit"
-        entry = dict(status.get(o.rank) or {"pid": o.pid, "rank": o.rank, "world_size": len(outcomes),
-                                            "ended": ended, "files": []})
-        entry.update(exit_code=o.exit_code, last_line=o.last_line, timed_out=o.timed_out, torn_down=o.torn_down,
-                     device=o.device)
-        processes.append(entry)
-    checks: dict[str, dict[str, Any]] = {}
-    for name, c in first.get("checks", {}).items():
-        on = [r for r, res in results.items() if name in res["checks"]]
-        ok = all(results[r]["checks"][name]["ok"] for r in on)
-        checks[name] = {"ok": ok, "detail": f"{c['detail']} (rank {min(results)}; held on rank(s) "
-                                             f"{', '.join(map(str, on))})" if ok else c["detail"]}
-    notes = [*first.get("notes", []), *([note] if note else [])]
-    failed = [o for o in outcomes if o.failed]
-    notes += [o.describe() for o in failed]
-    env = environment()
-    exit_code = min(failed, key=lambda o: o.ended_s).exit_code if failed else 0
-    return rundir.RunMeta(
-        scenario=spec.name,
-        variant=values["variant"],
-        variants=first.get("variants", list(spec.variants)),
-        params=first.get("params", values),
-        mode="processes",
-        devices=devices,
-        lanes=[{"index": r, "label": f"rank{r}", "device": d, "rank": r} for r, d in enumerate(devices)],
-        gpu_names={k: v for res in results.values() for k, v in res.get("gpu_names", {}).items()},
-        torch_version=env["torch_version"],
-        cuda_version=env["cuda_version"],
-        wall_times_s={**first.get("times_s", {}), "job": round(wall, 6)},
-        unprofiled_times=[*first.get("unprofiled", []), "job"],
-        wall_time_samples_s=first.get("samples_s", {}),
-        profiled_window_s=first.get("profiled_window_s"),
-        intra_op_threads=first.get("intra_op_threads"),
-        checks=checks,
-        derived=first.get("derived", {}),
-        notes=notes,
-        caveats=first.get("caveats", []),
-        phases=first.get("phases", []),
-        backend=backend,
-        backend_details={**details, "distributed_backend": dist_backend, "world_size": len(outcomes)},
-        created=created.isoformat().replace("+00:00", "Z"),
-        environment=env,
-        exit_code=exit_code,
-        processes=processes,
-        # under nsys one report holds every rank: no rank has a trace of its own to miss
-        missing_ranks=[] if backend == "nsys" else sorted(o.rank for o in outcomes
-                                                          if not (status.get(o.rank) or {}).get("files")),
-    )
-
-
-def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping[str, str], tmp: Path, work: Path,
-                       timeout_s: float) -> tuple[list[RankOutcome], float, dict[str, Any]]:
-    """``nsys profile`` of the launcher (``python -m tracer.record.ranks job``): one report of every rank, which
-    nsys follows as the launcher's children. UNTESTED on a GPU (no GPU where it was written)."""
-    job = [sys.executable, "-m", "tracer.record.ranks", "job", name, "--devices", ",".join(devices), "--out",
-           str(work), "--timeout", f"{timeout_s:g}"]
-    for k, v in params.items():
-        job += ["--param", f"{k}={v}"]
-    cmd = [nsys, *NSYS_COMMAND_ARGS, "-o", str(tmp / "report"), *job]
-    env = with_tracer_on_path(dict(os.environ))
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env)
-    wall = time.perf_counter() - t0
-    job_file = work / JOB
-    if not job_file.exists():
-        raise TracerError(f"scenario {name} under nsys", f"the launcher wrote no {JOB} (nsys exited with "
-                                                         f"{proc.returncode})")
-    outcomes = [RankOutcome(**o) for o in orjson.loads(job_file.read_bytes())]
-    report = tmp / rundir.NSYS_REPORT
-    if report.exists():
-        sqlite = tmp / rundir.NSYS_SQLITE
-        failed = export_nsys_sqlite(nsys, report, sqlite)
-        if failed:
-            raise TracerError(report.name, failed)
-        if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
-            gzip_in_place(sqlite)
-    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_COMMAND_ARGS)}
-    return outcomes, wall, details
-
-
-# --------------------------------------------------------------------------------------------------------------
 # the rank's and the launcher's entry points
 
 
@@ -431,7 +257,7 @@ def rank_main(args: argparse.Namespace) -> int:
     """One rank: run the scenario, its profiled window recorded (``--profiler torch``) or bounded by
     cudaProfilerStart/Stop (``cuda-range``, under nsys); write its result. Exit 0 once the scenario ran to its
     end (its checks are in the result), 2 for a scenario error; an exception propagates (exit 1, traceback)."""
-    # (torch, here in the rank's process only: this module is also the recorder's, tracer.record.scenario)
+    # (torch, here in the rank's process only: this module is also the launcher's, and the recorder's)
     from tracer.scenarios import ScenarioError, parse_param_args, run_scenario
 
     out = Path(args.out)

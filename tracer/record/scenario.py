@@ -16,64 +16,30 @@ other two from them, as it does again for an old run (:func:`refresh_run`). The 
 temporary name beside its final one and renamed at the end, so Ctrl-C, a crashing or a failing scenario (a
 correctness check that does not hold) leaves nothing half-written.
 
-Data flows one way: this module runs ``scenarios`` and reads what they report; scenarios know nothing of it.
+This module is the recorder's front door, imported without torch (``tracer record --help`` and ``tracer record --
+COMMAND`` import it): :func:`record` checks the backend, then imports the recording's own side,
+:mod:`tracer.record.scenario_run`, which runs the scenarios (torch). Data flows one way: the recorder runs
+``scenarios`` and reads what they report; scenarios know nothing of it.
 """
 
 from __future__ import annotations
 
-import contextlib
-import datetime as _dt
 import os
-import shutil
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-import tracer
 from tracer.analysis.summary import Summary
-from tracer.errors import ToolMissingError, UsageError
+from tracer.errors import UsageError
 from tracer.files import rundir
-from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
-from tracer.files.rundir import (
-    NSYS_REPORT,
-    NSYS_SQLITE,
-    RUN_SCHEMA_VERSION,
-    SQLITE_GZIP_BYTES,
-    RunMeta,
-    describe_host_load,
-)
+from tracer.files.atomic import gzip_in_place
+from tracer.files.rundir import NSYS_REPORT, NSYS_SQLITE, describe_host_load
 from tracer.record.derive import derive
-from tracer.record.nsys import NSYS_PROFILE_ARGS, export_nsys_sqlite, find_nsys, nsys_version
-from tracer.record.profiler import environment, quiet_kineto, torch_profiler_settings
-from tracer.record.ranks import record_job
-from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
+from tracer.record.nsys import find_nsys
+from tracer.record.run import RecordedRun
 from tracer.timeline import device_label
 
 BACKENDS = ("torch", "nsys")
-#: nsys captures between cudaProfilerStart/Stop, which only a GPU run calls (tests turn this off with a fake nsys)
-NSYS_NEEDS_GPU = True
-
-
-
-# --------------------------------------------------------------------------------------------------------------
-
-
-def _prepare(scenario: str, device: str, params: dict[str, str]) -> tuple[Any, Any, dict[str, Any], list[str]]:
-    """Check the scenario, device and parameters before anything runs; scenario errors become tracer errors."""
-    # (torch: tracer.record.* imports it only where a recording starts)
-    from tracer.scenarios import DeviceError, ScenarioError, prepare
-
-    try:
-        return prepare(scenario, device, params)
-    except DeviceError as exc:  # its message names the --device value already
-        raise ToolMissingError("", str(exc)) from None
-    except ScenarioError as exc:
-        raise UsageError("", str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -97,230 +63,12 @@ def record(
     if backend not in BACKENDS:
         raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
     nsys = find_nsys() if backend == "nsys" else None
-    spec, plan, values, _variants = _prepare(scenario, device, params)
-    if backend == "nsys" and not plan.on_gpu and NSYS_NEEDS_GPU:
-        raise UsageError("--backend nsys", "nsys traces CUDA and NVTX and needs a GPU; on the CPU use --backend torch")
-
     say = progress or (lambda _msg: None)
-    if spec.multi_process:  # one process per rank (ddp): the ranks are started and recorded as a job
-        return record_job(spec, plan, values, params, out=out, backend=backend, nsys=nsys, say=say)
-    created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
-    wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
-    stages: dict[str, float] = {}
-    tmp = temp_dir_beside(wanted)
-    try:
-        # A failed write anywhere below (a full disk) is one line naming the run; the scenario itself writes
-        # nothing, and nsys failing to start is reported by _stream as a missing tool.
-        with writing(wanted):
-            meta, summary = _record_into(tmp, spec.name, device, params, plan.on_gpu, backend, nsys, created, say,
-                                         stages)
-            # The name is decided only now, atomically: a run started in the same second by another process
-            # gets "-2" instead of failing with ENOTEMPTY after all its work (issue 14).
-            final = publish_dir(tmp, wanted)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return RecordedRun(final, meta, summary, stages)
+    # (the recording's own side: the scenarios, so torch, seconds; imported here, where a recording starts)
+    from tracer.record import scenario_run
 
-
-def _record_into(tmp: Path, name: str, device: str, params: dict[str, str], on_gpu: bool, backend: str,
-                 nsys: str | None, created: _dt.datetime, say: Callable[[str], None],
-                 stages: dict[str, float]) -> tuple[RunMeta, dict[str, Any]]:
-    """Run the scenario and write the whole run into the directory ``tmp``: the trace and meta.json (the
-    record), then what :func:`tracer.record.derive.derive` makes of them; return the meta and the summary."""
-    if backend == "torch":
-        result, backend_meta = _run_torch(name, device, params, on_gpu, tmp, say, stages)
-    else:
-        assert nsys is not None
-        result, backend_meta = _run_nsys(nsys, name, device, params, tmp, say, stages)
-    if not result.ok:
-        raise ScenarioFailedError(f"scenario {name}", "correctness check failed: " + "; ".join(result.failed_checks()))
-    sqlite = tmp / NSYS_SQLITE
-    if backend == "nsys" and sqlite.stat().st_size > SQLITE_GZIP_BYTES:
-        t0 = time.perf_counter()
-        gzip_in_place(sqlite)  # stored as it will be read, by derive now and by any later refresh alike
-        stages["export"] = stages.get("export", 0.0) + time.perf_counter() - t0
-    meta = _meta(result, backend, backend_meta, created)
-    meta.files = rundir.file_sizes(tmp)
-    meta.stages_s = dict(stages)
-    rundir.write_meta(tmp, meta)
-    say("parsing the trace")
-    derived = derive(tmp, stages=stages)
-    return derived.meta, derived.summary
-
-
-def _meta(result: Any, backend: str, backend_meta: dict[str, Any], created: _dt.datetime) -> RunMeta:
-    # (torch: tracer.record.* imports it only where a recording starts)
-    from tracer.scenarios.runtime import sanitize_derived
-
-    env = environment()
-    notes = list(result.notes)
-    return RunMeta(
-        schema_version=RUN_SCHEMA_VERSION,
-        kind=rundir.RUN_KIND,
-        scenario=result.scenario,
-        variant=result.variant,
-        variants=result.variants,
-        params=result.params,
-        mode=result.mode,
-        devices=result.devices,
-        lanes=result.lanes,
-        gpu_names=result.gpu_names,
-        # the child's torch when nsys ran the scenario in another process
-        torch_version=result.torch_version or env["torch_version"],
-        cuda_version=result.cuda_version,
-        wall_times_s=result.times_s,
-        unprofiled_times=result.unprofiled,
-        # every sample of a time taken more than once (wall_times_s holds their median)
-        wall_time_samples_s=result.samples_s,
-        profiled_window_s=result.profiled_window_s,
-        intra_op_threads=result.intra_op_threads,
-        checks=result.checks,
-        # the scenario guarded them already; again here for a result read back from the nsys child's JSON
-        derived=sanitize_derived(result.derived, notes),
-        notes=notes,
-        caveats=list(result.caveats),
-        host_load=dict(result.host_load),
-        phases=result.phases,
-        backend=backend,
-        backend_details=backend_meta,
-        created=created.isoformat().replace("+00:00", "Z"),
-        environment=env,
-    )
-
-
-# --------------------------------------------------------------------------------------------------------------
-# torch.profiler, in this process
-
-
-def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp: Path, say: Callable[[str], None],
-               stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
-    from torch.profiler import profile
-
-    # (torch: tracer.record.* imports it only where a recording starts)
-    from tracer.scenarios import run_scenario
-
-    # (on_gpu from record()'s own check of the scenario: preparing it again here resolved the devices twice)
-    settings = torch_profiler_settings(all_threads=not on_gpu)
-    holder: dict[str, Any] = {}
-
-    @contextlib.contextmanager
-    def profiler() -> Iterator[None]:
-        say("profiling")
-        prof: Any = profile(**settings)  # (torch leaves its __enter__ and __exit__ untyped)
-        holder["prof"] = prof
-        t0 = time.perf_counter()
-        with quiet_kineto():  # start and stop print USDT marker lines (torch 2.13, CPU build)
-            prof.__enter__()
-        try:
-            yield
-        finally:
-            with quiet_kineto():
-                prof.__exit__(*sys.exc_info())
-        stages["profiled"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    result = _run_scenario(run_scenario, name, device, params, say, profiler)
-    stages["workload"] = time.perf_counter() - t0
-    say("exporting the trace")
-    t0 = time.perf_counter()
-    holder["prof"].export_chrome_trace(str(tmp / rundir.TRACE))
-    stages["export"] = time.perf_counter() - t0
-    details = {
-        "profiler": "torch.profiler",
-        "activities": [str(a).rsplit(".", 1)[-1] for a in settings["activities"]],
-        "profile_all_threads": "experimental_config" in settings,
-        "acc_events": settings.get("acc_events", False),
-    }
-    return result, details
-
-
-def _run_scenario(run_scenario: Callable[..., Any], name: str, device: str, params: dict[str, str],
-                  say: Callable[[str], None], profiler: Callable[[], Any]) -> Any:
-    # (torch: tracer.record.* imports it only where a recording starts)
-    from tracer.scenarios import ScenarioError
-
-    try:
-        return run_scenario(name, device, params, on_phase=say, profiler=profiler)
-    except ScenarioError as exc:
-        raise UsageError("", str(exc)) from None
-    except Exception as exc:
-        import torch
-
-        if isinstance(exc, torch.OutOfMemoryError):
-            raise ScenarioFailedError(
-                f"scenario {name}", "ran out of GPU memory; make it smaller with --param (e.g. --param size=2000)"
-            ) from None
-        raise
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Nsight Systems, in a child process
-
-
-def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Path, say: Callable[[str], None],
-              stages: dict[str, float]) -> tuple[Any, dict[str, Any]]:
-    # (torch: tracer.record.* imports it only where a recording starts)
-    from tracer.scenarios import ScenarioResult
-
-    result_file = tmp / "result.json"
-    child = [sys.executable, "-m", "tracer.scenarios", "run", name, "--device", device, "--result", str(result_file),
-             "--cuda-profiler-range", "--progress"]
-    for k, v in params.items():
-        child += ["--param", f"{k}={v}"]
-    cmd = [nsys, *NSYS_PROFILE_ARGS, "-o", str(tmp / "report"), *child]
-    env = dict(os.environ)
-    # the child must import the same tracer (and so tracer.scenarios) as this process: the folder above it
-    root = str(Path(tracer.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    env["PYTHONUNBUFFERED"] = "1"
-    say("starting nsys")
-    t0 = time.perf_counter()
-    tail = _stream(cmd, env, say)
-    stages["workload"] = time.perf_counter() - t0
-    rep = tmp / NSYS_REPORT
-    if not result_file.exists():
-        raise ScenarioFailedError(f"scenario {name} under nsys", f"the child process failed: {tail}")
-    result = ScenarioResult.from_dict(orjson.loads(result_file.read_bytes()))
-    result_file.unlink()
-    if not result.ok:
-        return result, {}
-    if not rep.exists():
-        raise ScenarioFailedError(f"scenario {name} under nsys", f"nsys wrote no report: {tail}")
-    say("exporting the report to SQLite")
-    t0 = time.perf_counter()
-    failed = export_nsys_sqlite(nsys, rep, tmp / NSYS_SQLITE)
-    stages["export"] = time.perf_counter() - t0
-    if failed:
-        raise ScenarioFailedError(f"{rep.name}", failed)
-    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_PROFILE_ARGS)}
-    return result, details
-
-
-def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> str:
-    """Run ``cmd``, relaying the child's phase lines to ``say``; return the last output lines (for errors)."""
-    lines: list[str] = []
-    try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
-    except OSError as exc:  # not an output problem: the tool itself does not start
-        raise ToolMissingError(cmd[0], f"cannot run: {exc.strerror or exc}") from None
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            line = line.rstrip("\n")
-            if line.startswith("[scenarios] "):
-                say(line[len("[scenarios] "):])
-            else:
-                lines.append(line)
-                del lines[:-20]
-        proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
-    if proc.returncode != 0:
-        lines.append(f"(exit {proc.returncode})")
-    return " | ".join(line for line in lines[-4:] if line.strip())
+    return scenario_run.record_scenario(scenario, device=device, out=out, backend=backend, params=params, say=say,
+                                        nsys=nsys)
 
 
 def compact_run(run_dir: str | os.PathLike[str], *, max_report_bytes: int = 256 * 1024) -> dict[str, int]:

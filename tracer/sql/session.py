@@ -35,6 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+# (the analyses behind the lanes and range_gpu views: every session registers both views, empty, as it opens, so a
+# session imports these whether or not a query reads them)
+from tracer.analysis.lanes import lane_stats
+from tracer.analysis.ranges import INSTANCE_COLUMNS, range_instances, range_launches
 from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
 from tracer.files.discover import expand
 from tracer.files.formats import not_a_regular_file
@@ -451,9 +455,6 @@ def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
     """lanes: lane_stats (one row per rank, device and stream) per source."""
     import pandas as pd
 
-    # (the analysis, ~40 ms: only where a query reads the lanes or range_gpu view, which are built on first use)
-    from tracer.analysis.lanes import lane_stats
-
     cols = {"source": str, "rank": "int16", "device": "int64", "stream": "int64", "kernels": "int64",
             "memcpys": "int64", "memsets": "int64", "busy_ns": "int64"}
     parts = []
@@ -469,8 +470,6 @@ def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
 def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
     """range_gpu: one row per host range instance with the GPU work credited to it by range_launches."""
     import pandas as pd
-
-    from tracer.analysis.ranges import INSTANCE_COLUMNS, range_instances, range_launches  # (as lanes: on first use)
 
     cols = {"source": str, "rank": "int16", "name": str, "start_ns": "int64", "end_ns": "int64", "dur_ns": "int64",
             "pid": "int64", "tid": "int64", "gpu_busy_ns": "int64", "gpu_window_ns": "int64", "kernels": "int64",

@@ -5,10 +5,14 @@ when TRACER_CAPTURE_DIR is set, then runs the ``sitecustomize`` this one shadows
 virtual environment's), so that nothing the process had before is lost.
 """
 
+# (annotations unevaluated: this file runs in whatever Python the user's command starts, however old)
+from __future__ import annotations
+
 import importlib.machinery
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 
 
 def _start_capture() -> None:
@@ -16,8 +20,7 @@ def _start_capture() -> None:
         return
     try:
         try:
-            # (in here: only when capture is on, and tracer may not be importable as the program's Python stands)
-            from tracer.record.capture import install
+            install = _capture_install()
         except ImportError:
             # tracer is not installed for this Python: its location goes last on sys.path, so that it shadows
             # nothing of the program's own
@@ -25,12 +28,19 @@ def _start_capture() -> None:
             if not home:
                 raise
             sys.path.append(home)
-            from tracer.record.capture import install  # (again, from tracer's own location)
+            install = _capture_install()  # (again, from tracer's own location)
     except Exception as exc:  # noqa: BLE001 - another interpreter than tracer's: say so, run the program anyway
         sys.stderr.write(f"tracer: warning: {sys.executable} cannot import tracer ({exc}); pid {os.getpid()} "
                          "is not recorded\n")
         return
     install()
+
+
+def _capture_install() -> Callable[[], None]:
+    # (here: only when capture is on, and tracer may not be importable as the program's Python stands)
+    from tracer.record.capture import install
+
+    return install
 
 
 def _run_shadowed() -> None:

@@ -1,0 +1,279 @@
+"""A job's ranks read and put together, on the pandas side of :mod:`tracer.job.load` (the job's front door, which
+imports this module once it has set the job's early scans going): each rank read from the job's stored dataset or
+parsed (here, or on the scheduler: :mod:`tracer.job.task_graph`), then joined into one timeline on the Unix clock,
+or, for a summary, each rank analysed where it is read and only the results combined.
+
+Imports the timeline and the analysis (pandas) at its top.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tracer.analysis import ranked, summary
+from tracer.analysis.comm import shift_ranks
+from tracer.analysis.summary import Summary
+from tracer.errors import TracerError, UsageError
+from tracer.job import partitions, rank_tasks, task_graph
+from tracer.job import store as jobstore
+from tracer.job.rank_tasks import Parsed, Task
+from tracer.job.ranks import RankTrace, assign_ranks, group_parts, one_rank
+from tracer.job.scan import EarlyScans
+from tracer.job.scheduling import Scheduler, in_this_process, resolve_scheduler
+from tracer.timeline import Timeline, TraceMeta, align, concat
+from tracer.timeline.combine import concat_meta
+
+
+@dataclass(frozen=True)
+class RankDone:
+    """Progress of a job's parse: one rank's files read (``error``: its one-line error, or "")."""
+
+    done: int
+    total: int
+    files: tuple[Path, ...]
+    seconds: float
+    error: str = ""
+
+
+def job_timeline(
+    given: list[Path],
+    *,
+    load: Callable[[Path], Timeline] | None,
+    scheduler: str | None,
+    cache: bool,
+    ranks: Sequence[int] | None,
+    skip_bad_ranks: bool,
+    on_rank: Callable[[RankDone], None] | None,
+    on_cache_write: Callable[[Path], None] | None,
+    on_skip: Callable[[TracerError], None] | None,
+) -> Timeline:
+    """:func:`tracer.job.load.load_job` of the traces ``given`` (at least one), its arguments as it says."""
+    if load is not None:
+        groups = group_parts(given)
+        timelines = [_load_group(g, load) for g in groups]
+        return _assemble(given, [g[0] for g in groups], timelines, ranks)
+    opened = _open(given, scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
+                   on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip, analyze=False)
+    job = _join(given, opened.files, opened.items, opened.found)
+    _note(job.meta, opened)
+    return job
+
+
+def job_summary(given: list[Path], early: EarlyScans | None, *, scheduler: str | None, cache: bool,
+                ranks: Sequence[int] | None, skip_bad_ranks: bool, on_rank: Callable[[RankDone], None] | None,
+                on_cache_write: Callable[[Path], None] | None, on_skip: Callable[[TracerError], None] | None,
+                shifts: Mapping[int, int] | None) -> tuple[Summary, TraceMeta]:
+    """:func:`tracer.job.load.summarize_job` of the traces ``given`` (at least one), its arguments as it says;
+    ``early``: the job's parts being scanned already (:func:`tracer.job.scan.start_early_scans`), or None."""
+    args: dict[str, Any] = dict(scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
+                                on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip)
+    moved = {int(r): int(ns) for r, ns in (shifts or {}).items() if ns}
+    if ranked.combinable():
+        opened = _open(given, analyze=True, shifts=moved, early=early, **args)
+        if all(r.rank == f.rank for r, f in zip(opened.items, opened.found)):
+            order = sorted(range(len(opened.found)), key=lambda i: opened.found[i].rank)
+            metas = [opened.items[i].meta for i in order]
+            keep = [i for i, j in enumerate(order) if opened.items[j].rows] or [0]
+            meta = _job_meta(given, concat_meta(metas, keep), [opened.found[i] for i in order])
+            _note(meta, opened)
+            if moved:
+                meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
+            return ranked.combine(opened.items, meta), meta
+        # (a rank numbered by its place moved up past one left out: read again, saying nothing twice)
+        args.update(on_rank=None, on_skip=None)
+    job = job_timeline(given, load=None, **args)
+    if moved:
+        job.meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
+        job = Timeline(shift_ranks(job.events, moved), job.meta)
+    return summary.analyze(job), job.meta
+
+
+@dataclass
+class _Opened:
+    """A job read: each kept rank's file, rank and timeline (or, ``analyze``, its results)."""
+
+    files: list[Path]
+    found: list[RankTrace]
+    items: list[Any]
+    skipped: list[TracerError]
+    stored_as: Path | None = None
+
+
+def _note(meta: TraceMeta, opened: _Opened) -> None:
+    if opened.stored_as is not None:
+        meta.extra["stored_as"] = str(opened.stored_as)
+    if opened.skipped:
+        meta.extra["skipped_ranks"] = {exc.subject: exc.problem for exc in opened.skipped}
+
+
+def _open(
+    given: list[Path],
+    *,
+    scheduler: str | None,
+    cache: bool,
+    ranks: Sequence[int] | None,
+    skip_bad_ranks: bool,
+    on_rank: Callable[[RankDone], None] | None,
+    on_cache_write: Callable[[Path], None] | None,
+    on_skip: Callable[[TracerError], None] | None,
+    analyze: bool,
+    shifts: Mapping[int, int] | None = None,
+    early: EarlyScans | None = None,
+) -> _Opened:
+    """The job's ranks read: from the stored dataset where it is valid, else parsed (and stored)."""
+    groups = group_parts(given)
+    chosen = resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
+    dataset = jobstore.dataset_of(groups, cache)
+    if dataset is not None:
+        stored_ranks = jobstore.stored_ranks(dataset, given)
+        if stored_ranks is not None and ranks is not None:  # (an unknown rank: said without parsing anything)
+            _check_ranks_exist(given, [RankTrace(Path(""), r, "") for r in stored_ranks], ranks)
+        entries = jobstore.valid_entries(dataset, given, ranks) if stored_ranks is not None else None
+        if entries is not None:
+            stored: list[Any]
+            if analyze:
+                stored = _analyze_stored(dataset, entries, chosen, jobstore.total_bytes(groups), shifts or {})
+            else:
+                stored = partitions.read_ranks(dataset, entries)
+            as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
+            firsts = [as_given.get(e.sources[0], Path(e.sources[0])) for e in entries]
+            return _Opened(firsts, [RankTrace(f, e.rank, e.rank_from) for f, e in zip(firsts, entries)], stored, [],
+                           dataset)
+
+    building = jobstore.begin(dataset) if dataset is not None else None
+    try:
+        parsed = _parse(groups, scheduler=chosen, with_keys=dataset is not None, align=len(groups) > 1,
+                        store=building, on_rank=on_rank, analyze=analyze, shifts=shifts, early=early)
+    except BaseException:
+        if building is not None:
+            jobstore.abandon(building)
+        raise
+    bad = [p for p in parsed if p.error is not None]
+    if bad and not skip_bad_ranks:
+        if building is not None:
+            jobstore.abandon(building)
+        bad[0].raise_error()
+    skipped: list[TracerError] = []
+    for p in bad:
+        try:
+            p.raise_error()
+        except TracerError as exc:
+            skipped.append(exc)
+            if on_skip is not None:
+                on_skip(exc)
+    good = [p for p in parsed if p.error is None]
+    files = [groups[p.index][0] for p in good]
+    try:
+        if not good:
+            raise UsageError(os.path.commonpath([str(p) for p in given]), "no rank of the job could be read")
+        # (on the Unix clock already: aligned where they were parsed; read from the dataset where written there)
+        items = [p.results if analyze else
+                 p.timeline if p.timeline is not None or building is None else partitions.read_part(building, p.index)
+                 for p in good]
+        found = assign_ranks(files, items)
+    except BaseException:
+        if building is not None:
+            jobstore.abandon(building)
+        raise
+    if building is not None and dataset is not None:
+        if not bad and all(p.stored for p in good):  # (a job read without a rank is not stored)
+            parts = [(p.index, jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
+                                                                              groups[p.index]), tuple(p.keys or ())))
+                     for r, p in zip(found, good)]
+            if jobstore.finish(building, dataset, given, parts) and on_cache_write is not None:
+                on_cache_write(dataset)
+        else:
+            jobstore.abandon(building)
+    keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
+    _check_ranks_exist(given, found, ranks)
+    return _Opened([files[i] for i in keep], [found[i] for i in keep], [items[i] for i in keep], skipped)
+
+
+def _analyze_stored(dataset: Path, entries: Sequence[Any], chosen: Scheduler, total_bytes: int,
+                    shifts: Mapping[int, int]) -> list[Any]:
+    """The stored ranks ``entries`` analysed where they are read (each moved by ``shifts[rank]`` ns first): on the
+    scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides)."""
+    parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
+    if in_this_process(len(parts), chosen, total_bytes):
+        done = [rank_tasks.analyze_stored(i, str(p), r, shifts.get(r, 0)) for i, (p, r) in enumerate(parts)]
+    else:
+        done = task_graph.analyze_partitions(parts, scheduler=chosen, shifts=dict(shifts))
+    for d in done:
+        d.raise_error()
+    return [d.results for d in done]
+
+
+def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Timeline:
+    parts = [load(p) for p in group]
+    return parts[0] if len(parts) == 1 else concat(parts)
+
+
+def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Scheduler, with_keys: bool, align: bool, store: Path | None,
+           on_rank: Callable[[RankDone], None] | None, analyze: bool = False,
+           shifts: Mapping[int, int] | None = None, early: EarlyScans | None = None) -> list[Any]:
+    """Each group parsed (aligned, and written into the dataset being built, where asked): in this process for
+    one group or a small job, else on Dask."""
+    done = 0
+
+    def report(p: Parsed) -> None:
+        nonlocal done
+        done += 1
+        if on_rank is not None:
+            error = f"{p.error[1]}: {p.error[2]}" if p.error else ""
+            on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
+
+    task = Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None,
+                         analyze=analyze, shifts=tuple(sorted((shifts or {}).items())))
+    if in_this_process(len(groups), scheduler, jobstore.total_bytes(groups)):
+        results = []
+        for i, g in enumerate(groups):
+            results.append(rank_tasks.parse_group(i, [str(p) for p in g], task))
+            report(results[-1])
+        return results
+    return task_graph.parse_groups(groups, scheduler=scheduler, task=task, on_done=report, early=early)
+
+
+def _check_ranks_exist(given: Sequence[Path], found: Sequence[RankTrace], ranks: Sequence[int] | None) -> None:
+    if ranks is None:
+        return
+    have = {r.rank for r in found}
+    missing = [r for r in ranks if r not in have]
+    if missing:
+        raise UsageError(os.path.commonpath([str(p) for p in given]),
+                         f"the job has no rank {', '.join(map(str, missing))} (it has {_ranges(sorted(have))})")
+
+
+def _ranges(values: Sequence[int]) -> str:
+    return ", ".join(str(v) for v in values) if len(values) < 8 else f"{values[0]}–{values[-1]}"
+
+
+def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
+              ranks: Sequence[int] | None) -> Timeline:
+    for f, t in zip(files, timelines):
+        one_rank(t, f)
+    found = assign_ranks(files, timelines)
+    _check_ranks_exist(given, found, ranks)
+    aligned = [align(t) for t in timelines] if len(timelines) > 1 else list(timelines)
+    keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
+    return _join(given, [files[i] for i in keep], [aligned[i] for i in keep], [found[i] for i in keep])
+
+
+def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
+          found: Sequence[RankTrace]) -> Timeline:
+    """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
+    order = sorted(range(len(found)), key=lambda i: found[i].rank)
+    job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])
+    _job_meta(given, job.meta, [found[i] for i in order])
+    return job
+
+
+def _job_meta(given: Sequence[Path], meta: TraceMeta, found: Sequence[RankTrace]) -> TraceMeta:
+    """``meta`` (the ranks' meta concatenated) named as the job's: its folder, and which file each rank
+    (``found``, in rank order) came from and why."""
+    meta.source = os.path.commonpath([str(p) for p in given]) if len(given) > 1 else str(given[0])
+    meta.extra["ranks"] = {str(r.rank): {"source": str(r.path), "rank_from": r.rank_from} for r in found}
+    return meta
