@@ -166,8 +166,8 @@ def test_the_dashboard_reads_created_and_no_other_date_key(tmp_path: Path) -> No
     os.utime(run, (1_800_000_000, 1_800_000_000))
     info = RunInfo("r", run, "r", "path", {"created": "2026-12-02T16:13:50Z", "timestamp": 1.7e9})
     assert run_date(info) == "2026-12-02 16:13"
-    # a foreign key is not a date the dashboard guesses at: the directory's own time is shown instead
-    assert run_date(RunInfo("r", run, "r", "path", {"timestamp": 1.7e9})) == "2027-01-15 08:00"
+    # a foreign key is not a date the dashboard guesses at: the directory's own time is shown instead, said so
+    assert run_date(RunInfo("r", run, "r", "path", {"timestamp": 1.7e9})) == "2027-01-15 08:00 (file's date)"
 
 
 def test_the_dashboard_takes_speedups_from_speedup_or_derived_not_from_nested_dicts() -> None:
