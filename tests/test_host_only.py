@@ -107,3 +107,18 @@ def test_a_diff_of_two_cpu_variants_adds_up_to_the_span_change_and_matches_their
                              env={"COLUMNS": "200"})
     assert out.exit_code == 0, out.output
     assert "GPU work span" not in out.output and "the sum of these" in out.output
+
+
+def test_the_path_of_a_host_only_trace_goes_from_thread_to_thread(tmp_path: Path) -> None:
+    # two lanes as the CPU scenarios run them: thread 8's work, then (handed over through a future, which the
+    # trace does not show) thread 9's; the path is both threads' ops and the gaps between, not thread 9's alone
+    events = [{"ph": "X", "cat": "user_annotation", "name": "phase", "pid": 1, "tid": 7, "ts": 0.0, "dur": 10000.0}]
+    events += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": tid, "ts": ts, "dur": 1000.0,
+                "args": {}} for tid, ts in ((8, 1000.0), (8, 2500.0), (9, 6000.0), (9, 8000.0))]
+    path_file = tmp_path / "threads.json"
+    path_file.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    path = explain(load_trace(path_file), fix_replays=False).path
+    b = dict(zip(path.breakdown()["label"], path.breakdown()["ns"]))
+    assert path.length_ns == 10_000_000 and b["host work"] == 4_000_000 and b["host gap"] == 6_000_000
+    assert set(path.pieces.loc[path.pieces["row"] >= 0, "name"]) == {"aten::mm"}
+    assert (path.pieces["label"] == "host work").sum() == 4  # every op of both threads

@@ -276,13 +276,18 @@ class Walker:
         return out
 
 
+def _has_gpu_work(nodes: pd.DataFrame) -> bool:
+    return bool(nodes["kind"].astype(str).isin(("kernel", "memcpy", "memset")).any())
+
+
 def critical_path(graph: Graph, window: Window | None = None, span: tuple[int, int] | None = None) -> CriticalPath:
     """The critical path of the work of ``window`` (default: the whole trace), ending where the last of it
     ends (for a window of running work: where it ends or the window does). ``span``: the trace's (first start,
     last end) over every interval, ranges included; for the whole trace the path is stretched to cover it, the
     time before its first piece and after its last (a range open with no traced work in it: Python's own time)
-    as ``host gap``, so that the path of the whole trace is as long as the trace. Raises :class:`TracerError`
-    when the window holds no work."""
+    as ``host gap``, so that the path of the whole trace is as long as the trace; in a host-only trace, where a
+    walk stops at the start of a thread's chain, the path goes on from the work that ended last before it (threads
+    hand work over through nothing a trace records). Raises :class:`TracerError` when the window holds no work."""
     window = window or Window()
     nodes = graph.nodes
     scope = _in_window(graph, window)
@@ -293,10 +298,39 @@ def critical_path(graph: Graph, window: Window | None = None, span: tuple[int, i
     ends = np.where(scope, np.minimum(end, hi), np.iinfo(np.int64).min)
     last = int(np.argmax(ends))
     lo = np.iinfo(np.int64).min if window.start_ns is None else window.start_ns
-    walked = Walker(graph).walk(last, int(ends[last]), lo)
+    walker = Walker(graph)
+    walked = walker.walk(last, int(ends[last]), lo)
     t, stop = walked.start_ns, int(ends[last])
     out_s, out_e, out_label, out_node, out_edge = walked.s, walked.e, walked.label, walked.node, walked.edge
-    if span is not None and window.start_ns is None and window.end_ns is None:
+    whole = span is not None and window.start_ns is None and window.end_ns is None
+    if whole and not _has_gpu_work(nodes):
+        # A host-only trace: Python threads hand work to each other (futures, joins, queues) through nothing the
+        # trace records, so a walk stops where a thread's chain began. Before it, the work that ended last is
+        # what the host did before (the time between, a host gap): the path goes on from there, to the start.
+        by_end = np.argsort(np.where(scope, end, np.iinfo(np.int64).max), kind="stable")
+        sorted_end = end[by_end][: int(scope.sum())]
+        while True:
+            k = int(np.searchsorted(sorted_end, t, side="right")) - 1
+            if k < 0:
+                break
+            node = int(by_end[k])
+            more = walker.walk(node, int(end[node]), lo)
+            if more.start_ns >= t:  # (no progress: an interval of no length at t)
+                break
+            if t > int(end[node]):
+                out_s.append(int(end[node]))
+                out_e.append(t)
+                out_label.append("host gap")
+                out_node.append(-1)
+                out_edge.append("")
+            out_s += more.s
+            out_e += more.e
+            out_label += more.label
+            out_node += more.node
+            out_edge += more.edge
+            t = more.start_ns
+    if whole:
+        assert span is not None
         for s, e in ((span[0], t), (stop, span[1])):
             if e > s:  # (node -1: no interval of the trace; its row is -1 below)
                 out_s.append(s)
