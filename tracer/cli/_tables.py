@@ -3,10 +3,7 @@ separators. Shared by the commands that print tables (summary, diff, explain).""
 
 from __future__ import annotations
 
-from copy import deepcopy
 from typing import Any
-
-from rich.console import Console
 
 
 def wrap_name(name: str, width: int) -> str:
@@ -24,6 +21,10 @@ def wrap_name(name: str, width: int) -> str:
 
 def table_width(table: Any, rows: list[list[str]]) -> int:
     """The width ``table``'s columns (headers included) and ``rows`` need, borders and padding included."""
+    from copy import deepcopy
+
+    from rich.console import Console
+
     probe = deepcopy(table)
     for row in rows:
         probe.add_row(*row)

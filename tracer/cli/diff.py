@@ -10,9 +10,7 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from tracer.analysis.diff import diff_timelines, ms_text, parse_threshold, ratio_text, signed_ms_text
@@ -41,6 +39,9 @@ _CHANGE_STYLE = {"added": "green", "removed": "red", "increased": "yellow", "dec
 
 def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     """Rich renderables for a :class:`tracer.analysis.diff.TraceDiff`."""
+    from rich import box
+    from rich.table import Table
+
     out: list[Any] = [
         Text.assemble(("A ", "bold"), d.source_a),
         Text.assemble(("B ", "bold"), d.source_b),

@@ -9,9 +9,7 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from tracer.cli import TracerCommand, app
@@ -26,13 +24,15 @@ from tracer.explain.occupancy import launch_demand
 from tracer.explain.replay import parse_plan
 from tracer.files.discover import is_run_dir, job_label, job_traces
 from tracer.job.clocks import fix_clocks
-from tracer.job.load import load_job
 from tracer.parsers import load_trace
 from tracer.parsers.demand import read_launch_figures, read_launches
 
 
 def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     """Rich renderables for a :class:`tracer.explain.CriticalPath`: the breakdown and its top intervals."""
+    from rich import box
+    from rich.table import Table
+
     out: list[Any] = [Text(f"Critical path of {path.window.what}: {path.length_ns / 1e6:,.3f} ms "
                            f"({len(path.pieces):,} pieces)")]
     t = Table(box=box.SIMPLE_HEAD, title="Where the path's time went")
@@ -153,6 +153,8 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
     if len(found) == 1:
         label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
     else:
+        from tracer.job.load import load_job  # (the job's reader, 20-40 ms that one trace need not pay)
+
         label = job_label(found)
         timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
                             on_cache_write=say_job_cached, on_skip=say_skipped, **given)

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
 from tracer.cli import TracerCommand, app
 from tracer.cli._job import job_progress, say_job_cached
@@ -21,7 +20,6 @@ from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
 from tracer.errors import OutputError, UsageError
 from tracer.exporters import check_output, export_timeline, get_exporter
 from tracer.files.discover import job_label, job_traces
-from tracer.job.load import load_job
 from tracer.parsers import load_trace
 
 #: Show a progress bar on stderr (on a terminal) for timelines at least this long.
@@ -34,6 +32,8 @@ def _progress(console: Any, events: int) -> Iterator[Any]:
     if events < PROGRESS_MIN_EVENTS or not console.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
         console=console, transient=True,
@@ -94,6 +94,8 @@ def export(
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     if job:
+        from tracer.job.load import load_job  # (the job's reader, 20-40 ms that one trace's export need not pay)
+
         traces = job_traces(paths, on_skip=say_skipped_file)
         path = job_label(traces)
         timeline = load_job(traces, cache=not no_cache, on_rank=job_progress(traces, status),

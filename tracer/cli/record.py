@@ -8,10 +8,7 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from rich import box
 from rich.console import Console
-from rich.markdown import Markdown
-from rich.table import Table
 from rich.text import Text
 
 from tracer.analysis.overlap import hidden_pct
@@ -31,6 +28,9 @@ def _s(seconds: float) -> str:
 
 def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> list[Any]:
     """Rich renderables: wall times, derived figures, checks, overlap per GPU, where the run is."""
+    from rich import box
+    from rich.table import Table
+
     out: list[Any] = []
     devices = ", ".join(meta["devices"])
     gpus = ", ".join(f"{k}: {v}" for k, v in meta.get("gpu_names", {}).items())
@@ -215,6 +215,10 @@ def scenarios(
     json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the scenarios `tracer record` runs, with their variants and parameters (CPU / GPU defaults)."""
+    from rich import box
+    from rich.markdown import Markdown
+    from rich.table import Table
+
     from tracer.scenarios import ScenarioError, all_scenarios, get  # (torch: see the top)
 
     try:

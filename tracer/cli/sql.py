@@ -15,10 +15,8 @@ from typing import Annotated, Any
 
 import orjson
 import typer
-from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from tracer.cli import TracerCommand, app
 from tracer.cli._report import say_cached, say_skipped_file
@@ -55,6 +53,9 @@ def _cell(value: Any) -> str:
 
 def render_table(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> Any:
     """A rich Table of a result: numbers right-aligned; a caption when there are no rows."""
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, caption_justify="left")
     for name, kind in zip(names, types):
         numeric = kind.startswith(_NUMERIC)

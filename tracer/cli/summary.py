@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
-from rich import box
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from tracer.analysis.registry import Line, TextOptions, text_analyses
@@ -23,11 +21,11 @@ from tracer.cli._tables import table_width, wrap_name
 from tracer.errors import TraceFormatError, TracerError, UsageError
 from tracer.files.discover import expand, is_run_dir, job_label, job_traces
 from tracer.files.rundir import load_meta_json
-from tracer.job.load import summarize_job
 from tracer.parsers import load_trace
 
 # Nothing imported above brings pandas: a job's first open (--job) starts its scan workers before pandas is
-# imported (tracer.job.parallel), so tracer.analysis.summary is imported where it is used.
+# imported (tracer.job.parallel), so tracer.analysis.summary is imported where it is used; and the job's reader
+# (tracer.job.load, 20-40 ms) only where a job is read.
 
 if TYPE_CHECKING:
     from tracer.timeline import TraceMeta
@@ -58,6 +56,9 @@ def _numbers_first(t: Any, rows: list[list[str]], numeric: list[bool], width: in
 def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     """Rich renderables for text blocks (:class:`tracer.analysis.registry.Table` / ``Line``), for a terminal
     ``width`` characters wide."""
+    from rich import box
+    from rich.table import Table
+
     out: list[Any] = []
     for block in blocks:
         if isinstance(block, Line):
@@ -186,6 +187,8 @@ def summary(
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
+        from tracer.job.load import summarize_job  # (the job's reader: --job only, see the top)
+
         traces = list(found)
         found = [job_label(traces)]
         wanted = parse_ranks(ranks) if ranks is not None else None
