@@ -75,8 +75,8 @@ class _Interrupted(Exception):
     """Ctrl-C inside a command, carried past Typer to :func:`main`."""
 
 
-class Command(NamedTuple):
-    """A command as the group knows it before its module is imported."""
+class CommandRow(NamedTuple):
+    """A command as the group knows it before its module is imported: a row of :data:`COMMANDS`."""
 
     module: str
     """``tracer.cli.<module>`` registers the command on :data:`app` when imported."""
@@ -85,29 +85,29 @@ class Command(NamedTuple):
 
 
 #: Every command, in the order ``tracer --help`` lists them.
-COMMANDS: dict[str, Command] = {
-    "summary": Command("summary", "Compute, copy and their overlap per GPU; busy time per stream; GPU time per "
-                       "NVTX range."),
-    "explain": Command("explain", "The critical path: the chain of dependent intervals that set the end-to-end "
-                       "time, each piece labelled (gpu compute, communication, copy, launch overhead, host work, "
-                       "waiting on a sync, waiting on another stream, gpu gap, host gap); then the findings: every "
-                       "copy that did not overlap compute and every GPU idle gap over --min-gap-us, with the reason "
-                       "read from the graph, what it cost and the fix, ranked by time on the path. Times in ms (ns "
-                       "in --json). A job's ranks are joined by their collectives: none completes on a rank before "
-                       "every rank arrived, so the path crosses to the straggler, and a collective that waited for "
-                       "one is a finding. docs/explain.md says how the graph is read from the trace."),
-    "record": Command("record", "Run SCENARIO, or your own command, under a profiler and write a run directory: "
-                      "trace, Parquet timeline, meta.json, summary.json."),
-    "scenarios": Command("record", "List the scenarios `tracer record` runs, with their variants and parameters "
-                         "(CPU / GPU defaults)."),
-    "export": Command("export", "Write a trace in another tool's format, for Nsight Systems (`nsys stats`, "
-                      "ImportNvtxt), Perfetto or DataFrame tools. The file appears only when it is complete; an "
-                      "existing OUTPUT needs --force."),
-    "dashboard": Command("dashboard", "Browse runs and their timelines in the browser: compute, copies and their "
-                         "overlap per GPU and stream."),
-    "diff": Command("diff", "Compare two traces: work matched by kind and name (added, removed, increased, "
-                    "decreased, unchanged), the headline figures side by side, and where the time went."),
-    "sql": Command("sql", "Read-only SQL (DuckDB) over a run's timeline."),
+COMMANDS: dict[str, CommandRow] = {
+    "summary": CommandRow("summary", "Compute, copy and their overlap per GPU; busy time per stream; GPU time per "
+                          "NVTX range."),
+    "explain": CommandRow("explain", "The critical path: the chain of dependent intervals that set the end-to-end "
+                          "time, each piece labelled (gpu compute, communication, copy, launch overhead, host work, "
+                          "waiting on a sync, waiting on another stream, gpu gap, host gap); then the findings: every "
+                          "copy that did not overlap compute and every GPU idle gap over --min-gap-us, with the reason "
+                          "read from the graph, what it cost and the fix, ranked by time on the path. Times in ms (ns "
+                          "in --json). A job's ranks are joined by their collectives: none completes on a rank before "
+                          "every rank arrived, so the path crosses to the straggler, and a collective that waited for "
+                          "one is a finding. docs/explain.md says how the graph is read from the trace."),
+    "record": CommandRow("record", "Run SCENARIO, or your own command, under a profiler and write a run directory: "
+                         "trace, Parquet timeline, meta.json, summary.json."),
+    "scenarios": CommandRow("record", "List the scenarios `tracer record` runs, with their variants and parameters "
+                            "(CPU / GPU defaults)."),
+    "export": CommandRow("export", "Write a trace in another tool's format, for Nsight Systems (`nsys stats`, "
+                         "ImportNvtxt), Perfetto or DataFrame tools. The file appears only when it is complete; an "
+                         "existing OUTPUT needs --force."),
+    "dashboard": CommandRow("dashboard", "Browse runs and their timelines in the browser: compute, copies and their "
+                            "overlap per GPU and stream."),
+    "diff": CommandRow("diff", "Compare two traces: work matched by kind and name (added, removed, increased, "
+                       "decreased, unchanged), the headline figures side by side, and where the time went."),
+    "sql": CommandRow("sql", "Read-only SQL (DuckDB) over a run's timeline."),
 }
 
 
@@ -173,6 +173,7 @@ class TracerGroup(_PlainFlags, TyperGroup):
         return self.commands.get(cmd_name)
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The group's help, its commands listed from :data:`COMMANDS` (:meth:`get_command`)."""
         self._listing = True
         try:
             super().format_help(ctx, formatter)
