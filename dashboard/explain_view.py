@@ -77,7 +77,7 @@ def is_computed(view: TimelineView) -> bool:
 
 
 def _empty(reason: str | None, seconds: float = 0.0) -> Explained:
-    from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS  # (called by compute: see there)
+    from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS  # (tracer.explain: only by compute, see there)
 
     e = np.zeros(0, np.int64)
     none = PathPieces(e, e, e, np.zeros(0, object), np.zeros(0, object))
@@ -181,7 +181,7 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
         return [html.P(f"No findings: {result.reason}.", className="muted", id=ids.TL_FIND_REASON)]
     head = html.P(path_line(result), className="muted small")
     if result.findings.empty:
-        from tracer.explain.findings import MIN_GAP_NS  # (explained already: see compute)
+        from tracer.explain.findings import MIN_GAP_NS  # (tracer.explain: imported by compute, see there)
 
         return [head, html.P(f"No findings: every copy overlapped compute, and no GPU idle gap over "
                              f"{fmt_duration(MIN_GAP_NS)} or waiting kernel has a reason in the trace.",
