@@ -10,7 +10,7 @@ __all__ = ["create_app"]
 
 
 def create_app(*args, **kwargs):
-    from tracer.dashboard.app import create_app as _create_app
+    from tracer.dashboard.app import create_app as _create_app  # (Dash: not for a notebook's figures or the data layer)
 
     return _create_app(*args, **kwargs)
 

@@ -26,10 +26,12 @@ from typing import Any, NamedTuple, TypeGuard
 
 import orjson
 
+import tracer
+from tracer.analysis.summary import analyze
 from tracer.dashboard.model import TimelineView, prepare
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.files import rundir
-from tracer.files.discover import discover, is_run_dir
+from tracer.files.discover import discover, is_run_dir, job_label
 from tracer.files.formats import GZIP_MAGIC, not_a_regular_file, stem
 from tracer.files.rundir import RunMeta, as_run_meta
 from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
@@ -62,8 +64,6 @@ def request_limit_bytes(max_upload_bytes: int) -> int:
 
 def bundled_examples_dir() -> Path:
     """Where ``tracer`` keeps its bundled example runs (may not exist)."""
-    import tracer
-
     return Path(tracer.__file__).parent / "examples"
 
 
@@ -199,8 +199,6 @@ class RunStore:
 
     def _register_job(self, files: list[Path]) -> RunInfo:
         """One run for the rank traces ``files`` of a job, keyed and named by the folder they share."""
-        from tracer.files.discover import job_label
-
         folder = job_label([f.resolve() for f in files])
         folder = folder if folder.is_dir() else folder.parent
         if folder.name == rundir.TRACES_DIR and is_run_dir(folder.parent):
@@ -316,7 +314,7 @@ class RunStore:
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
             if info.job_files:
-                from tracer.job.load import load_job
+                from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
 
                 view = prepare(load_job(info.job_files))
             else:
@@ -507,8 +505,6 @@ def _summarize(timeline: Timeline) -> Any:
     """The run's summary, the same object `tracer summary` prints (a read-only mapping of its JSON, as
     summary.json reads). Its ranges are computed only if asked for, while the timeline is loaded: the runs table
     does not show them, and the summary must not keep a timeline the view cache let go."""
-    from tracer.analysis.summary import analyze
-
     return analyze(timeline, keep_timeline=False)
 
 

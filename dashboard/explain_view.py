@@ -76,7 +76,7 @@ def is_computed(view: TimelineView) -> bool:
 
 
 def _empty(reason: str | None, seconds: float = 0.0) -> Explained:
-    from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS
+    from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS  # (tracer.explain: only by compute, see there)
 
     e = np.zeros(0, np.int64)
     none = PathPieces(e, e, e, np.zeros(0, object), np.zeros(0, object))
@@ -89,6 +89,7 @@ def compute(view: TimelineView) -> Explained:
     """Explain the whole trace as ``tracer explain`` does (:func:`tracer.explain.explain`: the graph, the critical
     path, the findings with the kernels' demand read from the trace file), without replaying the fixes (no cache:
     see :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
+    # (tracer.explain and the trace's launch figures, ~40 ms, when a run is first explained: not at the app's start)
     from tracer.explain import explain
     from tracer.parsers.demand import read_launch_figures
 

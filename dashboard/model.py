@@ -32,6 +32,7 @@ from tracer.analysis import intervals as iv
 from tracer.analysis.comm import Collectives, DeviceComm, collectives, device_comm
 from tracer.analysis.launches import LaunchStat, launch_table
 from tracer.analysis.overlap import IDLE, DeviceOverlap, all_device_sets, device_overlap
+from tracer.dashboard.lod import busy_fraction
 from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
 from tracer.timeline.keys import ranks
 from tracer.timeline.layout import Lane, Layout, lay_out, nesting_depth
@@ -211,8 +212,6 @@ class TimelineView:
 
     def lane_busy(self, bins: int) -> tuple[list[str], np.ndarray]:
         """Per lane, the busy fraction of ``bins`` equal columns of the whole run (the minimap)."""
-        from tracer.dashboard.lod import busy_fraction
-
         key = ("lane_busy", bins)
         cache = self.__dict__.setdefault("_busy_cache", {})
         if key not in cache:

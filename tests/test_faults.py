@@ -184,12 +184,11 @@ def test_ctrl_c_during_record_says_interrupted_and_leaves_nothing(
 
 def test_ctrl_c_in_any_command_says_interrupted(capsys: pytest.CaptureFixture[str],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import tracer.parsers
-
     def interrupt(*_args: object, **_kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(tracer.parsers, "load_trace", interrupt)
+    # (where the command finds it: tracer.cli.summary imports load_trace at its top, once)
+    monkeypatch.setattr("tracer.cli.summary.load_trace", interrupt)
     assert main(["summary", str(TRACE)]) == 130
     assert capsys.readouterr().err == "tracer: interrupted\n"
 

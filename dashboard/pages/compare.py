@@ -7,9 +7,10 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
+from tracer.analysis.diff import diff_timelines
 from tracer.dashboard import ids
 from tracer.dashboard.data import RunStore, quoted
-from tracer.dashboard.diff_view import add_highlight, highlight_text, item_of
+from tracer.dashboard.diff_view import add_highlight, diff_section, highlight_text, item_of, table_items
 from tracer.dashboard.figures import clamp_span, compare_figure
 from tracer.dashboard.pages.common import (
     GRAPH_CONFIG,
@@ -77,9 +78,6 @@ def diff_part(views, labels: tuple[str, str]) -> tuple[Any, list[list[str]]]:
     """The diff of the two runs (first against second) under the timelines: where the time went, the largest
     differences as a table and as bars; with the ``[kind, name]`` of the table's rows (what a click chooses).
     A diff the analysis refuses is a message there, and the page stays."""
-    from tracer.analysis.diff import diff_timelines
-    from tracer.dashboard.diff_view import diff_section, table_items
-
     try:
         d = diff_timelines(views[0].timeline, views[1].timeline)
     except TracerError as exc:

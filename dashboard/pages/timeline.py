@@ -31,6 +31,7 @@ from tracer.dashboard.figures import (
     clamp_window,
     fmt_duration,
     full_window,
+    launch_of,
     minimap_figure,
     minimap_shapes,
     timeline_figure,
@@ -325,8 +326,6 @@ def _update(
     ranks: list[int] | None = None,
     folded: list[int] | None = None,
 ) -> tuple[Any, Any, Any, Any, Any]:
-    from tracer.dashboard.figures import launch_of
-
     key = run_of_state(state)
     view = store.view(key)
     src = clicked_src(click)

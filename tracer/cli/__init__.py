@@ -1,4 +1,9 @@
-"""The ``tracer`` command line: one Typer app, one module per command.
+"""The ``tracer`` command line: one Typer app, one module per command, imported only when its command runs.
+
+Each command module registers its command on :data:`app` when imported; :data:`COMMANDS` names every command,
+its module and its short help, so that ``tracer --help``, ``tracer --version`` and a usage error import no
+command module (nor the pandas, Dash or DuckDB those import at their top): :class:`TracerGroup` imports a
+command's module only when that command is invoked or its own ``--help`` is asked for.
 
 Library code raises :class:`tracer.errors.TracerError`; :func:`main` alone turns it into one line on stderr
 and exit code 2, so no user ever sees a traceback for bad input. The command itself (and ``python -m tracer``)
@@ -8,13 +13,16 @@ is :func:`run`: :func:`main`, then :func:`leave`.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import signal
 import sys
 import threading
-from typing import Any, NoReturn
+from collections.abc import Iterator, MutableMapping
+from typing import Any, NamedTuple, NoReturn
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from tracer import __version__
@@ -67,8 +75,110 @@ class _Interrupted(Exception):
     """Ctrl-C inside a command, carried past Typer to :func:`main`."""
 
 
+class CommandRow(NamedTuple):
+    """A command as the group knows it before its module is imported: a row of :data:`COMMANDS`."""
+
+    module: str
+    """``tracer.cli.<module>`` registers the command on :data:`app` when imported."""
+    short_help: str
+    """What ``tracer --help`` lists: the first paragraph of the command's help, on one line (a test compares)."""
+
+
+#: Every command, in the order ``tracer --help`` lists them.
+COMMANDS: dict[str, CommandRow] = {
+    "summary": CommandRow("summary", "Compute, copy and their overlap per GPU; busy time per stream; GPU time per "
+                          "NVTX range."),
+    "explain": CommandRow("explain", "The critical path: the chain of dependent intervals that set the end-to-end "
+                          "time, each piece labelled (gpu compute, communication, copy, launch overhead, host work, "
+                          "waiting on a sync, waiting on another stream, gpu gap, host gap); then the findings: every "
+                          "copy that did not overlap compute and every GPU idle gap over --min-gap-us, with the reason "
+                          "read from the graph, what it cost and the fix, ranked by time on the path. Times in ms (ns "
+                          "in --json). A job's ranks are joined by their collectives: none completes on a rank before "
+                          "every rank arrived, so the path crosses to the straggler, and a collective that waited for "
+                          "one is a finding. docs/explain.md says how the graph is read from the trace."),
+    "record": CommandRow("record", "Run SCENARIO, or your own command, under a profiler and write a run directory: "
+                         "trace, Parquet timeline, meta.json, summary.json."),
+    "scenarios": CommandRow("record", "List the scenarios `tracer record` runs, with their variants and parameters "
+                            "(CPU / GPU defaults)."),
+    "export": CommandRow("export", "Write a trace in another tool's format, for Nsight Systems (`nsys stats`, "
+                         "ImportNvtxt), Perfetto or DataFrame tools. The file appears only when it is complete; an "
+                         "existing OUTPUT needs --force."),
+    "dashboard": CommandRow("dashboard", "Browse runs and their timelines in the browser: compute, copies and their "
+                            "overlap per GPU and stream."),
+    "diff": CommandRow("diff", "Compare two traces: work matched by kind and name (added, removed, increased, "
+                       "decreased, unchanged), the headline figures side by side, and where the time went."),
+    "sql": CommandRow("sql", "Read-only SQL (DuckDB) over a run's timeline."),
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command ``name`` (a key of :data:`COMMANDS`): its module imported, its registration on
+    :data:`app` turned into a command as Typer turns each one when it builds the group."""
+    module = f"tracer.cli.{COMMANDS[name].module}"
+    importlib.import_module(module)
+    for info in app.registered_commands:
+        if info.callback is not None and (info.name or typer.main.get_command_name(info.callback.__name__)) == name:
+            return typer.main.get_command_from_info(info, pretty_exceptions_short=app.pretty_exceptions_short,
+                                                    rich_markup_mode=app.rich_markup_mode)
+    raise LookupError(f"{module} registers no command {name!r}")
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The group's commands by name: every name of :data:`COMMANDS` from the start, in its order, each command
+    built on first use (:func:`load_command`). Typer reads the names for its "Did you mean ...?"."""
+
+    def __init__(self, built: MutableMapping[str, Any]) -> None:
+        self._built = dict(built)  # (the commands of the modules imported already, and any added)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in COMMANDS:
+                raise KeyError(name)
+            self._built[name] = load_command(name)
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        raise TypeError("tracer's commands are not removed")
+
+    def __iter__(self) -> Iterator[str]:
+        yield from COMMANDS
+        yield from (name for name in self._built if name not in COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS) + sum(name not in COMMANDS for name in self._built)
+
+    def __contains__(self, name: object) -> bool:
+        return name in COMMANDS or name in self._built
+
+
 class TracerGroup(_PlainFlags, TyperGroup):
-    """The ``tracer`` group itself."""
+    """The ``tracer`` group itself: it imports a command's module only when the command is invoked or its own
+    ``--help`` is asked for (click's "lazy loading" of subcommands)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = _LazyCommands(self.commands)
+        self._listing = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(self.commands)  # (the names only: Typer's own reads every command)
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if self._listing and cmd_name in COMMANDS:
+            # (what the group's help lists of a command: its name and short help, its module not imported)
+            return TyperCommand(name=cmd_name, short_help=COMMANDS[cmd_name].short_help)
+        return self.commands.get(cmd_name)
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The group's help, its commands listed from :data:`COMMANDS` (:meth:`get_command`)."""
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def invoke(self, ctx: Any) -> Any:
         # Typer turns a KeyboardInterrupt into a silent Exit(130) (typer/core.py, _main), so Ctrl-C in any
@@ -105,17 +215,6 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """A group callback, so that every command is a subcommand even while only one exists."""
-
-
-# Each command module registers itself on `app` when imported.
-from tracer.cli import summary as _summary  # noqa: E402,F401
-
-for _optional in ("record", "export", "dashboard", "diff", "sql", "explain"):
-    try:
-        __import__(f"tracer.cli.{_optional}")
-    except ModuleNotFoundError as exc:  # a command whose module is not written yet
-        if exc.name != f"tracer.cli.{_optional}":
-            raise
 
 
 def main(argv: list[str] | None = None) -> int:

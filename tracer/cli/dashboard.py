@@ -1,4 +1,5 @@
-"""`tracer dashboard`: the Plotly Dash app over runs and traces (Dash is imported only when it runs).
+"""`tracer dashboard`: the Plotly Dash app over runs and traces (Dash is imported with this module: only when
+the command runs or its --help is asked for, tracer.cli.COMMANDS).
 
 It is served by waitress, a small pure-Python production WSGI server, rather than Flask's development server:
 no "do not use in production" warning and no line per request. ``--verbose`` logs each request,
@@ -10,15 +11,22 @@ from __future__ import annotations
 
 import atexit
 import logging
+import socket
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Annotated, Any
 
 import typer
+from waitress import wasyncore
+from waitress.server import create_server
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._report import say_skipped_file
+from tracer.dashboard.app import create_app
+from tracer.dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, request_limit_bytes
 from tracer.errors import InputNotFoundError, UsageError
+from tracer.files.discover import job_traces
 from tracer.sigterm import sigterm_raises
 
 
@@ -68,16 +76,9 @@ def dashboard(
             raise InputNotFoundError(p, "no such file or directory")
     jobs = []
     if job:
-        # (~12 ms, and the reports' helpers, that `tracer --help`, which imports the top, need not pay)
-        from tracer.cli._report import say_skipped_file
-        from tracer.files.discover import job_traces
-
         if not paths:
             raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")
         jobs, paths = [job_traces(paths, on_skip=say_skipped_file)], []
-
-    # (Dash and Plotly: the CLI imports them only here, once the arguments are checked; a test says so)
-    from tracer.dashboard.data import RunStore
 
     store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000, jobs=jobs)
     atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
@@ -92,8 +93,6 @@ def dashboard(
 
 def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool) -> None:
     """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM."""
-    from tracer.dashboard.app import create_app  # (Dash: as in dashboard)
-
     first = store.initial_run
     if first is not None:
         typer.echo(f"loading {store.get(first).path} ...", err=True)
@@ -128,7 +127,7 @@ def make_server(
     port: int,
     *,
     verbose: bool = False,
-    max_upload_bytes: int = 200 * 1000 * 1000,  # tracer.dashboard.data.DEFAULT_MAX_UPLOAD_BYTES (not imported: Dash)
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     log_to: IO[str] | None = None,
 ) -> Any:
     """A waitress server for ``wsgi_app`` bound to ``host:port`` (0: any free port), not yet serving.
@@ -137,10 +136,6 @@ def make_server(
     Verbose: one line per request on ``log_to`` (stderr) and waitress's own messages. A port in use or a
     host that cannot be bound is a one-line :class:`UsageError`.
     """
-    from waitress.server import create_server
-
-    from tracer.dashboard.data import request_limit_bytes  # (Dash: as in dashboard)
-
     logger = logging.getLogger("waitress")
     if verbose:
         logger.setLevel(logging.INFO)
@@ -177,8 +172,6 @@ def _check_free(host: str, port: int) -> None:
     """Refuse ``host:port`` as :func:`make_server` does (:func:`_cannot_listen`) where nothing can listen
     there now (a port in use, an address of another machine). Bound and let go at once: a race with another
     program remains, and then Flask says it."""
-    import socket
-
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
         with socket.socket(info[0], socket.SOCK_STREAM) as probe:
@@ -191,8 +184,6 @@ def _check_free(host: str, port: int) -> None:
 def _check_host(host: str, port: int) -> None:
     """Refuse a --host that names no address, before the runs are loaded (waitress raised a bare ValueError
     with a traceback; Flask's server, under --debug, a line without tracer's prefix)."""
-    import socket
-
     if not host.strip():
         raise UsageError("--host", "is empty; give an address such as 127.0.0.1 (this machine) or 0.0.0.0 (all)")
     try:
@@ -229,8 +220,6 @@ def stop_server(server: Any) -> None:
     the sockets are closed by the loop's own thread, through that trigger: closing them from here would pull
     them out from under the loop's ``select()``.
     """
-    from waitress import wasyncore
-
     server.task_dispatcher.shutdown()  # waits for each thread to finish the request it is serving
     socket_map = server._map  # the dispatcher's socket map (a single listening socket: TcpWSGIServer)
     # Where the trigger is closed already (EBADF seen once in a full test run; by what is not known) the loop

@@ -10,10 +10,16 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.console import Console
+from rich.text import Text
 
+from tracer.analysis.diff import diff_timelines, ms_text, parse_threshold, ratio_text, signed_ms_text
 from tracer.cli import TracerCommand, app
+from tracer.cli._report import say_cached, warn_left_out
 from tracer.cli._tables import table_width
 from tracer.errors import TracerError, UsageError
+from tracer.parsers import load_trace
+from tracer.timeline import device_title
 
 #: The columns of --csv, one row per item.
 CSV_COLUMNS = ("change", "kind", "name", "count_a", "count_b", "count_diff", "time_a_ns", "time_b_ns", "diff_ns",
@@ -35,11 +41,6 @@ def render_diff(d: Any, *, top: int = 20, width: int = 100) -> list[Any]:
     """Rich renderables for a :class:`tracer.analysis.diff.TraceDiff`."""
     from rich import box
     from rich.table import Table
-    from rich.text import Text
-
-    # (the analysis and the timeline bring pandas: not at the top, which `tracer --help` imports)
-    from tracer.analysis.diff import ms_text, ratio_text, signed_ms_text
-    from tracer.timeline import device_title
 
     out: list[Any] = [
         Text.assemble(("A ", "bold"), d.source_a),
@@ -137,10 +138,7 @@ def items_csv(d: Any) -> str:
 
 
 def _load(path: Path, no_cache: bool) -> Any:
-    # (~17 ms, and the reports' helpers ~1 ms, that `tracer --help`, which imports the top, need not pay)
-    from tracer.cli._report import say_cached, warn_left_out
-    from tracer.parsers import load_trace
-
+    """One of the two traces, what its parser left out said on stderr."""
     timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)
     return timeline
@@ -179,10 +177,6 @@ def diff(
     addresses and long ids normalised: ProfilerStep#1012 → ProfilerStep#N), copies by direction. Times are
     summed durations, in ms (ns in --json and --csv). docs/diff.md has the rules.
     """
-    from rich.console import Console
-
-    from tracer.analysis.diff import diff_timelines, parse_threshold  # (pandas: as in render_diff)
-
     if json and as_csv:
         raise UsageError("", "--json and --csv each print every item; choose one")
     rule = parse_threshold(threshold)

@@ -9,23 +9,29 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+from rich.console import Console
+from rich.text import Text
 
 from tracer.cli import TracerCommand, app
 from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
 from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
 from tracer.cli._tables import wrap_name
 from tracer.errors import TracerError
-
-# tracer.explain (numpy, pandas), tracer.parsers, tracer.files.discover and tracer.job are imported inside the
-# functions that use them: every `tracer` command imports this module, and `import tracer.cli` loads no numpy
-# (tests/test_blas.py) and ~50 ms less with them left out.
+from tracer.explain import build_graph
+from tracer.explain import explain as explain_timeline
+from tracer.explain.findings import findings, group_findings
+from tracer.explain.occupancy import launch_demand
+from tracer.explain.replay import parse_plan
+from tracer.files.discover import is_run_dir, job_label, job_traces
+from tracer.job.clocks import fix_clocks
+from tracer.parsers import load_trace
+from tracer.parsers.demand import read_launch_figures, read_launches
 
 
 def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
     """Rich renderables for a :class:`tracer.explain.CriticalPath`: the breakdown and its top intervals."""
     from rich import box
     from rich.table import Table
-    from rich.text import Text
 
     out: list[Any] = [Text(f"Critical path of {path.window.what}: {path.length_ns / 1e6:,.3f} ms "
                            f"({len(path.pieces):,} pieces)")]
@@ -66,10 +72,6 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
     """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind (with the
     replayed time of its fix, from ``gains``, where the replay models it), then the ``top`` costliest findings
     with their evidence (and their rank: ``ranks``, for a job)."""
-    from rich.text import Text
-
-    from tracer.explain.findings import group_findings  # (numpy, pandas: see the imports above)
-
     if found.empty:
         return [Text(f"Findings: none (no exposed copy, GPU idle gap over {min_gap_ns / 1e3:g} µs or waiting kernel "
                      "with a reason in the trace).")]
@@ -109,13 +111,6 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
 def findings_lines(path: Path, n: int = 3) -> list[str]:
     """One line per kind of finding, the ``n`` costliest, for ``tracer record`` to print after a run; none where
     the run's trace cannot give a graph."""
-    # (numpy, pandas and the parsers: see the imports above)
-    from tracer.explain import build_graph
-    from tracer.explain.findings import findings, group_findings
-    from tracer.explain.occupancy import launch_demand
-    from tracer.parsers import load_trace
-    from tracer.parsers.demand import read_launch_figures
-
     try:
         timeline = load_trace(path, cache=False)  # (writes nothing into the run directory)
         graph = build_graph(timeline)
@@ -147,14 +142,6 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
     or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load.load_job`, the ranks on
     the Unix clock, moved by the collectives' fix with ``clock_fix``); ``job``: ``load_job``'s ``scheduler``,
     ``skip_bad_ranks`` and ``ranks``, where given (a job's run directory is then read from its rank traces)."""
-    from rich.console import Console
-
-    # (the parsers and job/: see the imports above)
-    from tracer.files.discover import is_run_dir, job_label, job_traces
-    from tracer.job.clocks import fix_clocks
-    from tracer.job.load import load_job
-    from tracer.parsers import load_trace
-
     given = {option: value for option, value in job.items() if value not in (None, False)}
     found = job_traces(paths, on_skip=say_skipped_file) if len(paths) > 1 or paths[0].is_dir() else list(paths)
     if len(paths) == 1 and is_run_dir(paths[0]) and not (given and len(found) > 1):
@@ -166,6 +153,8 @@ def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, 
     if len(found) == 1:
         label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
     else:
+        from tracer.job.load import load_job  # (the job's reader, 20-40 ms that one trace need not pay)
+
         label = job_label(found)
         timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
                             on_cache_write=say_job_cached, on_skip=say_skipped, **given)
@@ -250,13 +239,6 @@ def explain(
     Times in ms (ns in --json). A job's ranks are joined by their collectives: none completes on a rank before
     every rank arrived, so the path crosses to the straggler, and a collective that waited for one is a finding.
     docs/explain.md says how the graph is read from the trace."""
-    from rich.console import Console
-
-    # (numpy, pandas and the parsers: see the imports above)
-    from tracer.explain import explain as explain_timeline
-    from tracer.explain.replay import parse_plan
-    from tracer.parsers.demand import read_launches
-
     if window is not None and range_name is not None:
         raise TracerError("explain", "give --window or --range, not both")
     if instance is not None and range_name is None:

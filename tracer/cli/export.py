@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._job import job_progress, say_job_cached
+from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
 from tracer.errors import OutputError, UsageError
+from tracer.exporters import check_output, export_timeline, get_exporter
+from tracer.files.discover import job_label, job_traces
+from tracer.parsers import load_trace
 
 #: Show a progress bar on stderr (on a terminal) for timelines at least this long.
 PROGRESS_MIN_EVENTS = 200_000
@@ -72,15 +81,6 @@ def export(
     `tracer export report.sqlite -o trace.json.gz` then open it in ui.perfetto.dev;
     `tracer export --job traces/ -o job.sqlite`: a job's rank traces as one report.
     """
-    from rich.console import Console
-
-    # (not at the top, which `tracer --help` imports: the exporters bring pandas, the parsers and the file scan
-    # ~20 ms more; the job's reader, ~50 ms more, only in its branch)
-    from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
-    from tracer.exporters import check_output, export_timeline, get_exporter
-    from tracer.files.discover import job_label, job_traces
-    from tracer.parsers import load_trace
-
     # Bad arguments fail before a possibly long parse.
     if len(paths) > 1 and not job:
         raise UsageError(str(paths[1]), "one PATH is exported at a time; several that are one job's ranks: add --job")
@@ -94,9 +94,7 @@ def export(
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")
     status = Console(stderr=True)
     if job:
-        # (see above)
-        from tracer.cli._job import job_progress, say_job_cached
-        from tracer.job.load import load_job
+        from tracer.job.load import load_job  # (the job's reader, 20-40 ms that one trace's export need not pay)
 
         traces = job_traces(paths, on_skip=say_skipped_file)
         path = job_label(traces)
@@ -124,11 +122,6 @@ _BINARY = ("nsys-sqlite", "parquet")
 def _export_to_stdout(timeline: Any, fmt: str, progress: Any) -> Any:
     """``-o -``: the export written whole to a private temporary file first (SQLite and Parquet need a file they
     can seek in; and nothing reaches the pipe unless the export succeeded), then copied to standard output."""
-    import shutil
-    import tempfile
-
-    from tracer.exporters import export_timeline  # (pandas: as in export)
-
     with tempfile.TemporaryDirectory(prefix="tracer-export-") as tmp:
         result = export_timeline(timeline, Path(tmp) / "export", fmt, progress=progress)
         try:
@@ -136,8 +129,6 @@ def _export_to_stdout(timeline: Any, fmt: str, progress: Any) -> Any:
                 shutil.copyfileobj(f, sys.stdout.buffer, 1 << 20)
             sys.stdout.buffer.flush()
         except BrokenPipeError:  # (the reader ended first: `| head`)
-            import os
-
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (so that the exit's flush is quiet)
             raise OutputError("", "cannot write standard output: the pipe's reader ended first") from None
     return result

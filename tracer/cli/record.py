@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 import typer
+from rich.console import Console
+from rich.text import Text
 
+from tracer.analysis.overlap import hidden_pct
 from tracer.cli import TracerCommand, app
 from tracer.cli.explain import findings_lines
 from tracer.errors import UsageError
 from tracer.files.rundir import describe_host_load
+from tracer.record.command import record_command
+from tracer.record.scenario import record as do_record
+
+# The scenarios are imported where a command needs them: they import torch (seconds), which `tracer record
+# --help` and `tracer record -- COMMAND` do without.
 
 
 def _s(seconds: float) -> str:
@@ -21,7 +31,6 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
     """Rich renderables: wall times, derived figures, checks, overlap per GPU, where the run is."""
     from rich import box
     from rich.table import Table
-    from rich.text import Text
 
     out: list[Any] = []
     devices = ", ".join(meta["devices"])
@@ -67,8 +76,6 @@ def render_run(meta: dict[str, Any], summary: dict[str, Any], path: Path) -> lis
                   caption="overlap = copy time hidden behind compute, on the timeline")
         for col in ("GPU", "kernels", "copies", "compute", "copy", "overlap", "hidden"):
             t.add_column(col, justify="right")
-        from tracer.analysis.overlap import hidden_pct  # (pandas, which `tracer --help` does not import)
-
         for dev, v in devs.items():
             pct = hidden_pct(v["overlap_ns"], v["copy_ns"])  # the one definition of "copy hidden"
             hidden = f"{pct:.0f}%" if pct is not None else "–"
@@ -143,11 +150,7 @@ def record(
                              "(tracer record -- python train.py; try 'tracer record --help')")
     if steps is not None or delay is not None or duration is not None or name is not None:
         raise UsageError("", "--steps, --delay, --duration and --name are for a command after '--'")
-    from rich.console import Console
-
-    # (here, once the arguments are checked: the recorder brings pandas, the scenarios torch, several seconds)
-    from tracer.record.scenario import record as do_record
-    from tracer.scenarios import ScenarioError, parse_param_args
+    from tracer.scenarios import ScenarioError, parse_param_args  # (torch: see the top)
 
     try:
         params = parse_param_args(param)
@@ -187,16 +190,12 @@ def _print_findings(path: Path) -> None:
 
 def _record_command(command: list[str], *, out: Path, name: str | None, steps: str | None, delay: float | None,
                     duration: float | None, quiet: bool, backend: str) -> None:
-    from tracer.record.command import record_command  # (pandas: it derives the run; not for `tracer --help`)
-
     run = record_command(command, out=out, name=name, steps=steps, delay_s=delay, duration_s=duration,
                          backend=backend)
     meta = run.meta
     if quiet:
         print(run.path)
     else:
-        import sys
-
         steps_done = sum(int(p.get("optimizer_steps") or 0) for p in meta.processes)
         ranks = sorted(p["rank"] for p in meta.processes if p.get("rank") is not None)
         if meta.backend == "nsys":
@@ -226,21 +225,17 @@ def scenarios(
     json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the scenarios `tracer record` runs, with their variants and parameters (CPU / GPU defaults)."""
-    import orjson
     from rich import box
-    from rich.console import Console
     from rich.markdown import Markdown
     from rich.table import Table
 
-    from tracer.scenarios import ScenarioError, all_scenarios, get  # (torch: several seconds, here only)
+    from tracer.scenarios import ScenarioError, all_scenarios, get  # (torch: see the top)
 
     try:
         chosen = [get(name)] if name else all_scenarios()
     except ScenarioError as exc:
         raise UsageError("", str(exc)) from None
     if json:
-        import sys
-
         sys.stdout.buffer.write(orjson.dumps([s.describe() for s in chosen], option=orjson.OPT_INDENT_2) + b"\n")
         return
     console = Console()

@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import csv
 import io
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
 from enum import Enum
 from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
 
+import orjson
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from tracer.cli import TracerCommand, app
+from tracer.cli._report import say_cached, say_skipped_file
 from tracer.errors import TracerError, UsageError
+from tracer.sql.session import Session
 
 
 class Format(str, Enum):
@@ -47,7 +54,6 @@ def _cell(value: Any) -> str:
 def render_table(names: list[str], types: list[str], rows: list[tuple[Any, ...]]) -> Any:
     """A rich Table of a result: numbers right-aligned; a caption when there are no rows."""
     from rich import box
-    from rich.markup import escape
     from rich.table import Table
 
     table = Table(box=box.SIMPLE_HEAD, caption_justify="left")
@@ -63,8 +69,6 @@ def render_table(names: list[str], types: list[str], rows: list[tuple[Any, ...]]
 
 def table_text(names: list[str], types: list[str], rows: list[tuple[Any, ...]], width: int = 100) -> str:
     """The table as plain text, ``width`` characters wide (what docs/sql.md shows)."""
-    from rich.console import Console
-
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None, force_terminal=False, legacy_windows=False)
     console.print(render_table(names, types, rows))
@@ -72,8 +76,6 @@ def table_text(names: list[str], types: list[str], rows: list[tuple[Any, ...]], 
 
 
 def _json_default(value: Any) -> Any:
-    from decimal import Decimal
-
     if isinstance(value, Decimal):
         return float(value)
     return str(value)
@@ -91,15 +93,11 @@ def _write_result(names: list[str], types: list[str], rows: Iterator[tuple[Any, 
         return
     out = sys.stdout
     if fmt is Format.csv:
-        import csv
-
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(names)
         for row in rows:
             writer.writerow(["" if v is None else v for v in row])
     else:
-        import orjson
-
         out.write("[")
         for i, row in enumerate(rows):
             text = orjson.dumps(dict(zip(names, row)), default=_json_default).decode()
@@ -280,12 +278,6 @@ def sql(
 
     Example: tracer sql runs/mlp "SELECT name, count(*), sum(dur_ns) FROM kernels GROUP BY name ORDER BY 3 DESC"
     """
-    from rich.console import Console
-
-    # (DuckDB, pandas and the parsers, ~0.5 s, and the reports' helpers, that `tracer --help` need not pay)
-    from tracer.cli._report import say_cached, say_skipped_file
-    from tracer.sql.session import Session
-
     targets = list(args)
     if query is None and targets:
         last = targets[-1]

@@ -10,10 +10,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
+from rich.console import Console
+from rich.text import Text
 
+from tracer.analysis.registry import Line, TextOptions, text_analyses
 from tracer.cli import TracerCommand, app
+from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
+from tracer.cli._report import left_out_text, run_failures, say_cached, say_skipped_file
 from tracer.cli._tables import cut_name, table_width, wrap_name
 from tracer.errors import TraceFormatError, TracerError, UsageError
+from tracer.files.discover import expand, is_run_dir, job_label, job_traces
+from tracer.files.rundir import load_meta_json
+from tracer.parsers import load_trace
+
+# Nothing imported above brings pandas: a job's first open (--job) starts its scan workers before pandas is
+# imported (tracer.job.load), so tracer.analysis.summary is imported where it is used; and the job's reader
+# (tracer.job.load, 20-40 ms) only where a job is read.
 
 if TYPE_CHECKING:
     from tracer.timeline import TraceMeta
@@ -46,9 +58,6 @@ def render_blocks(blocks: list[Any], *, width: int = 100) -> list[Any]:
     ``width`` characters wide."""
     from rich import box
     from rich.table import Table
-    from rich.text import Text
-
-    from tracer.analysis.registry import Line  # (~5 ms that `tracer --help`, which imports the top, need not pay)
 
     out: list[Any] = []
     for block in blocks:
@@ -80,9 +89,7 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_
     terminal ``width`` characters wide: each registered analysis's text blocks, in text order.
     ``clock_moved_ns``: rank → ns its clock was moved by before the summary was made (``--clock-fix``; empty: it
     moved none; None: not asked for)."""
-    # (the analysis brings pandas, which `tracer --help` does not import; the registry ~5 ms)
-    from tracer.analysis.registry import TextOptions, text_analyses
-    from tracer.analysis.summary import Summary
+    from tracer.analysis.summary import Summary  # (pandas: not before a job's scan workers start, see the top)
 
     if not isinstance(summary, Summary):
         summary = Summary.from_dict(summary)
@@ -96,8 +103,6 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_
 
 def _progress(console: Any, path: Path) -> Any:
     """A spinner on stderr while a big trace is parsed (nothing for small ones or when not on a terminal)."""
-    import contextlib
-
     try:
         size = path.stat().st_size if path.is_file() else 0
     except OSError:
@@ -170,14 +175,6 @@ def summary(
     compute = union of a GPU's kernel intervals, copy = union of its memcpy intervals, overlap = their
     intersection (copy time hidden behind compute), busy = union of all its GPU work. Times in ms (ns in --json).
     """
-    from rich.console import Console
-
-    # (not at the top, which `tracer --help` imports: the file scan, ~12 ms, the reports' helpers, ~1 ms; the job's
-    # reader and the parsers below)
-    from tracer.cli._report import left_out_text, run_failures, say_cached, say_skipped_file
-    from tracer.files.discover import expand, is_run_dir, job_label, job_traces
-    from tracer.files.rundir import load_meta_json
-
     console = Console()
     status_console = Console(stderr=True)
     failed: list[TracerError] = []
@@ -191,10 +188,7 @@ def summary(
         raise UsageError("--collectives", f"{collectives} is not a count; give 0 or more")
     found = (job_traces if job else expand)(paths, on_skip=say_skipped_file)
     if job:
-        # (the job's reader: numpy and the parallel parse, ~0.2 s, and no pandas, which the job's scan workers fork
-        # without)
-        from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
-        from tracer.job.load import summarize_job
+        from tracer.job.load import summarize_job  # (the job's reader: --job only, see the top)
 
         traces = list(found)
         found = [job_label(traces)]
@@ -217,9 +211,7 @@ def summary(
                     result, meta = summarize_job(traces, **how, shifts=moved)
             return meta, lambda: result
     else:
-        # (imported here, not above: a job's first open starts its scan workers before pandas is imported)
-        from tracer.analysis.summary import analyze
-        from tracer.parsers import load_trace
+        from tracer.analysis.summary import analyze  # (pandas: not before a job's scan workers start, see the top)
 
         def read(_path: Path) -> tuple[TraceMeta, Callable[[], Any]]:
             timeline = load_trace(_path, cache=not no_cache, on_cache_write=say_cached)
