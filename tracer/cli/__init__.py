@@ -257,7 +257,12 @@ def main(argv: list[str] | None = None) -> int:
         if hasattr(exc, "format_message") and isinstance(code, int):
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else "tracer"
-            print(f"tracer: error: {exc.format_message()} (try '{where} --help')", file=sys.stderr)
+            hint = f"try '{where} --help'"
+            stray = [a for a in args[1:] if "=" in a and not a.startswith("-")]
+            if where.endswith("record") and stray and "unexpected extra argument" in exc.format_message():
+                # `tracer record compute-copy variant=side-stream`: a scenario's parameters go after -p
+                hint = "a scenario's parameters go after -p: " + " ".join(f"-p {a}" for a in stray)
+            print(f"tracer: error: {exc.format_message()} ({hint})", file=sys.stderr)
             return int(code)
         if type(exc).__name__ == "Abort":
             print("tracer: aborted", file=sys.stderr)

@@ -204,7 +204,8 @@ def explain(
         list[str] | None,
         typer.Option("--what-if", metavar="NAME[=VALUE]", help="Replay the window under a changed plan and print its "
                      "predicted time beside the measured one: side-stream, pinned[=GBPS], no-sync[=NAME], "
-                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait, balance (several combine). "
+                     "streams=N, warm, launch[=US], graphs[=US], concurrent, no-wait, balance (several combine: "
+                     "repeat the option or join with +, e.g. pinned+side-stream). "
                      "docs/explain.md."),
     ] = None,
     no_cache: Annotated[

@@ -66,6 +66,8 @@ def export(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", "-f", help="Overwrite OUTPUT if it exists.")] = False,
+    parents: Annotated[bool, typer.Option("--parents", help="Create OUTPUT's folders where they do not exist "
+                                                            "(else a missing folder is refused).")] = False,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,
@@ -88,7 +90,7 @@ def export(
     if to_stdout and to is None:
         raise UsageError("--to", "-o - (standard output) has no suffix to tell the format by: give --to")
     if not to_stdout:
-        check_output(output, force=force)
+        check_output(output, force=force, parents=parents)
     exporter = get_exporter(to, output)
     if to_stdout and exporter.name in _BINARY and sys.stdout.isatty():
         raise UsageError("-o -", f"{exporter.name} is a binary file: redirect standard output to a file or a pipe")

@@ -219,12 +219,14 @@ def prompt(session: Any, fmt: Format, max_rows: int, console: Any) -> int:
               "statements end with ';'; .help for more; Ctrl-D to quit", file=sys.stderr)
     state = {"fmt": fmt}
     failed = False
+    seen = 0
 
     def is_dot(line: str) -> bool:
         return line.lstrip().startswith(".")
 
     try:
         for statement in _statements(_read_lines(interactive), is_dot):
+            seen += 1
             try:
                 if is_dot(statement):
                     if not _dot(session, statement, state, console):
@@ -243,6 +245,10 @@ def prompt(session: Any, fmt: Format, max_rows: int, console: Any) -> int:
                 readline.write_history_file(history)
             except OSError:
                 pass
+    if not seen and not interactive:
+        # (no query given and nothing on standard input: a script's `tracer sql RUN` with its query forgotten)
+        raise UsageError("sql", "no query: give one after the TARGET, or pipe statements (ending in ';') into "
+                         "standard input")
     return 2 if failed and not interactive else 0
 
 

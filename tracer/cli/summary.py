@@ -200,6 +200,9 @@ def summary(
                                        on_cache_write=say_job_cached, on_skip=say_skipped)
             # each rank analysed where it is read; only the results come here (tracer.analysis.ranked)
             result, meta = summarize_job(traces, **how)
+            if not result.multi_rank:  # (said, so that --job is not taken for more than the plain summary)
+                print(f"tracer: note: --job read one rank ({len(traces)} trace{'s' if len(traces) > 1 else ''}): "
+                      "this is that rank's summary", file=sys.stderr)
             if len(paths) == 1 and is_run_dir(paths[0]):  # (a recorded job's run: its meta.json, as without --job)
                 meta.extra["run"] = load_meta_json(paths[0])
             if clock_fix:

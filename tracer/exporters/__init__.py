@@ -117,8 +117,9 @@ def get_exporter(fmt: str | None, out: str | os.PathLike[str]) -> Exporter:
         raise UsageError(fmt, f"unknown export format; choose one of {', '.join(EXPORTERS)}") from None
 
 
-def check_output(out: str | os.PathLike[str], *, force: bool) -> Path:
-    """Refuse to overwrite an existing file unless ``force``; refuse directories always."""
+def check_output(out: str | os.PathLike[str], *, force: bool, parents: bool = True) -> Path:
+    """Refuse to overwrite an existing file unless ``force``; refuse directories always; without ``parents``,
+    refuse an output whose folder does not exist (a typo'd path would otherwise be created silently)."""
     p = Path(out)
     try:
         is_dir, exists = p.is_dir(), p.exists()
@@ -133,6 +134,9 @@ def check_output(out: str | os.PathLike[str], *, force: bool) -> Path:
     nearest = next((a for a in p.parents if a.exists()), None)
     if nearest is not None and not nearest.is_dir():
         raise UsageError(nearest, "is a file, not a directory")
+    if not parents and nearest != p.parent:
+        missing = next(a for a in reversed(p.parents) if not a.exists())
+        raise UsageError(missing, "does not exist: create it, or pass --parents to create the output's folders")
     return p
 
 
