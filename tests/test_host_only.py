@@ -67,6 +67,9 @@ def test_the_critical_path_of_a_host_only_trace_covers_its_span(cpu_trace: Path)
     out = CliRunner().invoke(app, ["explain", str(cpu_trace)])
     assert out.exit_code == 0, out.output
     assert f"Critical path of the whole trace: {span_ns / 1e6:.3f} ms" in out.output
+    # and its findings speak of no copy and no GPU
+    assert "Findings: none (this trace has host work only" in out.output
+    assert "copy" not in out.output.lower() and "GPU idle" not in out.output and "kernel" not in out.output
 
 
 def _variant_trace(path: Path, variant: str, ops_us: list[tuple[float, float, int]]) -> Path:

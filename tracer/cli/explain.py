@@ -68,16 +68,19 @@ def render_path(path: Any, *, top: int, width: int = 100) -> list[Any]:
 
 
 def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, Any] | None = None,
-                    ranks: bool = False) -> list[Any]:
+                    ranks: bool = False, host_only: bool = False) -> list[Any]:
     """Rich renderables for the findings (:func:`tracer.explain.findings.findings`): one row per kind (with the
     replayed time of its fix, from ``gains``, where the replay models it), then the ``top`` costliest findings
     with their evidence (and their rank: ``ranks``, for a job)."""
     if found.empty:
+        if host_only:  # (no GPU, no copy: nothing to say of either)
+            return [Text("Findings: none (this trace has host work only; the findings are about work on GPUs and a "
+                         "job's collectives).")]
         return [Text(f"Findings: none (no exposed copy, GPU idle gap over {min_gap_ns / 1e3:g} µs or waiting kernel "
                      "with a reason in the trace).")]
     groups = group_findings(found)
-    out: list[Any] = [Text("Findings: why work did not overlap, by kind (ranked by time on the critical path)",
-                           style="bold")]
+    what = "why work waited" if host_only else "why work did not overlap"
+    out: list[Any] = [Text(f"Findings: {what}, by kind (ranked by time on the critical path)", style="bold")]
     for r in groups.itertuples():
         out.append(Text.assemble(f"  {r.path_ns / 1e6:>10,.3f} ms on the path ({r.cost_ns / 1e6:,.3f} ms in all)  "
                                  f"{r.count:,} × ", (str(r.reason), "bold")))
@@ -278,7 +281,8 @@ def explain(
                       f"({job['instances']:,} collectives run by two ranks or more); clocks: {job['clock']}.",
                       highlight=False)
     for renderable in render_findings(explained.findings, top=max(top, 0), min_gap_ns=explained.min_gap_ns,
-                                      gains=explained.gains, ranks=timeline.events["rank"].nunique() > 1):
+                                      gains=explained.gains, ranks=timeline.events["rank"].nunique() > 1,
+                                      host_only=explained.host_only):
         console.print(renderable)
     if explained.what_if is not None:
         for line in _render_what_if(explained.what_if):

@@ -53,6 +53,11 @@ class Explanation:
     job: dict[str, Any] | None
     notes: tuple[str, ...]
 
+    @property
+    def host_only(self) -> bool:
+        """Whether the trace has no GPU work (kernels, copies, memsets): its findings speak of the host alone."""
+        return not bool(self.graph.nodes["kind"].astype(str).isin(("kernel", "memcpy", "memset")).any())
+
     def groups(self) -> pd.DataFrame:
         """The findings by kind, ranked (:func:`tracer.explain.group_findings`)."""
         return group_findings(self.findings)
