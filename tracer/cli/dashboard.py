@@ -23,6 +23,7 @@ from waitress.server import create_server
 
 from tracer.cli import TracerCommand, app
 from tracer.cli._report import say_skipped_file
+from tracer.dashboard.access import TOKEN_PARAM, is_loopback, new_token, require_token
 from tracer.dashboard.app import create_app
 from tracer.dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, request_limit_bytes
 from tracer.errors import InputNotFoundError, UsageError
@@ -58,6 +59,15 @@ def dashboard(
         bool, typer.Option("--job", help="Read every trace found in the PATHs as the ranks of ONE job (as `tracer "
                            "summary --job` does), shown as one run and opened straight away.")
     ] = False,
+    token: Annotated[
+        str | None, typer.Option("--token", envvar="TRACER_DASHBOARD_TOKEN", help="The token a browser must show "
+                                 "(in the printed address, then a cookie). Default: off loopback a new random one "
+                                 "each start; on loopback none.")
+    ] = None,
+    no_token: Annotated[
+        bool, typer.Option("--no-token", help="Off loopback, serve without a token: anyone who can reach the port "
+                           "sees every run and upload.")
+    ] = False,
 ) -> None:
     """Browse runs and their timelines in the browser: compute, copies and their overlap per GPU and stream.
 
@@ -70,6 +80,13 @@ def dashboard(
     if max_upload_mb < 1:
         raise UsageError("--max-upload-mb", f"{max_upload_mb} would refuse every upload; give 1 or more")
     _check_host(host, port)
+    if token is not None and (no_token or len(token) < 8):
+        raise UsageError("--token", "needs 8 characters or more, and not with --no-token")
+    if token is None and not no_token and not is_loopback(host):
+        token = new_token()  # (off loopback every machine that reaches the port could read every run)
+    if token is None and not is_loopback(host):
+        typer.echo(f"tracer: warning: serving on {host} without a token (--no-token): anyone who can reach port "
+                   f"{port} sees every run and upload", err=True)
     paths = list(paths or [])
     for p in paths:
         if not p.exists():
@@ -86,18 +103,22 @@ def dashboard(
     # the way a service manager or `docker stop` ends a server, not a failure
     with sigterm_raises(KeyboardInterrupt):
         try:
-            _serve(store, paths, host, port, debug=debug, verbose=verbose)
+            _serve(store, paths, host, port, debug=debug, verbose=verbose, token=token)
         finally:
             store.close()
 
 
-def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool) -> None:
-    """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM."""
+def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, verbose: bool,
+           token: str | None = None) -> None:
+    """Parse the single PATH given, if one was, then serve until Ctrl-C or SIGTERM; with ``token``, only to a
+    browser that shows it (:mod:`tracer.dashboard.access`)."""
     first = store.initial_run
     if first is not None:
         typer.echo(f"loading {store.get(first).path} ...", err=True)
         store.view(first)  # parse now: errors surface as one line and exit 2, and the first page is fast
     dash_app = create_app(store=store)
+    if token is not None:
+        require_token(dash_app.server, token)
     if debug:
         _check_free(host, port)  # (Flask's development server says a busy port in two lines of its own)
         dash_app.run(host=host, port=port, debug=True)
@@ -105,9 +126,8 @@ def _serve(store: Any, paths: list[Path], host: str, port: int, *, debug: bool, 
     server = make_server(
         dash_app.server, host, port, verbose=verbose, max_upload_bytes=store.max_upload_bytes
     )
-    typer.echo(
-        f"tracer dashboard: {len(store.runs())} run(s) at {server_url(server)}  (Ctrl-C to stop)", err=True
-    )
+    url = server_url(server) + (f"?{TOKEN_PARAM}={token}" if token is not None else "")
+    typer.echo(f"tracer dashboard: {len(store.runs())} run(s) at {url}  (Ctrl-C to stop)", err=True)
     server.run()  # returns on Ctrl-C and SIGTERM: waitress catches KeyboardInterrupt and closes its sockets
 
 
