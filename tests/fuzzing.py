@@ -5,7 +5,7 @@ docs/reliability.md records). Every case is judged the same way:
 
 - exit 0: the JSON summary must be sane (no negative or overflowing figure, overlap within compute and copy,
   busy within the span), and for the mutations that must not change the figures (events shuffled or reversed,
-  unknown keys added, whitespace, VACUUM, row order) the figures must equal the unmutated input's;
+  unknown keys added, whitespace, VACUUM, row order, triggers) the figures must equal the unmutated input's;
 - exit 2: stderr is exactly one line, ``tracer: error: ...``;
 - anything else (a traceback, another exit code, a warning on stderr, a hang, a crash) is a defect.
 
@@ -287,9 +287,34 @@ def _same_row_order(con: sqlite3.Connection, rng: random.Random) -> None:
     con.execute(f'ALTER TABLE "_t" RENAME TO "{table}"')
 
 
+#: Bodies of a view put in place of a table (issue 38): a count without end, and a bounded but huge cross join.
+_VIEW_BODIES = [
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT {cols} FROM r",
+    "SELECT {cols} FROM (SELECT a.rowid AS x FROM sqlite_master a, sqlite_master b, sqlite_master c, "
+    "sqlite_master d, sqlite_master e)",
+]
+
+
+def _sql_view(con: sqlite3.Connection, rng: random.Random) -> None:
+    """A table the parser reads replaced by a view that runs (nearly) without end: refused, never a hang."""
+    table = _present(con, rng)
+    cols = ", ".join(f'x AS "{c}"' for c in _columns(con, table))
+    con.execute(f'DROP TABLE "{table}"')
+    con.execute(f'CREATE VIEW "{table}" AS ' + rng.choice(_VIEW_BODIES).format(cols=cols))
+
+
+def _same_trigger(con: sqlite3.Connection, rng: random.Random) -> None:
+    """Triggers that would run without end on a write: a read never runs them, the figures stay the same."""
+    table = _present(con, rng)
+    con.execute(f'CREATE TRIGGER "t_forever" AFTER INSERT ON "{table}" BEGIN '
+                f'INSERT INTO "{table}" SELECT * FROM "{table}"; END')
+    con.execute(f'CREATE TRIGGER "t_big" BEFORE UPDATE ON "{table}" BEGIN SELECT zeroblob(1000000000); END')
+
+
 SQL_MUTATIONS: dict[str, Callable[[sqlite3.Connection, random.Random], None]] = {
     "drop-column": _sql_drop_column, "drop-table": _sql_drop_table, "value": _sql_value,
     "blob-string": _sql_blob_string, "same:vacuum": _same_vacuum, "same:row-order": _same_row_order,
+    "view": _sql_view, "same:trigger": _same_trigger,
 }
 NSYS_FILE_MUTATIONS: dict[str, BytesMutation] = {"truncate": _bytes_truncate, "flip-bytes": _bytes_flip,
                                                 "garbage-page": lambda raw, rng: _garbage_page(raw, rng)}

@@ -29,6 +29,7 @@ from tracer.files.nsys_enums import (
     NVTX_STARTEND,
     mem_of_id,
 )
+from tracer.files.sqlite_bounds import open_bounded, schema_objects
 from tracer.parsers import unpacked_sqlite
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
@@ -62,8 +63,26 @@ def split_global_id(gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (gid >> 24) & 0xFFFFFF, gid & 0xFFFFFF
 
 
+#: Every table the parser reads. A file where one of them is not a plain table (a view, a virtual table, computed
+#: columns: nsys writes none) is refused: reading it would run a query of the file's choosing, which may never end.
+READ_TABLES = frozenset({
+    "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "TRACER_EVENTS",
+    "NVTX_EVENTS", "TRACER_META", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+    "TARGET_INFO_CUDA_STREAM", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "ThreadNames", "PROCESSES",
+    "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT",
+})
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    """The file's plain tables: only these are read (other views, such as a tool's added ones, are ignored)."""
+    plain, other = schema_objects(con)
+    shadowed = sorted(name for name in other if name in READ_TABLES)
+    if shadowed:
+        name = shadowed[0]
+        raise TraceFormatError("", f"refused: {name} is {other[name]}, not a table as nsys writes it (reading "
+                                   "it would run a query of the file's own, which may never end)")
+    return plain
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -100,9 +119,15 @@ def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
     """
     source = str(source or path)
     try:
-        con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
+        # every read bounded in time and interruptible (Ctrl-C), nothing but plain tables read: see sqlite_bounds
+        with open_bounded(path, source) as con:
+            return _parse_open(con, source)
+    except sqlite3.Error as exc:  # opening it (what reading it raises, _parse_open says)
         raise TraceFormatError(source, f"not a readable SQLite file: {_first_line(exc)}") from None
+
+
+def _parse_open(con: sqlite3.Connection, source: str) -> Timeline:
+    """:func:`parse_nsys_sqlite` of an open file: SQLite's and pandas' errors said in one line."""
     try:
         # TEXT that is not UTF-8 (a damaged page) reads with replacement characters instead of failing the file
         con.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -128,8 +153,6 @@ def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
         raise TraceFormatError(
             source, f"damaged Nsight Systems export: unexpected values ({_first_line(exc)})"
         ) from None
-    finally:
-        con.close()
 
 
 #: What each column of an event table must hold (see :func:`_read_rows`).
