@@ -472,3 +472,15 @@ def test_ctrl_c_stops_a_read_that_would_never_end(endless: Path) -> None:
         proc.kill()
     assert (rc, proc.stderr.read()) == (130, "tracer: interrupted\n")
     assert stopped_s < 5
+
+
+def test_every_table_the_parser_reads_is_checked_for_a_view() -> None:
+    # a table read but missing from READ_TABLES would still never be read as a view (only plain tables are
+    # read), but a view in its place would make it silently absent instead of refused
+    import re
+
+    from tracer.parsers import nsys
+
+    named = set(re.findall(r'"((?:CUPTI_|NVTX_|TARGET_INFO_|TRACER_|META_DATA_)[A-Z_]+|StringIds|ThreadNames|'
+                           r'PROCESSES)"', Path(nsys.__file__).read_text()))
+    assert named | set(READ) <= nsys.READ_TABLES, sorted((named | set(READ)) - nsys.READ_TABLES)
