@@ -225,8 +225,8 @@ def build_kineto(case: Case, out_dir: Path) -> Path:
 
 NSYS_TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-               "TARGET_INFO_CUDA_DEVICE", "ThreadNames", "ENUM_CUDA_MEMCPY_OPER"]
-SQL_VALUES: list[Any] = [None, 1e30, -1e30, 1.5, -5, 2**63 - 1, -(2**63), "abc", "12", b"\xff\xfe\x00bin"]
+               "TARGET_INFO_CUDA_DEVICE", "ThreadNames", "ENUM_CUDA_MEMCPY_OPER", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
+SQL_VALUES: list[Any] = [None, 1e30, -1e30, 1e300, 1.5, -5, 2**63 - 1, -(2**63), "abc", "12", b"\xff\xfe\x00bin"]
 
 
 def _tables(con: sqlite3.Connection) -> list[str]:

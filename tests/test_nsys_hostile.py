@@ -484,3 +484,26 @@ def test_every_table_the_parser_reads_is_checked_for_a_view() -> None:
     named = set(re.findall(r'"((?:CUPTI_|NVTX_|TARGET_INFO_|TRACER_|META_DATA_)[A-Z_]+|StringIds|ThreadNames|'
                            r'PROCESSES)"', Path(nsys.__file__).read_text()))
     assert named | set(READ) <= nsys.READ_TABLES, sorted((named | set(READ)) - nsys.READ_TABLES)
+
+
+# ----- issue 38.4: no library's warning for an id no export holds (a correlation id of 1e300, 2**63 - 1)
+
+
+@pytest.mark.parametrize("table, column, value", [
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "correlationId", "1e300"),  # numpy's "invalid value encountered in cast"
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "correlationId", str(2**63 - 1)),  # the same, then "cannot safely cast": exit 2
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", str(2**63 - 1)),
+    ("TARGET_INFO_GPU", "id", "1e300"),  # tracer explain's launch figures: a TypeError traceback
+])
+def test_an_id_past_what_an_export_holds_is_missing_without_a_warning(
+    exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], recwarn: pytest.WarningsRecorder,
+    table: str, column: str, value: str,
+) -> None:
+    path = tmp_path / "x.sqlite"
+    shutil.copyfile(exports["pair"], path)
+    _sql(f'UPDATE "{table}" SET "{column}" = {value} WHERE rowid = (SELECT MIN(rowid) FROM "{table}")',
+         f'UPDATE "{table}" SET "{column}" = NULL WHERE rowid = (SELECT MAX(rowid) FROM "{table}")', table=table)(path)
+    assert check(path, capsys)[0] == "ok"
+    assert main(["explain", str(path)]) == 0
+    assert "Warning" not in capsys.readouterr().err
+    assert [str(w.message) for w in recwarn] == []

@@ -154,7 +154,8 @@ def read_nsys_launch_figures(path: str | Path) -> LaunchFigures | None:
         return None
     devices = {int(g[0]): {"numSms": int(g[1]), "maxThreadsPerMultiprocessor": int(g[2]) * int(g[3]),
                            "warpSize": int(g[3]), "regsPerMultiprocessor": int(g[4]),
-                           "sharedMemPerMultiprocessor": int(g[5])} for g in gpus}
+                           "sharedMemPerMultiprocessor": int(g[5])}
+               for g in gpus if all(type(v) is int for v in g)}  # (a NULL or REAL there: that GPU's limits unknown)
     kernels = [(dev, int(corr), {"grid": [gx, gy, gz], "block": [bx, by, bz], "registers per thread": regs,
                                  "shared memory": smem})
                for dev, corr, gx, gy, gz, bx, by, bz, regs, smem in rows if dev in devices and corr is not None]
