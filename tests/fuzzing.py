@@ -47,6 +47,7 @@ RUN_DIR_SOURCES = sorted((Path(__file__).parent.parent / "tracer" / "examples").
 #: Values a hostile or broken trace puts where a number (or a name) belongs.
 HOSTILE_VALUES: list[Any] = [
     None, "", "abc", "12", "1e3", -1, -(2**40), 0, 1.5, -1e30, 1e30, 1e300, 2**63, 2**64 + 5, -(2**63) - 1,
+    -1e15, 1.0e12,  # (µs: a time 31.9 years off, an 11.6-day duration: kept, and said in a note)
     True, [], {}, [1, 2], {"a": 1}, "NaN", "x" * 10_000, "<script>alert(1)</script>",
 ]
 KINETO_FIELDS = ["ts", "dur", "pid", "tid", "name", "cat", "ph", "args.bytes", "args.stream", "args.device",

@@ -78,7 +78,7 @@ def load_job(
         return _assemble(given, [g[0] for g in groups], timelines, ranks)
     opened = _open(given, scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
                    on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip, analyze=False)
-    job = _join(given, opened.files, opened.items, opened.found)
+    job = _join(given, opened.files, opened.items, opened.found, subset=ranks is not None)
     _note(job.meta, opened)
     return job
 
@@ -123,6 +123,7 @@ def _summarize(given: list[Path], early: EarlyScans | None, *, scheduler: str | 
     from tracer.analysis import ranked
     from tracer.analysis.comm import shift_ranks
     from tracer.analysis.summary import analyze
+    from tracer.job.checks import check_job, rank_bounds
     from tracer.timeline import Timeline
     from tracer.timeline.combine import concat_meta
 
@@ -136,6 +137,8 @@ def _summarize(given: list[Path], early: EarlyScans | None, *, scheduler: str | 
             metas = [opened.items[i].meta for i in order]
             keep = [i for i, j in enumerate(order) if opened.items[j].rows] or [0]
             meta = _job_meta(given, concat_meta(metas, keep), [opened.found[i] for i in order])
+            check_job(meta, [opened.found[i] for i in order], [rank_bounds(opened.items[i]) for i in order],
+                      subset=ranks is not None)
             _note(meta, opened)
             if moved:
                 meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
@@ -361,17 +364,21 @@ def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[
     _check_ranks_exist(given, found, ranks)
     aligned = [align(t) for t in timelines] if len(timelines) > 1 else list(timelines)
     keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
-    return _join(given, [files[i] for i in keep], [aligned[i] for i in keep], [found[i] for i in keep])
+    return _join(given, [files[i] for i in keep], [aligned[i] for i in keep], [found[i] for i in keep],
+                 subset=ranks is not None)
 
 
 def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
-          found: Sequence[RankTrace]) -> Timeline:
-    """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
+          found: Sequence[RankTrace], *, subset: bool = False) -> Timeline:
+    """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta (``subset``: the
+    ranks were chosen, see :func:`tracer.job.checks.check_job`)."""
+    from tracer.job.checks import check_job, rank_bounds  # (pandas, as concat)
     from tracer.timeline import concat  # (pandas: this module is imported without it, see _summarize)
 
     order = sorted(range(len(found)), key=lambda i: found[i].rank)
     job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])
     _job_meta(given, job.meta, [found[i] for i in order])
+    check_job(job.meta, [found[i] for i in order], [rank_bounds(timelines[i]) for i in order], subset=subset)
     return job
 
 
