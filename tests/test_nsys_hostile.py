@@ -456,7 +456,9 @@ def test_a_read_past_its_time_budget_is_refused(endless: Path, monkeypatch: pyte
 
 
 @pytest.mark.slow  # (a process started)
-def test_ctrl_c_stops_a_read_that_would_never_end(endless: Path) -> None:
+@pytest.mark.parametrize("sig, rc, said", [(signal.SIGINT, 130, "tracer: interrupted\n"),
+                                           (signal.SIGTERM, 143, "tracer: terminated (SIGTERM)\n")])
+def test_ctrl_c_stops_a_read_that_would_never_end(endless: Path, sig: int, rc: int, said: str) -> None:
     # SQLite's own loop gives Python no chance to raise KeyboardInterrupt: only the progress handler does
     proc = subprocess.Popen([sys.executable, "-c", _LOOPING_CHILD, str(endless)], stderr=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, text=True)
@@ -465,12 +467,12 @@ def test_ctrl_c_stops_a_read_that_would_never_end(endless: Path) -> None:
         assert proc.stderr.readline() == "reading\n"
         time.sleep(0.3)
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=20)
+        proc.send_signal(sig)
+        got = proc.wait(timeout=20)
         stopped_s = time.monotonic() - t0
     finally:
         proc.kill()
-    assert (rc, proc.stderr.read()) == (130, "tracer: interrupted\n")
+    assert (got, proc.stderr.read()) == (rc, said)
     assert stopped_s < 5
 
 
