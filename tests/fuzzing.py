@@ -5,7 +5,7 @@ docs/reliability.md records). Every case is judged the same way:
 
 - exit 0: the JSON summary must be sane (no negative or overflowing figure, overlap within compute and copy,
   busy within the span), and for the mutations that must not change the figures (events shuffled or reversed,
-  unknown keys added, whitespace, VACUUM, row order) the figures must equal the unmutated input's;
+  unknown keys added, whitespace, VACUUM, row order, triggers) the figures must equal the unmutated input's;
 - exit 2: stderr is exactly one line, ``tracer: error: ...``;
 - anything else (a traceback, another exit code, a warning on stderr, a hang, a crash) is a defect.
 
@@ -47,6 +47,7 @@ RUN_DIR_SOURCES = sorted((Path(__file__).parent.parent / "tracer" / "examples").
 #: Values a hostile or broken trace puts where a number (or a name) belongs.
 HOSTILE_VALUES: list[Any] = [
     None, "", "abc", "12", "1e3", -1, -(2**40), 0, 1.5, -1e30, 1e30, 1e300, 2**63, 2**64 + 5, -(2**63) - 1,
+    -1e15, 1.0e12,  # (µs: a time 31.9 years off, an 11.6-day duration: kept, and said in a note)
     True, [], {}, [1, 2], {"a": 1}, "NaN", "x" * 10_000, "<script>alert(1)</script>",
 ]
 KINETO_FIELDS = ["ts", "dur", "pid", "tid", "name", "cat", "ph", "args.bytes", "args.stream", "args.device",
@@ -225,8 +226,8 @@ def build_kineto(case: Case, out_dir: Path) -> Path:
 
 NSYS_TABLES = ["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
                "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds", "TARGET_INFO_GPU",
-               "TARGET_INFO_CUDA_DEVICE", "ThreadNames", "ENUM_CUDA_MEMCPY_OPER"]
-SQL_VALUES: list[Any] = [None, 1e30, -1e30, 1.5, -5, 2**63 - 1, -(2**63), "abc", "12", b"\xff\xfe\x00bin"]
+               "TARGET_INFO_CUDA_DEVICE", "ThreadNames", "ENUM_CUDA_MEMCPY_OPER", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"]
+SQL_VALUES: list[Any] = [None, 1e30, -1e30, 1e300, 1.5, -5, 2**63 - 1, -(2**63), "abc", "12", b"\xff\xfe\x00bin"]
 
 
 def _tables(con: sqlite3.Connection) -> list[str]:
@@ -287,9 +288,34 @@ def _same_row_order(con: sqlite3.Connection, rng: random.Random) -> None:
     con.execute(f'ALTER TABLE "_t" RENAME TO "{table}"')
 
 
+#: Bodies of a view put in place of a table (issue 38): a count without end, and a bounded but huge cross join.
+_VIEW_BODIES = [
+    "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT {cols} FROM r",
+    "SELECT {cols} FROM (SELECT a.rowid AS x FROM sqlite_master a, sqlite_master b, sqlite_master c, "
+    "sqlite_master d, sqlite_master e)",
+]
+
+
+def _sql_view(con: sqlite3.Connection, rng: random.Random) -> None:
+    """A table the parser reads replaced by a view that runs (nearly) without end: refused, never a hang."""
+    table = _present(con, rng)
+    cols = ", ".join(f'x AS "{c}"' for c in _columns(con, table))
+    con.execute(f'DROP TABLE "{table}"')
+    con.execute(f'CREATE VIEW "{table}" AS ' + rng.choice(_VIEW_BODIES).format(cols=cols))
+
+
+def _same_trigger(con: sqlite3.Connection, rng: random.Random) -> None:
+    """Triggers that would run without end on a write: a read never runs them, the figures stay the same."""
+    table = _present(con, rng)
+    con.execute(f'CREATE TRIGGER "t_forever" AFTER INSERT ON "{table}" BEGIN '
+                f'INSERT INTO "{table}" SELECT * FROM "{table}"; END')
+    con.execute(f'CREATE TRIGGER "t_big" BEFORE UPDATE ON "{table}" BEGIN SELECT zeroblob(1000000000); END')
+
+
 SQL_MUTATIONS: dict[str, Callable[[sqlite3.Connection, random.Random], None]] = {
     "drop-column": _sql_drop_column, "drop-table": _sql_drop_table, "value": _sql_value,
     "blob-string": _sql_blob_string, "same:vacuum": _same_vacuum, "same:row-order": _same_row_order,
+    "view": _sql_view, "same:trigger": _same_trigger,
 }
 NSYS_FILE_MUTATIONS: dict[str, BytesMutation] = {"truncate": _bytes_truncate, "flip-bytes": _bytes_flip,
                                                 "garbage-page": lambda raw, rng: _garbage_page(raw, rng)}

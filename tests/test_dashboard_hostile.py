@@ -207,6 +207,20 @@ def test_a_decompression_bomb_upload_is_refused_fast_in_little_memory(tmp_path, 
     assert list(uploads.iterdir()) == []  # the failed upload's folder went with it
 
 
+def test_a_bomb_below_the_ratio_cap_is_refused_past_the_memory_budget(tmp_path, monkeypatch):
+    """Issue 38.2: JSON events at ~100× (under the ratio cap) are refused once they inflate past the memory
+    budget, here set small: one line on the page, nothing kept."""
+    from tests.test_bombs import low_ratio_bomb
+
+    monkeypatch.setenv("TRACER_MAX_INFLATED_MB", "4")
+    bomb = low_ratio_bomb(tmp_path / "events.json.gz", inflated_mb=8).read_bytes()
+    uploads = tmp_path / "uploads"
+    store = _store(upload_dir=uploads)
+    banner, _, _ = upload(store, _data_url(bomb), "events.json.gz")
+    assert "Could not open the upload" in str(banner) and "memory budget of one trace" in str(banner)
+    assert store.runs() == [] and (not uploads.exists() or list(uploads.iterdir()) == [])
+
+
 # ----- 2. requests naming no run keep no state
 
 

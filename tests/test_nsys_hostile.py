@@ -14,9 +14,11 @@ from __future__ import annotations
 import gzip
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +27,7 @@ import orjson
 import pytest
 
 from tracer.cli import main
+from tracer.errors import TracerError
 
 DATA = Path(__file__).parent / "data"
 SOURCES = {
@@ -350,3 +353,159 @@ def test_the_real_stderr_is_one_line(exports: dict[str, Path], tmp_path: Path, m
     assert len(proc.stderr.splitlines()) == 1, proc.stderr
     assert proc.stderr.startswith(f"tracer: error: {path}: ")
     assert "damaged Nsight Systems export" in proc.stderr or "not a readable SQLite file" in proc.stderr
+
+
+# ----- issue 38.1: a file whose schema would run a query of its own (a view that never ends) never hangs the parser
+
+#: Nsight's kernel table replaced by a view that counts without end (the 323 KB file that hung the parser and,
+#: uploaded nine times, every thread of the dashboard).
+RECURSIVE = "WITH RECURSIVE r(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM r) SELECT {cols} FROM r"
+
+
+def _as_view(table: str, body: str = RECURSIVE) -> Mutation:
+    def apply(path: Path) -> None:
+        con = sqlite3.connect(path)
+        try:
+            cols = ", ".join(f'x AS "{c}"' for c in (r[1] for r in con.execute(f'PRAGMA table_info("{table}")')))
+            con.execute(f'DROP TABLE "{table}"')
+            con.execute(f'CREATE VIEW "{table}" AS ' + body.format(cols=cols))
+            con.commit()
+        finally:
+            con.close()
+
+    return apply
+
+
+@pytest.mark.parametrize("table", ["CUPTI_ACTIVITY_KIND_KERNEL", "StringIds", "TARGET_INFO_CUDA_STREAM"])
+def test_a_recursive_view_in_place_of_a_table_is_refused_at_once(
+    exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str
+) -> None:
+    path = tmp_path / "view.sqlite"
+    shutil.copyfile(exports["pair"], path)
+    _as_view(table)(path)
+    t0 = time.monotonic()
+    outcome, line = check(path, capsys)
+    assert time.monotonic() - t0 < 5
+    assert (outcome, line) == ("refused", f"tracer: error: {path}: refused: {table} is a view, not a table as nsys "
+                               "writes it (reading it would run a query of the file's own, which may never end)")
+
+
+def test_a_generated_column_is_refused_and_other_views_are_never_read(
+    exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "gen.sqlite"
+    shutil.copyfile(exports["pair"], path)
+    # a column computed on every read: 60 MB per row, from 323 KB
+    _sql('ALTER TABLE StringIds ADD COLUMN big AS (zeroblob(60000000))')(path)
+    assert check(path, capsys)[1].endswith("refused: StringIds is a table with generated columns, not a table as "
+                                           "nsys writes it (reading it would run a query of the file's own, which "
+                                           "may never end)")
+    # a view of a name tracer does not read (extrap adds five) is left alone, however it would run
+    shutil.copyfile(exports["pair"], path)
+    _sql("CREATE VIEW EXTRA_FOREVER AS " + RECURSIVE.format(cols="x"))(path)
+    assert check(path, capsys)[0] == "ok"
+
+
+def test_triggers_never_run_on_a_read(exports: dict[str, Path], tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # SQLite runs a trigger on a write only, and the file is opened read-only and query_only: a trigger that
+    # would insert without end is harmless, and the figures are the untouched file's
+    path = tmp_path / "trig.sqlite"
+    shutil.copyfile(exports["pair"], path)
+    want = check(path, capsys)
+    _sql("PRAGMA recursive_triggers = ON",
+         "CREATE TRIGGER forever AFTER INSERT ON StringIds BEGIN INSERT INTO StringIds (value) VALUES (NEW.value); END",
+         "CREATE TRIGGER forever2 BEFORE DELETE ON CUPTI_ACTIVITY_KIND_KERNEL BEGIN SELECT zeroblob(1000000000); END",
+         )(path)
+    assert check(path, capsys) == want
+
+
+_LOOPING_CHILD = """
+import sys
+import tracer.parsers.nsys as nsys
+
+def every_name(con):  # the view check taken away: what is left to stop the view is the progress handler
+    print("reading", file=sys.stderr, flush=True)
+    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+
+nsys._tables = every_name
+from tracer.cli import main
+sys.exit(main(["summary", "--no-cache", sys.argv[1]]))
+"""
+
+
+@pytest.fixture
+def endless(exports: dict[str, Path], tmp_path: Path) -> Path:
+    path = tmp_path / "view.sqlite"
+    shutil.copyfile(exports["pair"], path)
+    _as_view("CUPTI_ACTIVITY_KIND_KERNEL")(path)
+    return path
+
+
+def test_a_read_past_its_time_budget_is_refused(endless: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.parsers import load_trace, nsys
+
+    monkeypatch.setattr(nsys, "_tables", lambda con: {r[0] for r in con.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")})
+    monkeypatch.setenv("TRACER_SQLITE_MAX_SECONDS", "0.5")
+    t0 = time.monotonic()
+    with pytest.raises(TracerError, match=r"took longer than 0.5 s: refused") as info:
+        load_trace(endless, cache=False)
+    assert time.monotonic() - t0 < 3
+    assert str(info.value).startswith(f"{endless}: reading this SQLite file took longer than 0.5 s")
+
+
+@pytest.mark.slow  # (a process started)
+@pytest.mark.parametrize("sig, rc, said", [(signal.SIGINT, 130, "tracer: interrupted\n"),
+                                           (signal.SIGTERM, 143, "tracer: terminated (SIGTERM)\n")])
+def test_ctrl_c_stops_a_read_that_would_never_end(endless: Path, sig: int, rc: int, said: str) -> None:
+    # SQLite's own loop gives Python no chance to raise KeyboardInterrupt: only the progress handler does
+    proc = subprocess.Popen([sys.executable, "-c", _LOOPING_CHILD, str(endless)], stderr=subprocess.PIPE,
+                            stdout=subprocess.DEVNULL, text=True)
+    assert proc.stderr is not None
+    try:
+        assert proc.stderr.readline() == "reading\n"
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        proc.send_signal(sig)
+        got = proc.wait(timeout=20)
+        stopped_s = time.monotonic() - t0
+    finally:
+        proc.kill()
+    assert (got, proc.stderr.read()) == (rc, said)
+    assert stopped_s < 5
+
+
+def test_every_table_the_parser_reads_is_checked_for_a_view() -> None:
+    # a table read but missing from READ_TABLES would still never be read as a view (only plain tables are
+    # read), but a view in its place would make it silently absent instead of refused
+    import re
+
+    from tracer.parsers import nsys
+
+    named = set(re.findall(r'"((?:CUPTI_|NVTX_|TARGET_INFO_|TRACER_|META_DATA_)[A-Z_]+|StringIds|ThreadNames|'
+                           r'PROCESSES)"', Path(nsys.__file__).read_text()))
+    assert named | set(READ) <= nsys.READ_TABLES, sorted((named | set(READ)) - nsys.READ_TABLES)
+
+
+# ----- issue 38.4: no library's warning for an id no export holds (a correlation id of 1e300, 2**63 - 1)
+
+
+@pytest.mark.parametrize("table, column, value", [
+    ("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "correlationId", "1e300"),  # numpy's "invalid value encountered in cast"
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "correlationId", str(2**63 - 1)),  # the same, then "cannot safely cast": exit 2
+    ("CUPTI_ACTIVITY_KIND_RUNTIME", "globalTid", str(2**63 - 1)),
+    ("TARGET_INFO_GPU", "id", "1e300"),  # tracer explain's launch figures: a TypeError traceback
+])
+def test_an_id_past_what_an_export_holds_is_missing_without_a_warning(
+    exports: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], recwarn: pytest.WarningsRecorder,
+    table: str, column: str, value: str,
+) -> None:
+    path = tmp_path / "x.sqlite"
+    shutil.copyfile(exports["pair"], path)
+    _sql(f'UPDATE "{table}" SET "{column}" = {value} WHERE rowid = (SELECT MIN(rowid) FROM "{table}")',
+         f'UPDATE "{table}" SET "{column}" = NULL WHERE rowid = (SELECT MAX(rowid) FROM "{table}")', table=table)(path)
+    assert check(path, capsys)[0] == "ok"
+    assert main(["explain", str(path)]) == 0
+    assert "Warning" not in capsys.readouterr().err
+    assert [str(w.message) for w in recwarn] == []

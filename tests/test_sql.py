@@ -339,3 +339,74 @@ def test_show_tables_lists_the_documented_views_only(sql: str) -> None:
     with Session(RUN) as s:
         names = s.query(sql)["name"].tolist()
     assert names == sorted(VIEWS)  # not tracer's own relations (_tracer_source_0 ...)
+
+
+# ----- issue 38.6: a statement's time and memory are bounded, Ctrl-C is one line
+
+ENDLESS = "SELECT count(*) FROM range(100000000000) a"
+
+
+def test_a_statement_past_its_timeout_is_interrupted_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with Session(RUN, timeout_s=0.3) as s:
+        with pytest.raises(SqlError, match=r"took longer than 0.3 s: interrupted \(--timeout sets the limit"):
+            s.query(ENDLESS)
+        assert s.query("SELECT count(*) AS n FROM kernels")["n"][0] > 0  # the session goes on
+        names, _, rows = s.rows("SELECT * FROM range(1000000000) a")  # fetching the rows is timed too
+        with pytest.raises(SqlError, match="took longer than 0.3 s"):
+            sum(1 for _ in rows)
+    assert main(["sql", "--timeout", "0.3", str(RUN), ENDLESS]) == 2
+    assert capsys.readouterr().err == (
+        "tracer: error: query: took longer than 0.3 s: interrupted (--timeout sets the limit, 0 for none)\n")
+    assert main(["sql", "--timeout", "-1", str(RUN), ENDLESS]) == 2
+    assert capsys.readouterr().err == "tracer: error: --timeout: must be 0 (none) or more seconds, not -1\n"
+
+
+def test_a_statement_past_the_memory_limit_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    big = "SELECT count(DISTINCT a.range::VARCHAR || 'padding padding padding') FROM range(20000000) a"
+    assert main(["sql", "--memory-limit", "20MB", str(RUN), big]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tracer: error: query: needs more memory than the limit of 20MB (--memory-limit sets it): "
+                          "Out of Memory Error") and err.count("\n") == 1
+    assert main(["sql", "--memory-limit", "lots", str(RUN), "SELECT 1"]) == 2
+    assert capsys.readouterr().err.startswith("tracer: error: --memory-limit: 'lots': Parser Error")
+    with Session(RUN) as s:  # the default: half of the memory available, and no spilling into the current folder
+        limit = s.query("SELECT current_setting('memory_limit') AS m, current_setting('temp_directory') AS t")
+        assert s.memory_limit.endswith("MB") and limit["t"][0] == ""
+
+
+_CTRL_C_CHILD = """
+import sys
+import tracer.cli.sql
+import tracer.sql.session as session
+from tracer.cli import main
+
+cursor = session.Session.cursor
+
+
+def said(self, sql):  # tell the test the query is about to run
+    print("running", file=sys.stderr, flush=True)
+    return cursor(self, sql)
+
+
+session.Session.cursor = said
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow  # (a process started, sent a real SIGINT)
+def test_ctrl_c_in_a_query_is_one_line_and_exit_130() -> None:
+    # it was a 51-line traceback ending in DuckDB's RuntimeError("Query interrupted")
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_CHILD, "sql", str(RUN), ENDLESS],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert proc.stderr is not None
+    try:
+        assert proc.stderr.readline() == "running\n"
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    assert (rc, proc.stderr.read()) == (130, "tracer: interrupted\n")

@@ -306,3 +306,32 @@ def test_hostile_values_give_a_figure_or_an_error_and_never_a_warning(body: byte
     for figures in out["devices"].values():
         assert all(v >= 0 for v in figures.values())
     assert all(c["bytes"] >= 0 and c["gb_per_s"] >= 0 for c in out["copies"])
+
+
+# issue 38.4: times a trace can hold but no run makes (an 11.6-day kernel, GPU rows at -1e15 µs: a span of 31.9
+# years) are kept and said in one note, not summed in silence -----------------------------------------------
+
+
+def test_a_kernel_of_days_and_rows_years_away_are_noted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.cli import main
+
+    base = 1.7e15  # µs: the Unix clock, as PyTorch >= 2.0 writes it
+    rows = [kernel(base + 10 * i, 5, corr=i) for i in range(20)]
+    rows += [kernel(-1e15, 5, corr=100), kernel(-1e15 + 10, 5, corr=101), kernel(base, 11.6 * 86_400e6, corr=102)]
+    path = tmp_path / "odd.json"
+    path.write_bytes(trace(*rows))
+    assert main(["summary", "--json", "--no-cache", str(path)]) == 0
+    out, err = capsys.readouterr()
+    note = ("1 event lasts longer than a day (the longest 11.6 days) and 2 events start more than a day away from "
+            "the trace's others (the farthest 85.6 years): times no profiler records (damaged, or another clock); "
+            "the span and the figures over it include them")
+    assert err == f"tracer: note: {path}: {note}\n"
+    result = orjson.loads(out)
+    assert result["meta"]["notes"] == [note] and result["events"] == 23  # kept: which rows are wrong is unknown
+    meta = load_trace(path, cache=False).meta
+    assert meta.extra["implausible"] == {"long": 1, "longest_ns": 1_002_240_000_000_000, "far": 2,
+                                         "farthest_ns": pytest.approx(2.7e18)}  # (float: ±2**62 apart fits)
+    # a real trace, and one of a few hours, say nothing
+    path.write_bytes(trace(*rows[:20], kernel(base + 3 * 3_600e6, 5)))
+    assert main(["summary", "--no-cache", str(path)]) == 0
+    assert "note" not in capsys.readouterr().err

@@ -32,6 +32,9 @@ class Format(str, Enum):
 
 #: How many rows a table shows unless --max-rows says otherwise (csv and json print every row).
 MAX_ROWS = 1000
+#: --timeout's default for a query given as an argument or a script read from a pipe (a query over a real run
+#: takes well under a second; a minute is a statement that would run on, a cross join, say).
+TIMEOUT_S = 60.0
 
 _NUMERIC = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
             "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL")
@@ -237,6 +240,8 @@ def prompt(session: Any, fmt: Format, max_rows: int, console: Any) -> int:
                 print(f"tracer: error: {exc}", file=sys.stderr)
                 failed = True
             except KeyboardInterrupt:
+                if not interactive:  # a script: Ctrl-C ends it (main says "tracer: interrupted", exit 130)
+                    raise
                 print("tracer: interrupted", file=sys.stderr)
     finally:
         if readline is not None:
@@ -275,6 +280,14 @@ def sql(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Parse afresh; don't read or write the Parquet cache beside big traces.")
     ] = False,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", metavar="SECONDS", help="Interrupt a statement still running after "
+                                   f"this long (0: never). Default: {TIMEOUT_S:g} s, none at a terminal's prompt.")
+    ] = None,
+    memory_limit: Annotated[
+        str | None, typer.Option("--memory-limit", metavar="SIZE", help="DuckDB's memory limit (4GB, 500MB, 50%); "
+                                 "a query needing more fails in one line. Default: half the memory available.")
+    ] = None,
 ) -> None:
     """Read-only SQL (DuckDB) over a run's timeline.
 
@@ -293,9 +306,14 @@ def sql(
         raise UsageError("sql", "no TARGET: give a run directory or trace file before the query")
     if max_rows < 1:
         raise UsageError("--max-rows", f"must be at least 1, not {max_rows}")
+    if timeout is not None and not timeout >= 0:
+        raise UsageError("--timeout", f"must be 0 (none) or more seconds, not {timeout:g}")
+    if timeout is None:  # a person at a terminal's prompt stops a statement with Ctrl-C; a script has no one
+        timeout = 0 if query is None and sys.stdin.isatty() else TIMEOUT_S
 
     console = Console()
-    with Session(targets, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file) as session:
+    with Session(targets, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file,
+                 timeout_s=timeout, memory_limit=memory_limit) as session:
         if query is not None:
             _run(session, query, fmt, max_rows, console)
             return

@@ -20,6 +20,7 @@ from tracer.analysis.summary import Summary
 from tracer.errors import TracerError, UsageError
 from tracer.job import partitions, rank_tasks, task_graph
 from tracer.job import store as jobstore
+from tracer.job.checks import check_job, rank_bounds
 from tracer.job.rank_tasks import Parsed, Task
 from tracer.job.ranks import RankTrace, assign_ranks, group_parts, one_rank
 from tracer.job.scan import EarlyScans
@@ -58,7 +59,7 @@ def job_timeline(
         return _assemble(given, [g[0] for g in groups], timelines, ranks)
     opened = _open(given, scheduler=scheduler, cache=cache, ranks=ranks, skip_bad_ranks=skip_bad_ranks,
                    on_rank=on_rank, on_cache_write=on_cache_write, on_skip=on_skip, analyze=False)
-    job = _join(given, opened.files, opened.items, opened.found)
+    job = _join(given, opened.files, opened.items, opened.found, subset=ranks is not None)
     _note(job.meta, opened)
     return job
 
@@ -79,6 +80,8 @@ def job_summary(given: list[Path], early: EarlyScans | None, *, scheduler: str |
             metas = [opened.items[i].meta for i in order]
             keep = [i for i, j in enumerate(order) if opened.items[j].rows] or [0]
             meta = _job_meta(given, concat_meta(metas, keep), [opened.found[i] for i in order])
+            check_job(meta, [opened.found[i] for i in order], [rank_bounds(opened.items[i]) for i in order],
+                      subset=ranks is not None)
             _note(meta, opened)
             if moved:
                 meta.extra["clock_fix_ns"] = {str(r): ns for r, ns in sorted(moved.items())}
@@ -259,15 +262,18 @@ def _assemble(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[
     _check_ranks_exist(given, found, ranks)
     aligned = [align(t) for t in timelines] if len(timelines) > 1 else list(timelines)
     keep = range(len(found)) if ranks is None else [i for i, r in enumerate(found) if r.rank in set(ranks)]
-    return _join(given, [files[i] for i in keep], [aligned[i] for i in keep], [found[i] for i in keep])
+    return _join(given, [files[i] for i in keep], [aligned[i] for i in keep], [found[i] for i in keep],
+                 subset=ranks is not None)
 
 
 def _join(given: Sequence[Path], files: Sequence[Path], timelines: Sequence[Timeline],
-          found: Sequence[RankTrace]) -> Timeline:
-    """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta."""
+          found: Sequence[RankTrace], *, subset: bool = False) -> Timeline:
+    """The aligned ``timelines`` of ranks ``found`` as one, in rank order, with the job's meta (``subset``: the
+    ranks were chosen, see :func:`tracer.job.checks.check_job`)."""
     order = sorted(range(len(found)), key=lambda i: found[i].rank)
     job = concat([timelines[i] for i in order], ranks=[found[i].rank for i in order])
     _job_meta(given, job.meta, [found[i] for i in order])
+    check_job(job.meta, [found[i] for i in order], [rank_bounds(timelines[i]) for i in order], subset=subset)
     return job
 
 

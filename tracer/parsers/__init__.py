@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError
 from tracer.files import formats, rundir
 from tracer.files.formats import FORMATS, GZIP_MAGIC
+from tracer.files.memory import inflate_budget
 from tracer.vocabulary import SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -142,8 +143,11 @@ def _max_ratio() -> float:
 
 
 def iter_inflated(p: Path, data: bytes) -> Iterator[bytes]:
-    """The inflated bytes of gzip ``data`` (every member), a block at a time; a bomb is one clear error."""
+    """The inflated bytes of gzip ``data`` (every member), a block at a time; a bomb is one clear error: one that
+    inflates more than the ratio cap, or (below it) to more than the memory budget
+    (:func:`tracer.files.memory.inflate_budget`), both checked while inflating."""
     ratio = _max_ratio()
+    budget = inflate_budget()
     view = memoryview(data)
     produced = 0
     rest = view
@@ -157,13 +161,22 @@ def iter_inflated(p: Path, data: bytes) -> Iterator[bytes]:
                 if not block and not buf:
                     raise EOFError  # input used up before the member's end
                 produced += len(block)
-                consumed = len(data) - len(buf) - len(d.unused_data)
+                # (at a member's end zlib leaves the input after it both in unused_data and in unconsumed_tail:
+                # subtracting both made this negative, and a real multi-member file a "bomb" past the floor)
+                consumed = len(data) - len(d.unused_data if d.eof else buf)
                 if produced > GZIP_RATIO_FLOOR and produced > ratio * consumed:
                     raise TraceFormatError(
                         p,
                         f"refused: the gzip stream inflates more than {ratio:g}× its size ({produced / 1e6:,.0f} MB "
                         f"from {consumed / 1e6:,.2f} MB so far) — a decompression bomb, or set "
                         "TRACER_GZIP_MAX_RATIO higher if the trace is real",
+                    )
+                if budget is not None and produced > budget.bytes:
+                    raise TraceFormatError(
+                        p,
+                        f"refused: the gzip stream inflates to more than {budget.bytes / 1e6:,.0f} MB, the memory "
+                        f"budget of one trace ({budget.why}) — a decompression bomb, or set it higher if the "
+                        "trace is real",
                     )
                 if block:
                     yield block

@@ -22,6 +22,7 @@ import orjson
 
 from tracer.errors import TracerError
 from tracer.files.formats import FORMATS, GZIP_MAGIC, TraceFormat
+from tracer.files.sqlite_bounds import open_bounded, schema_objects
 from tracer.parsers import iter_inflated, unpacked_sqlite
 
 
@@ -141,21 +142,20 @@ def read_nsys_launch_figures(path: str | Path) -> LaunchFigures | None:
     if p is None:
         return None
     try:
-        with unpacked_sqlite(p) as db:
-            con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-            try:
-                gpus = con.execute("SELECT id, smCount, maxWarpsPerSm, threadsPerWarp, maxRegistersPerSm, "
-                                   "maxShmemPerSm FROM TARGET_INFO_GPU").fetchall()
-                rows = con.execute("SELECT deviceId, correlationId, gridX, gridY, gridZ, blockX, blockY, blockZ, "
-                                   "registersPerThread, staticSharedMemory + dynamicSharedMemory "
-                                   "FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
-            finally:
-                con.close()
+        with unpacked_sqlite(p) as db, open_bounded(db, p) as con:  # (bounded, as the parser's reads are)
+            if not {"TARGET_INFO_GPU", "CUPTI_ACTIVITY_KIND_KERNEL"} <= schema_objects(con)[0]:
+                return None  # (a view in their place: the parser refuses the file)
+            gpus = con.execute("SELECT id, smCount, maxWarpsPerSm, threadsPerWarp, maxRegistersPerSm, "
+                               "maxShmemPerSm FROM TARGET_INFO_GPU").fetchall()
+            rows = con.execute("SELECT deviceId, correlationId, gridX, gridY, gridZ, blockX, blockY, blockZ, "
+                               "registersPerThread, staticSharedMemory + dynamicSharedMemory "
+                               "FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchall()
     except (OSError, TracerError, sqlite3.Error):
         return None
     devices = {int(g[0]): {"numSms": int(g[1]), "maxThreadsPerMultiprocessor": int(g[2]) * int(g[3]),
                            "warpSize": int(g[3]), "regsPerMultiprocessor": int(g[4]),
-                           "sharedMemPerMultiprocessor": int(g[5])} for g in gpus}
+                           "sharedMemPerMultiprocessor": int(g[5])}
+               for g in gpus if all(type(v) is int for v in g)}  # (a NULL or REAL there: that GPU's limits unknown)
     kernels = [(dev, int(corr), {"grid": [gx, gy, gz], "block": [bx, by, bz], "registers per thread": regs,
                                  "shared memory": smem})
                for dev, corr, gx, gy, gz, bx, by, bz, regs, smem in rows if dev in devices and corr is not None]

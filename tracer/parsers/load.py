@@ -18,6 +18,7 @@ from tracer.files import rundir
 from tracer.files.formats import FORMATS
 from tracer.parsers import detect_format
 from tracer.timeline import Timeline, drop_impossible
+from tracer.timeline.plausible import implausible, implausible_note
 
 
 def load_trace(
@@ -67,7 +68,19 @@ def without_impossible_rows(timeline: Timeline) -> Timeline:
             skipped[reason] = skipped.get(reason, 0) + n
         timeline.meta.extra["skipped"] = dict(sorted(skipped.items()))
         timeline.events = events
+    _say_implausible(timeline)
     return timeline
+
+
+def _say_implausible(timeline: Timeline) -> None:
+    """Rows kept whose times no run can have made (a kernel of days, rows years apart): counted in
+    ``meta.extra["implausible"]`` and said in a note (issue 38.4: they passed at exit 0, in silence)."""
+    found = implausible(timeline.events)
+    if found is None:
+        return
+    timeline.meta.extra["implausible"] = found
+    note, notes = implausible_note(found), list(timeline.meta.extra.get("notes") or [])
+    timeline.meta.extra["notes"] = notes if note in notes else [*notes, note]
 
 
 def _load_run_dir(p: Path, *, cache: bool, on_cache_write: Callable[[Path], None] | None = None) -> Timeline:

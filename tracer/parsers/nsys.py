@@ -29,6 +29,7 @@ from tracer.files.nsys_enums import (
     NVTX_STARTEND,
     mem_of_id,
 )
+from tracer.files.sqlite_bounds import open_bounded, schema_objects
 from tracer.parsers import unpacked_sqlite
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
@@ -62,8 +63,26 @@ def split_global_id(gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (gid >> 24) & 0xFFFFFF, gid & 0xFFFFFF
 
 
+#: Every table the parser reads. A file where one of them is not a plain table (a view, a virtual table, computed
+#: columns: nsys writes none) is refused: reading it would run a query of the file's choosing, which may never end.
+READ_TABLES = frozenset({
+    "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "TRACER_EVENTS",
+    "NVTX_EVENTS", "TRACER_META", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+    "TARGET_INFO_CUDA_STREAM", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "ThreadNames", "PROCESSES",
+    "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT",
+})
+
+
 def _tables(con: sqlite3.Connection) -> set[str]:
-    return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    """The file's plain tables: only these are read (other views, such as a tool's added ones, are ignored)."""
+    plain, other = schema_objects(con)
+    shadowed = sorted(name for name in other if name in READ_TABLES)
+    if shadowed:
+        name = shadowed[0]
+        raise TraceFormatError("", f"refused: {name} is {other[name]}, not a table as nsys writes it (reading "
+                                   "it would run a query of the file's own, which may never end)")
+    return plain
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -100,9 +119,15 @@ def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
     """
     source = str(source or path)
     try:
-        con = sqlite3.connect(f"file:{Path(path).resolve()}?mode=ro", uri=True)
-    except sqlite3.Error as exc:
+        # every read bounded in time and interruptible (Ctrl-C), nothing but plain tables read: see sqlite_bounds
+        with open_bounded(path, source) as con:
+            return _parse_open(con, source)
+    except sqlite3.Error as exc:  # opening it (what reading it raises, _parse_open says)
         raise TraceFormatError(source, f"not a readable SQLite file: {_first_line(exc)}") from None
+
+
+def _parse_open(con: sqlite3.Connection, source: str) -> Timeline:
+    """:func:`parse_nsys_sqlite` of an open file: SQLite's and pandas' errors said in one line."""
     try:
         # TEXT that is not UTF-8 (a damaged page) reads with replacement characters instead of failing the file
         con.text_factory = lambda b: b.decode("utf-8", "replace")
@@ -128,14 +153,14 @@ def parse_nsys_sqlite(path: str | Path, source: str | None = None) -> Timeline:
         raise TraceFormatError(
             source, f"damaged Nsight Systems export: unexpected values ({_first_line(exc)})"
         ) from None
-    finally:
-        con.close()
 
 
 #: What each column of an event table must hold (see :func:`_read_rows`).
 TIME, NEED, SIZE, OPT, ANY = "time", "need", "size", "opt", "any"
 #: Times beyond this many ns (about 146 years) are damage, and their sums could overflow int64 downstream.
 _MAX_ABS_NS = TIME_LIMIT_NS
+#: An id (OPT) beyond this is damage (nsys' are 32-bit, its global thread ids 48-bit), read as missing.
+_MAX_ID = 2**53
 #: A copy or memset beyond 256 TiB is damage (and a few such would overflow a sum of bytes).
 _MAX_BYTES = MAX_EVENT_BYTES
 
@@ -153,8 +178,8 @@ def _read_rows(
     """Read ``table``'s usable rows as a frame with one column per key of ``spec``.
 
     ``spec`` maps an output column to (SQL expression over the table's columns, role): TIME an integer within
-    ±2**62 ns; NEED an integer (a device, a stream); SIZE an integer in 0..2**48 or NULL (bytes); OPT an integer,
-    anything else read as NULL (ids that only label a row); ANY whatever is stored. A row failing a TIME,
+    ±2**62 ns; NEED an integer (a device, a stream); SIZE an integer in 0..2**48 or NULL (bytes); OPT an integer
+    within ±2**53, anything else read as NULL (ids that only label a row); ANY whatever is stored. A row failing a TIME,
     NEED or SIZE check, or whose ``end`` is before its ``start``, is left out and counted in ``skipped`` under
     "<label> <column> not an integer" (and so on); a column that fails for every row is an error. The checks
     run inside SQLite, so the columns pandas sees hold integers only and keep all 64 bits.
@@ -196,7 +221,10 @@ def _read_rows(
         if n:
             skipped[reason] += int(n)
     select = [
-        f"CASE WHEN typeof({expr}) = 'integer' THEN {expr} END AS \"{out}\"" if role == OPT else f'{expr} AS "{out}"'
+        # (an id within ±2**53: pandas reads a column with a NULL as floats, exact only that far; past it,
+        # 2**63 - 1 cast back printed numpy's RuntimeWarning and failed the file)
+        f"CASE WHEN typeof({expr}) = 'integer' AND {expr} BETWEEN {-_MAX_ID} AND {_MAX_ID} THEN {expr} END "
+        f'AS "{out}"' if role == OPT else f'{expr} AS "{out}"'
         for out, (expr, role) in exprs.items()
     ]
     usable = " AND ".join([f"({ok})" for _, ok, _ in checks] or ["1"])
@@ -467,6 +495,14 @@ _SYNC_TABLE = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 _EVENT_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
 
 
+def _id(column: str) -> str:
+    """SQL for ``column`` as an id: an integer within ±2**53, else NULL. pandas reads a column with a NULL as
+    floats, and a REAL 1e300 (or an integer past 2**63 as a float) cast back to int64 printed numpy's
+    "RuntimeWarning: invalid value encountered in cast" and gave a garbage id; within 2**53 the float is exact."""
+    c = f'"{column}"'
+    return f"CASE WHEN typeof({c}) = 'integer' AND {c} BETWEEN {-_MAX_ID} AND {_MAX_ID} THEN {c} END"
+
+
 def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> CudaSyncTable | None:
     """The synchronisation records as Kineto's cuda_sync rows say them (``meta.extra["cuda_sync"]``, columns
     :data:`tracer.vocabulary.CUDA_SYNC_FIELDS`): each sync's correlation id, type, device and stream, and for
@@ -479,15 +515,15 @@ def _cuda_sync(con: sqlite3.Connection, tables: set[str]) -> CudaSyncTable | Non
         have = _columns(con, _SYNC_TABLE)
         if not {"correlationId", "syncType", "deviceId", "streamId", "eventId"} <= have:
             return None
-        link = "eventSyncId" if "eventSyncId" in have else "NULL"
+        link = _id("eventSyncId") if "eventSyncId" in have else "NULL"
         s = pd.read_sql_query(
-            f'SELECT "correlationId" AS c, "syncType" AS t, "deviceId" AS d, "streamId" AS s, "eventId" AS e, '
-            f'{link} AS l FROM "{_SYNC_TABLE}"', con)
+            f'SELECT {_id("correlationId")} AS c, {_id("syncType")} AS t, {_id("deviceId")} AS d, '
+            f'{_id("streamId")} AS s, {_id("eventId")} AS e, {link} AS l FROM "{_SYNC_TABLE}"', con)
         ev = pd.DataFrame({"c": [], "e": [], "s": [], "l": []})
         if _EVENT_TABLE in tables and {"correlationId", "eventId", "streamId"} <= _columns(con, _EVENT_TABLE):
-            elink = "eventSyncId" if "eventSyncId" in _columns(con, _EVENT_TABLE) else "NULL"
-            ev = pd.read_sql_query(f'SELECT "correlationId" AS c, "eventId" AS e, "streamId" AS s, {elink} AS l '
-                                   f'FROM "{_EVENT_TABLE}"', con)
+            elink = _id("eventSyncId") if "eventSyncId" in _columns(con, _EVENT_TABLE) else "NULL"
+            ev = pd.read_sql_query(f'SELECT {_id("correlationId")} AS c, {_id("eventId")} AS e, '
+                                   f'{_id("streamId")} AS s, {elink} AS l FROM "{_EVENT_TABLE}"', con)
     except (sqlite3.Error, pd.errors.DatabaseError):
         return None
     s = s.apply(pd.to_numeric, errors="coerce")

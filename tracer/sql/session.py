@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 # (the analyses behind the lanes and range_gpu views: every session registers both views, empty, as it opens, so a
 # session imports these whether or not a query reads them)
@@ -42,6 +44,7 @@ from tracer.analysis.ranges import INSTANCE_COLUMNS, range_instances, range_laun
 from tracer.errors import InputNotFoundError, ToolMissingError, TracerError
 from tracer.files.discover import expand
 from tracer.files.formats import not_a_regular_file
+from tracer.files.memory import available_bytes
 from tracer.files.nsys_enums import mem_kinds_from_name
 from tracer.files.storage import ADDED_COLUMNS
 from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE, load_trace
@@ -50,6 +53,9 @@ from tracer.timeline.comm import collective_of_name
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+_T = TypeVar("_T")
 
 
 class SqlError(TracerError):
@@ -193,8 +199,16 @@ class Session:
         cache: bool = True,
         on_cache_write: Callable[[Path], None] | None = None,
         on_skip: Callable[[Path, str], None] | None = None,
+        timeout_s: float | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         duckdb = _duckdb()
+        #: A statement still running after this many seconds is interrupted (None: never).
+        self.timeout_s = timeout_s or None
+        #: DuckDB's memory limit (its own syntax: "4GB", "50%"); None: :func:`default_memory_limit`.
+        self.memory_limit = memory_limit or default_memory_limit()
+        self._deadline: float | None = None  # (time.monotonic) of the statement running
+        self._expired = False
         if isinstance(targets, (str, os.PathLike, Timeline)):
             targets = [targets]
         if not targets:
@@ -216,6 +230,13 @@ class Session:
         self._con = duckdb.connect(":memory:")
         self._frames: dict[str, Any] = {}  # lanes / range_gpu once computed (kept alive while registered)
         try:
+            try:
+                self._con.execute(f"SET memory_limit = {_literal(self.memory_limit)}")
+            except duckdb.Error as exc:
+                raise SqlError("--memory-limit", f"{self.memory_limit!r}: {_first_line(exc)}") from None
+            # no spilling to disk: DuckDB's would write a .tmp folder into the current directory (a run's, say) and
+            # fill the disk up to 90%; a query needing more than the limit is one line instead
+            self._con.execute("SET temp_directory = ''")
             self._create_views()
             # After the views: from here on DuckDB reads only what is registered, and nothing can turn it back.
             self._con.execute("SET python_enable_replacements = false")
@@ -367,19 +388,85 @@ class Session:
             # DuckDB would list tracer's own relations too (_tracer_source_0 ...): the documented views only
             statement = "SELECT name FROM (VALUES " + ", ".join(f"('{v}')" for v in sorted(VIEWS)) + ") AS t(name)"
         self._derive(statement)
+        self._start_clock()
         try:
-            return self._con.execute(statement)
-        except duckdb.Error as exc:
-            raise SqlError("query", _first_line(exc)) from None
+            return self._call(self._con.execute, statement)
+        except (duckdb.Error, RuntimeError) as exc:
+            self._stop_clock()
+            raise self._said(exc) from None
 
     def query(self, sql: str) -> pd.DataFrame:
         """The result of one read-only statement as a DataFrame."""
         duckdb = _duckdb()
         cur = self.cursor(sql)
         try:
-            return cur.df()
-        except duckdb.Error as exc:
-            raise SqlError("query", _first_line(exc)) from None
+            return self._call(cur.df)
+        except (duckdb.Error, RuntimeError) as exc:
+            raise self._said(exc) from None
+        finally:
+            self._stop_clock()
+
+    # -- bounds: a statement's time (timeout_s) and Ctrl-C -------------------------------------------------------
+
+    def _start_clock(self) -> None:
+        """The statement about to run may take ``timeout_s`` from now (fetching its rows included)."""
+        self._expired = False
+        self._deadline = None if self.timeout_s is None else time.monotonic() + self.timeout_s
+
+    def _stop_clock(self) -> None:
+        self._deadline = None
+
+    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(*args)`` (a DuckDB call that may run long) in a worker thread, while this thread waits for it:
+        waiting, it takes Ctrl-C at once and watches the clock, and either interrupts DuckDB
+        (``Connection.interrupt``). Run here, DuckDB would look at Ctrl-C only between its tasks: 10-15 s late
+        for a scan of one big table function, seen."""
+        box: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, raised there
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="tracer-sql", daemon=True).start()
+        try:
+            while not done.wait(None if self._deadline is None else max(0.0, self._deadline - time.monotonic())):
+                self._expired, self._deadline = True, None  # (the wait timed out: the deadline has passed)
+                self._interrupt()
+        except KeyboardInterrupt:
+            self._interrupt()
+            done.wait(10)  # DuckDB stops within a moment of an interrupt
+            raise
+        if "error" in box:
+            raise box["error"]
+        return box["value"]  # type: ignore[no-any-return]
+
+    def _interrupt(self) -> None:
+        con = self._con
+        if con is not None:
+            con.interrupt()  # (DuckDB's way to stop a running query from another thread; idle: no effect)
+
+    def _said(self, exc: BaseException) -> BaseException:
+        """What a DuckDB error while running a statement is to tracer: the clock's interrupt a :class:`SqlError`
+        that says the limit, Ctrl-C (which DuckDB turns into RuntimeError("Query interrupted")) a
+        KeyboardInterrupt, the memory limit met a :class:`SqlError` that says it, others their first line."""
+        duckdb = _duckdb()
+        if isinstance(exc, duckdb.InterruptException) or (isinstance(exc, RuntimeError)
+                                                          and "interrupted" in str(exc).lower()):
+            if self._expired:
+                return SqlError("query", f"took longer than {self.timeout_s:g} s: interrupted (--timeout sets the "
+                                         "limit, 0 for none)")
+            return KeyboardInterrupt()
+        if isinstance(exc, RuntimeError):
+            return exc  # (not DuckDB's: as it is)
+        if isinstance(exc, duckdb.OutOfMemoryException):
+            return SqlError("query", f"needs more memory than the limit of {self.memory_limit} (--memory-limit sets "
+                                     f"it): {_first_line(exc)}")
+        return SqlError("query", _first_line(exc))
 
     def rows(self, sql: str, batch: int = 10_000) -> tuple[list[str], list[str], Iterator[tuple[Any, ...]]]:
         """Column names, DuckDB type names and the rows (tuples of Python values, fetched ``batch`` at a time)."""
@@ -389,14 +476,17 @@ class Session:
         types = [str(d[1]) for d in cur.description or []]
 
         def gen() -> Iterator[tuple[Any, ...]]:
-            while True:
-                try:
-                    chunk = cur.fetchmany(batch)
-                except duckdb.Error as exc:
-                    raise SqlError("query", _first_line(exc)) from None
-                if not chunk:
-                    return
-                yield from chunk
+            try:
+                while True:
+                    try:
+                        chunk = self._call(cur.fetchmany, batch)
+                    except (duckdb.Error, RuntimeError) as exc:
+                        raise self._said(exc) from None
+                    if not chunk:
+                        return
+                    yield from chunk
+            finally:
+                self._stop_clock()
 
         return names, types, gen()
 
@@ -424,6 +514,14 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def default_memory_limit() -> str:
+    """DuckDB's memory limit unless told otherwise: half the memory available when the session opens (DuckDB's
+    own default, 80% of all memory, counts neither what other programs use nor the parsed timelines that this
+    process holds beside it); DuckDB's own where the available memory cannot be told."""
+    free = available_bytes()
+    return f"{max(64, free // 2 // 1_000_000)}MB" if free else "80%"
 
 
 def _check_reads(con: Any, st: Any) -> None:

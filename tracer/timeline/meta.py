@@ -66,6 +66,8 @@ class TraceExtra(TypedDict, total=False):
     skipped: dict[str, int] | None
     #: top-level fields ignored, field -> why
     ignored: dict[str, str]
+    #: rows kept whose times no run can have made (``load_trace``'s check, :mod:`tracer.timeline.plausible`)
+    implausible: dict[str, int]
     #: what Kineto's cuda_sync rows (or nsys' synchronisation records) wait on
     cuda_sync: CudaSyncTable
 
