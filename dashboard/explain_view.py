@@ -181,7 +181,7 @@ def path_line(result: Explained) -> str:
 def no_findings_text(view: TimelineView) -> str:
     """What an empty findings table means for this run, in terms of what it has: copies, GPU work, ranks. A run
     without GPU work is told so, not that "every copy overlapped compute" (it had none)."""
-    from tracer.explain.findings import MIN_GAP_NS
+    from tracer.explain.findings import MIN_GAP_NS  # (tracer.explain: imported by compute, see there)
 
     straggler = "no collective waited for a straggler rank"
     if not view.devices:  # (no word of copies or idle GPUs: the run had none)
