@@ -43,6 +43,7 @@ from tracer.files.storage import ADDED_COLUMNS
 from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE, load_trace
 from tracer.timeline import COLUMNS, MAX_EVENT_BYTES, SCHEMA_VERSION, TIME_LIMIT_NS, Timeline
 from tracer.timeline.comm import collective_of_name
+from tracer.vocabulary import PYTHON_FRAME_NAME
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,6 +62,7 @@ VIEWS: dict[str, str] = {
     "ranges": "NVTX / record_function ranges on host threads",
     "ops": "framework operators on host threads (cpu_op)",
     "calls": "CUDA runtime and driver API calls (correlation ties them to the GPU work they launched)",
+    "frames": "Python frames on host threads (torch.profiler's with_stack=True): file, line and function of each",
     "comm": "communication: NCCL/RCCL kernels and the host records of collectives, with collective, pg, seq, "
     "group_size and bytes (the message size)",
     "lanes": "one per (source, rank, device, stream): work counts and busy time (union of its GPU work)",
@@ -121,6 +123,7 @@ class _Source:
     timeline: Timeline | None = None
     gpu_names: dict[int, str] = field(default_factory=dict)
     cache: bool = True
+    schema: int = SCHEMA_VERSION  # (the timeline schema of a Parquet file scanned in place)
 
     def load(self) -> Timeline:
         """The pandas timeline (parsed or read once, on first need: lanes and range_gpu)."""
@@ -205,7 +208,8 @@ class Session:
                 found = _parquet_in_place(p)
                 if found is not None:
                     parquet, meta = found
-                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(meta), cache=cache))
+                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(meta), cache=cache,
+                                                 schema=int(meta.get("schema_version", 0) or 0)))
                 else:
                     tl = load_trace(p, cache=cache, on_cache_write=on_cache_write)
                     self._sources.append(_Source(str(p), p, timeline=tl, gpu_names=dict(tl.meta.gpu_names)))
@@ -232,6 +236,7 @@ class Session:
             name = f"_tracer_source_{i}"
             mem, joined = "src_mem::VARCHAR AS src_mem, dst_mem::VARCHAR AS dst_mem", name
             comm = _COMM_COLUMNS
+            kind = "kind::VARCHAR"
             if s.parquet is not None:
                 # Scanned where it lies (projection and filters pushed down to the file), never copied.
                 dataset = ds.dataset(str(s.parquet), format="parquet")
@@ -241,13 +246,16 @@ class Session:
                     mem, joined = self._mem_kinds_of_names(name)
                 if "collective" not in dataset.schema.names:
                     comm = self._comm_of_names(name)
+                if s.schema < 4:  # (Python frames were cpu_op rows: as tracer.files.storage reads them)
+                    kind = (f"CASE WHEN kind::VARCHAR = 'cpu_op' AND regexp_matches(name::VARCHAR, "
+                            f"{_literal(PYTHON_FRAME_NAME.pattern)}) THEN 'python' ELSE kind::VARCHAR END")
             else:
                 assert s.timeline is not None
                 con.register(name, s.timeline.events)
                 where = ""
             parts.append(
                 f"SELECT {_literal(s.label)} AS source, rank::SMALLINT AS rank, start_ns, end_ns, "
-                "end_ns - start_ns AS dur_ns, kind::VARCHAR AS kind, copy_kind::VARCHAR AS copy_kind, "
+                f"end_ns - start_ns AS dur_ns, {kind} AS kind, copy_kind::VARCHAR AS copy_kind, "
                 "name::VARCHAR AS name, device, stream, pid, tid, bytes::BIGINT AS bytes, "
                 f"correlation::BIGINT AS correlation, {mem}, {comm} FROM {joined}{where}"
             )
@@ -276,6 +284,14 @@ class Session:
         con.execute(
             "CREATE VIEW calls AS SELECT source, rank, kind, name, start_ns, end_ns, dur_ns, pid, tid, correlation "
             "FROM events WHERE kind IN ('runtime', 'driver')"
+        )
+        # FILE(LINE): FUNC; a built-in's or a module's frame has no file: its name is its function
+        frame = _literal(r"^(.+)\((\d+)\): (.*)$")
+        con.execute(
+            f"CREATE VIEW frames AS SELECT source, rank, pid, tid, regexp_extract(name, {frame}, 1) AS file, "
+            f"TRY_CAST(NULLIF(regexp_extract(name, {frame}, 2), '') AS BIGINT) AS line, "
+            f"CASE WHEN regexp_matches(name, {frame}) THEN regexp_extract(name, {frame}, 3) ELSE name END AS function, "
+            "name, start_ns, end_ns, dur_ns FROM events WHERE kind = 'python'"
         )
         import pandas as pd
 
