@@ -18,12 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracer.analysis.lanes import host_thread_stats
+from tracer.analysis.source import SourceRule, attribute, is_library
+from tracer.analysis.source_code import SourceFiles, SourceIndex, resolve, sites, want_of
 from tracer.explain import build_graph
 from tracer.exporters import export_timeline
 from tracer.files.storage import read_timeline_parquet, write_timeline_parquet
 from tracer.parsers import load_trace
 from tracer.parsers.kineto import parse_kineto_bytes
 from tracer.sql.session import Session
+from tracer.timeline import Timeline, TraceMeta, build_events
 
 DATA = Path(__file__).parent / "data"
 STACKS = DATA / "stacks_cpu.json.gz"
@@ -110,3 +113,131 @@ def test_a_python_function_row_is_never_an_op():
     t = parse_kineto_bytes(data)
     assert sorted(t.events["kind"].astype(str)) == ["cpu_op", "python"]
     assert np.array_equal(host_thread_stats(t.events)["ops"].to_numpy(), [1])
+
+
+# -- the user's frame and line (issue 37.2) ------------------------------------------------------------------
+
+
+def test_library_files_are_told_from_the_users():
+    for lib in ("torch/nn/modules/linear.py", "contextlib.py", "logging/__init__.py", "<frozen importlib._bootstrap>",
+                "<string>", "tracer/record/_bootstrap/sitecustomize.py", "torchvision/models/resnet.py",
+                "/usr/lib/python3.11/threading.py", "/home/u/.venv/lib/python3.12/site-packages/x/y.py",
+                "/opt/x/dist-packages/z.py", "threading.py", "numpy/core/fromnumeric.py"):
+        assert is_library(lib), lib
+    for user in ("train.py", "train_ddp.py", "mypkg/model.py", "/home/u/proj/train.py", "./train.py"):
+        assert not is_library(user), user
+    rule = SourceRule(("torchvision/*",))
+    assert rule.is_user("torchvision/models/resnet.py") and not rule.is_user("torch/nn/functional.py")
+
+
+def test_a_folder_root_counts_its_files_as_the_users(tmp_path):
+    (tmp_path / "vllm" / "v1").mkdir(parents=True)
+    (tmp_path / "vllm" / "v1" / "runner.py").write_text("x = 1\n")
+    assert is_library("vllm/v1/runner.py")
+    assert SourceRule((str(tmp_path),)).is_user("vllm/v1/runner.py")  # (found under the root)
+    assert SourceRule((str(tmp_path / "vllm"),)).is_user("vllm/v1/runner.py")  # (the root is the package)
+    assert SourceRule((str(tmp_path),)).is_user(str(tmp_path / "vllm" / "v1" / "runner.py"))
+    assert not SourceRule((str(tmp_path),)).is_user("torch/x.py")
+
+
+def test_every_op_of_a_step_has_its_user_frame_and_chain(stacks):
+    a = attribute(stacks.events)
+    ev = stacks.events
+    ops = ev[(ev["kind"] == "cpu_op").to_numpy()]
+    assert a.has_stacks and set(a.calls.index) == set(ops.index)  # (every op ran under a user frame)
+    frames = a.frames.loc[a.calls["frame"].unique()]
+    assert set(frames["function"]) == {"step"} and set(frames["line"]) == {12}
+    assert not a.calls["borrowed"].any()
+    chain = a.chain(int(a.calls["frame"].iloc[0]))
+    assert [a.frames.at[f, "function"] for f in chain] == ["step", "main", "<module>"]
+
+
+def test_each_call_gets_the_line_it_came_from(stacks):
+    a = attribute(stacks.events)
+    s = sites(a, stacks.events, SourceFiles([DATA]))
+    assert s.read == ("stacks_cpu.py",) and s.unread == ()
+    got = s.calls.groupby(["line", "text"]).size()
+    src = (DATA / "stacks_cpu.py").read_text().splitlines()
+    lines = {i + 1: t.strip() for i, t in enumerate(src)}
+    assert {t for _line, t in got.index} == {"loss = model(x).sum()", "loss.backward()", "opt.step()",
+                                           "y = x * 2.0", "y = y * 1.5 + 1", "return loss.item()"}
+    assert all(lines[n] == t for n, t in got.index) and s.calls["exact"].all()
+    in_loop = s.calls[s.calls["in_loop"]]
+    assert set(in_loop["text"]) == {"y = y * 1.5 + 1"}
+    item = ev_names(stacks, s.calls[s.calls["text"] == "return loss.item()"].index)
+    assert "aten::item" in item
+    # the frames above: main's recorded call of step (line 31, not the warm-up's at 28), the module's of main
+    assert set(zip(s.callers["function"], s.callers["line"], s.callers["text"], strict=True)) == {
+        ("main", 31, "step(model, x, opt)"), ("<module>", 38, "main()")}
+    # unread: the frame's own line (the function's first), not exact
+    bare = sites(a, stacks.events, None)
+    assert set(bare.calls["line"]) == {12} and not bare.calls["exact"].any() and set(bare.calls["text"]) == {""}
+
+
+def ev_names(t, rows):
+    return set(t.events.loc[rows, "name"].astype(str))
+
+
+def _frames_timeline(rows):
+    cols = ["start_ns", "end_ns", "kind", "name", "pid", "tid"]
+    df = pd.DataFrame(rows, columns=cols)
+    return Timeline(build_events({c: df[c].to_numpy() if c != "kind" and c != "name" else df[c].tolist()
+                                  for c in cols}), TraceMeta(format="kineto"))
+
+
+def test_a_thread_without_user_frames_borrows_the_main_threads():
+    t = _frames_timeline([
+        (0, 1000, "python", "train.py(1): <module>", 1, 1),
+        (10, 900, "python", "train.py(5): step", 1, 1),
+        (20, 800, "python", "torch/_tensor.py(500): backward", 1, 1),
+        (30, 790, "python", "<built-in method run_backward of torch._C._EngineBase object at 0x1>", 1, 1),
+        (100, 200, "cpu_op", "aten::mm", 1, 2),  # (the autograd thread: no frames)
+        (300, 400, "cpu_op", "aten::add", 1, 3),  # (a thread with library frames only)
+        (250, 500, "python", "torch/utils/checkpoint.py(1): recompute", 1, 3),
+        (900, 950, "cpu_op", "aten::mul", 2, 2),  # (another process: none)
+    ])
+    a = attribute(t.events)
+    ev = t.events
+    mm = ev.index[ev["name"] == "aten::mm"][0]
+    add = ev.index[ev["name"] == "aten::add"][0]
+    assert set(a.calls.index) == {mm, add} and a.calls["borrowed"].all()
+    assert a.frames.loc[a.calls["frame"], "function"].tolist() == ["step", "step"]
+    assert ev.loc[a.calls["entry"], "name"].astype(str).tolist() == ["torch/_tensor.py(500): backward"] * 2
+
+
+def test_no_stacks_and_no_user_frames():
+    plain = load_trace(DATA / "copy_side_stream.json.gz", cache=False)
+    a = attribute(plain.events)
+    assert not a.has_stacks and a.calls.empty and a.frames.empty
+    t = _frames_timeline([(0, 100, "python", "torch/x.py(1): f", 1, 1), (10, 20, "cpu_op", "aten::mm", 1, 1)])
+    a = attribute(t.events)
+    assert a.has_stacks and a.user_frames == 0 and a.calls.empty
+    assert len(attribute(t.events, SourceRule(("torch/*",))).calls) == 1
+
+
+def test_the_line_matching_rules():
+    src = "\n".join([
+        "def step(model, x, opt):",        # 1
+        "    out = model(x)",              # 2
+        "    loss = crit(out, x).mean()",  # 3
+        "    y = out * 2",                 # 4
+        "    for _ in range(3):",          # 5
+        "        y = y @ x + 1",           # 6
+        "    with torch.no_grad():",       # 7
+        "        print(y[0])",             # 8
+        "    return loss.item()",          # 9
+    ])
+    ix = SourceIndex.parse(Path("t.py"), src)
+    scope = ix.scope_of(1, "step")
+    wants = [want_of("python", "nn.Module: Model_0"), want_of("python", "nn.Module: Loss_0"),
+             want_of("python", "<built-in method mean of Tensor object at 0x1>"), want_of("cpu_op", "aten::mul"),
+             *[w for _ in range(3) for w in (want_of("cpu_op", "aten::matmul"), want_of("cpu_op", "aten::add"))],
+             want_of("python", "torch/autograd/grad_mode.py(80): __enter__"),
+             want_of("cpu_op", "aten::select"), want_of("python", "<built-in function print>"),
+             want_of("python", "torch/autograd/grad_mode.py(84): __exit__"),
+             want_of("python", "<built-in method item of Tensor object at 0x1>")]
+    assert resolve(scope, wants) == [2, 3, 3, 4, 6, 6, 6, 6, 6, 6, 7, 8, 8, 7, 9]
+    assert scope.lines[6].in_loop and not scope.lines[4].in_loop
+    # a named call a loop repeats goes back to its first line; the profiler's running frame starts at its line
+    assert resolve(scope, [want_of("python", "<built-in function print>")] * 2) == [8, 8]
+    assert resolve(scope, [want_of("python", "nn.Module: M_0")], at=3) == [3]
