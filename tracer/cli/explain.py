@@ -106,6 +106,32 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
     return out
 
 
+def render_by_line(explained: Any, *, top: int) -> list[Any]:
+    """Rich renderables for the findings grouped by the user's source line (:meth:`Explanation.by_line`): one
+    line each, ``top`` of them, with the chain of callers under it; or the one note that says why there are none
+    (no Python stacks, no frame of the user's)."""
+    from rich.text import Text
+
+    from tracer.explain.lines import line_summary  # (numpy, pandas: see the imports above)
+
+    sources = explained.sources
+    if explained.findings.empty or sources is None:
+        return []
+    if not sources.has_lines:
+        return [Text(f"Findings by source line: none ({sources.note}).", style="dim")]
+    by = explained.by_line()
+    groups = explained.groups()
+    out: list[Any] = [Text("Findings by source line (ranked by time on the critical path)", style="bold")]
+    for r in by.head(max(top, 0)).itertuples():
+        out.append(Text(f"  {line_summary(r, explained.gains, groups)}"))
+        if r.chain:
+            callers = " ← ".join(f"{c['function']}() {c['file']}:{c['line']}" for c in r.chain)
+            out.append(Text(f"      in {r.function}() ← {callers}", style="dim"))
+    if len(by) > top:
+        out.append(Text(f"  ({len(by) - top:,} more line(s): --top N, or --json's findings.by_line)", style="dim"))
+    return out
+
+
 def findings_lines(path: Path, n: int = 3) -> list[str]:
     """One line per kind of finding, the ``n`` costliest, for ``tracer record`` to print after a run; none where
     the run's trace cannot give a graph."""
@@ -242,6 +268,12 @@ def explain(
         typer.Option("--ranks", metavar="LIST", help="A job: only these ranks (0,2,4-7); the path crosses only "
                      "between them."),
     ] = None,
+    source_root: Annotated[
+        list[str] | None,
+        typer.Option("--source-root", metavar="DIR|GLOB", help="With Python stacks (torch.profiler with_stack=True): "
+                     "files under DIR, or matching GLOB ('mylib/*'), count as your code, and DIR is searched for "
+                     "your files (after the trace's folder and the run's working directory). Repeatable."),
+    ] = None,
 ) -> None:
     """The critical path: the chain of dependent intervals that set the end-to-end time, each piece labelled
     (gpu compute, communication, copy, launch overhead, host work, waiting on a sync, waiting on another stream,
@@ -253,7 +285,10 @@ def explain(
     from rich.console import Console
 
     # (numpy, pandas and the parsers: see the imports above)
+    from tracer.analysis.source import SourceRule
+    from tracer.analysis.source_code import SourceFiles
     from tracer.explain import explain as explain_timeline
+    from tracer.explain.lines import read_sources, source_folders
     from tracer.explain.replay import parse_plan
     from tracer.parsers.demand import read_launches
 
@@ -275,10 +310,13 @@ def explain(
     def say_note(note: str) -> None:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
 
+    roots = tuple(source_root or ())
+    sources = read_sources(timeline, SourceRule(roots),
+                           SourceFiles(source_folders(timeline, Path(paths[0]), roots)))
     explained = explain_timeline(timeline, window=window, range_name=range_name, instance=instance,
                                  min_gap_ns=round(min_gap_us * 1e3), what_if=what_if,
                                  launches=read_launches(path, timeline.meta.extra), name=str(path),
-                                 on_note=say_note)
+                                 on_note=say_note, sources=sources)
     job = None if explained.job is None else {**explained.job, "clock": clock_text(timeline, clock_fix)}
     if json:
         out = explained.to_dict(top=max(top, 0))
@@ -297,6 +335,8 @@ def explain(
     for renderable in render_findings(explained.findings, top=max(top, 0), min_gap_ns=explained.min_gap_ns,
                                       gains=explained.gains, ranks=timeline.events["rank"].nunique() > 1):
         console.print(renderable)
+    for renderable in render_by_line(explained, top=max(top, 0)):
+        console.print(renderable, highlight=False)
     if explained.what_if is not None:
         for line in _render_what_if(explained.what_if):
             console.print(line, highlight=False, markup=False)
