@@ -110,7 +110,7 @@ def _root(
 # Each command module registers itself on `app` when imported.
 from tracer.cli import summary as _summary  # noqa: E402,F401
 
-for _optional in ("record", "export", "dashboard", "diff", "sql", "explain"):
+for _optional in ("record", "export", "dashboard", "diff", "sql", "explain", "lines"):
     try:
         __import__(f"tracer.cli.{_optional}")
     except ModuleNotFoundError as exc:  # a command whose module is not written yet

@@ -68,6 +68,8 @@ VIEWS: dict[str, str] = {
     "lanes": "one per (source, rank, device, stream): work counts and busy time (union of its GPU work)",
     "range_gpu": "one per range instance: the GPU work it launched (tracer summary's rule), busy time and counts",
     "gpus": "one per GPU a trace names: its device index and name",
+    "source_lines": "one per (rank, line of the user's code) with Python stacks: the GPU time of the work it launched, "
+    "its share, critical-path, host-sync and exposed copy time (tracer lines)",
 }
 
 #: Statement types that only read. EXPLAIN is checked on what it explains (EXPLAIN ANALYZE runs it).
@@ -307,6 +309,8 @@ class Session:
         con.execute("CREATE VIEW lanes AS SELECT * FROM _tracer_lanes")
         con.register("_tracer_range_gpu", _range_gpu_frame([]))
         con.execute("CREATE VIEW range_gpu AS SELECT * FROM _tracer_range_gpu")
+        con.register("_tracer_source_lines", _source_lines_frame([]))
+        con.execute("CREATE VIEW source_lines AS SELECT * FROM _tracer_source_lines")
 
     def _mem_kinds_of_names(self, name: str) -> tuple[str, str]:
         """(select list, from clause) giving src_mem / dst_mem for the Parquet timeline registered as ``name``,
@@ -343,7 +347,8 @@ class Session:
 
     def _derive(self, sql: str) -> None:
         """Fill lanes / range_gpu if ``sql`` names them (a word match: a false hit only costs the computation)."""
-        for view, build in (("lanes", _lanes_frame), ("range_gpu", _range_gpu_frame)):
+        for view, build in (("lanes", _lanes_frame), ("range_gpu", _range_gpu_frame),
+                            ("source_lines", _source_lines_frame)):
             if view in self._frames or not re.search(rf"\b{view}\b", sql, re.IGNORECASE):
                 continue
             frame = build(self._sources)
@@ -510,6 +515,33 @@ def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
                 inst = range_instances(ev, pairs)
                 out.loc[inst.index, INSTANCE_COLUMNS] = inst.to_numpy()
             parts.append(out)
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
+
+
+def _source_lines_frame(sources: Sequence[_Source]) -> pd.DataFrame:
+    """source_lines: ``tracer lines``' table per source (the user's files read from the trace's folder and the run's
+    working directory); no rows for a trace without Python stacks."""
+    import pandas as pd
+
+    # (the explain layer: only where a query names the view)
+    from tracer.analysis.source_code import SourceFiles
+    from tracer.explain import explain_lines
+    from tracer.explain.lines import read_sources, source_folders
+
+    cols = {"source": str, "rank": "int16", "file": str, "line": "int64", "function": str, "text": str,
+            "exact": bool, "calls": "int64", "kernels": "int64", "copies": "int64", "gpu_ns": "int64",
+            "comm_ns": "int64", "gpu_share": "float64", "path_ns": "int64", "sync_ns": "int64",
+            "exposed_copy_ns": "int64"}
+    parts = []
+    for s in sources:
+        t = s.load()
+        where = s.path if s.path is not None else Path(t.meta.source or ".")
+        table = explain_lines(t, read_sources(t, files=SourceFiles(source_folders(t, where)))).table
+        table = table[(table["file"] != "").to_numpy()]
+        if len(table):
+            parts.append(table.assign(source=s.label))
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
     return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
