@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +21,13 @@ import pytest
 from tracer.analysis.lanes import host_thread_stats
 from tracer.analysis.source import SourceRule, attribute, is_library
 from tracer.analysis.source_code import SourceFiles, SourceIndex, resolve, sites, want_of
+from tracer.cli import main
 from tracer.explain import build_graph
 from tracer.exporters import export_timeline
 from tracer.files.storage import read_timeline_parquet, write_timeline_parquet
 from tracer.parsers import load_trace
 from tracer.parsers.kineto import parse_kineto_bytes
+from tracer.record.profiler import ENV_STACKS, STACKS_DEFAULT, stacks_on, torch_profiler_settings
 from tracer.sql.session import Session
 from tracer.timeline import Timeline, TraceMeta, build_events
 
@@ -241,3 +244,82 @@ def test_the_line_matching_rules():
     # a named call a loop repeats goes back to its first line; the profiler's running frame starts at its line
     assert resolve(scope, [want_of("python", "<built-in function print>")] * 2) == [8, 8]
     assert resolve(scope, [want_of("python", "nn.Module: M_0")], at=3) == [3]
+
+
+# -- recording stacks (issue 37.5) ---------------------------------------------------------------------------
+
+
+def test_stacks_are_off_unless_asked(monkeypatch):
+    monkeypatch.delenv(ENV_STACKS, raising=False)
+    assert stacks_on() is STACKS_DEFAULT is False
+    monkeypatch.setenv(ENV_STACKS, "1")
+    assert stacks_on() and not stacks_on(False)
+    monkeypatch.setenv(ENV_STACKS, "0")
+    assert not stacks_on() and stacks_on(True)
+    monkeypatch.setenv(ENV_STACKS, "yes")  # (not 1 or 0: the default)
+    assert stacks_on() is STACKS_DEFAULT
+
+
+def test_stacks_with_the_nsys_back_end_are_refused(capsys, monkeypatch):
+    monkeypatch.delenv(ENV_STACKS, raising=False)
+    assert main(["record", "--stacks", "--backend", "nsys", "compute-copy"]) == 2
+    assert "--stacks" in capsys.readouterr().err
+
+
+SCRIPT = """import torch
+
+
+def step(model, opt, x):
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
+model = torch.nn.Linear(16, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for _ in range(3):
+    step(model, opt, torch.randn(4, 16))
+"""
+
+
+@pytest.mark.slow
+def test_record_stacks_then_lines(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(ENV_STACKS, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.py").write_text(SCRIPT)
+    assert main(["record", "--stacks", "--out", "runs", "--", sys.executable, "s.py"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    capsys.readouterr()
+    assert main(["lines", str(run), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    texts = {r["text"] for r in got["lines"]}
+    assert {"loss = model(x).pow(2).mean()", "loss.backward()", "opt.step()"} <= texts, texts
+    assert all(r["file"] == "s.py" and r["exact"] for r in got["lines"])
+    # without --stacks: no frames
+    monkeypatch.setenv(ENV_STACKS, "1")  # (the CLI's --no-stacks wins over the environment)
+    assert main(["record", "--no-stacks", "--out", "plain", "--", sys.executable, "s.py"]) == 0
+    (plain,) = (tmp_path / "plain").iterdir()
+    assert "python" not in set(load_trace(plain, cache=False).events["kind"].astype(str))
+
+
+def test_names_that_are_not_utf8_are_read_and_said():
+    # torch.profiler with_stack can write a freed Python frame's name as garbage bytes (pytorch/pytorch#136040)
+    data = (b'{"traceEvents": [{"ph": "X", "cat": "python_function", "name": "x.py(1): f\xa0\xc0", "pid": 1, '
+            b'"tid": 1, "ts": 1.0, "dur": 5.0}, {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, '
+            b'"tid": 1, "ts": 2.0, "dur": 1.0}]}')
+    t = parse_kineto_bytes(data, "bad.json")
+    assert sorted(t.events["name"].astype(str)) == ["aten::mm", "x.py(1): f\ufffd\ufffd"]
+    assert "2 byte sequence(s)" in t.meta.extra["ignored"]["invalid UTF-8"]
+
+
+@pytest.mark.slow
+def test_stacks_keep_torch_from_parsing_its_events_at_stop() -> None:
+    # (acc_events makes torch parse every event at stop, where a freed frame's name fails it: pytorch#136040)
+    plain = torch_profiler_settings(all_threads=True, stacks=False)
+    stacked = torch_profiler_settings(all_threads=True, stacks=True)
+    assert "with_stack" not in plain and stacked["with_stack"] is True
+    assert "acc_events" not in stacked
+    assert {k: v for k, v in plain.items() if k != "acc_events"}.keys() == {
+        k for k in stacked if k != "with_stack"}

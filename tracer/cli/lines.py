@@ -75,8 +75,8 @@ def render_lines(report: Any, *, top: int, width: int = 120) -> list[Any]:
         for b in body:
             t.add_row(*b[:-1], cut_name(b[-1], room))
         for r in rest.itertuples():
-            t.add_row("(not yours)", _ms(r.gpu_ns), f"{100 * r.gpu_share:.1f}%", "", "", _ms(r.exposed_copy_ns),
-                      "work launched under no line of your code", style="dim")
+            t.add_row("(no line)", _ms(r.gpu_ns), f"{100 * r.gpu_share:.1f}%", "", "", _ms(r.exposed_copy_ns),
+                      "launched by no traced call under a line of yours", style="dim")
         out.append(t)
         if len(mine) > top:
             out.append(Text(f"({len(mine) - top:,} more lines: --top N, or --json)", style="dim"))

@@ -120,6 +120,12 @@ def record(
                                                                       "start.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With a command: the run directory's name "
                                                             "(default: SCRIPT-YYYYmmdd-HHMMSS).")] = None,
+    stacks: Annotated[
+        bool | None,
+        typer.Option("--stacks/--no-stacks", help="Record Python stacks (torch.profiler's with_stack=True), so that "
+                     "`tracer lines` and the findings name the lines of your code; off by default (it slows a "
+                     "Python-heavy step: docs/lines.md). Default: $TRACER_STACKS (1 or 0), else off."),
+    ] = None,
 ) -> None:
     """Run SCENARIO, or your own command, under a profiler and write a run directory: trace, Parquet timeline,
     meta.json, summary.json.
@@ -131,6 +137,16 @@ def record(
 
     The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
     """
+    if stacks is not None:
+        if stacks and backend == "nsys":
+            raise UsageError("--stacks", "records torch.profiler's Python stacks: give --backend torch (tracer does "
+                             "not read Nsight Systems' Python backtraces yet)")
+        import os
+
+        from tracer.record.profiler import ENV_STACKS  # (the standard library only)
+
+        # (every process the recording starts reads it: this one's scenario, a command's, a job's ranks)
+        os.environ[ENV_STACKS] = "1" if stacks else "0"
     command = (ctx.obj or {}).get("command")
     if command is not None:
         if scenario is not None:

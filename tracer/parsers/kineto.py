@@ -1087,6 +1087,27 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     if data[:3] == _BOM:  # a UTF-8 byte-order mark (Windows editors write one): not part of the JSON
         data = data[3:]
     try:
+        return _parse_any(data, source)
+    except msgspec.DecodeError as exc:
+        if "UTF-8" not in str(exc):
+            raise
+    # Bytes that are not UTF-8: torch.profiler with with_stack=True can write the name of a Python frame whose
+    # code object was freed before the trace was saved (pytorch/pytorch#136040, kineto#988): garbage bytes, in one
+    # name. The bytes are read again with each bad sequence replaced by U+FFFD, and said; only then (the check
+    # costs a decode of the whole file).
+    text = data.decode("utf-8", "replace")
+    bad = text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
+    timeline = _parse_any(text.encode("utf-8"), source)
+    ignored = dict(timeline.meta.extra.get("ignored") or {})
+    ignored["invalid UTF-8"] = (f"{bad:,} byte sequence(s) that are not UTF-8 (names of freed Python frames, a "
+                                "torch.profiler with_stack bug) read as U+FFFD")
+    timeline.meta.extra["ignored"] = ignored
+    return timeline
+
+
+def _parse_any(data: bytes, source: str) -> Timeline:
+    """:func:`parse_kineto_bytes` of UTF-8 bytes without a byte-order mark."""
+    try:
         key = _EVENTS_KEY_RE.search(data)
         if key is not None:
             skipped: Counter[str] = Counter()
