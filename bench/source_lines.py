@@ -24,13 +24,17 @@ from tracer.analysis.source import attribute
 from tracer.analysis.source_code import SourceFiles, sites
 from tracer.timeline import Timeline, TraceMeta, build_events
 
-SCRIPT = """def step(model, x, opt):
+SCRIPT = """import torch
+
+
+def step(model, x, opt):
     out = model(x)
     loss = out.sum()
     loss.backward()
     opt.step()
     for _ in range(3):
         x = x * 2
+    x = torch.nn.functional.relu(x) + 1
     return loss.item()
 
 
@@ -40,7 +44,7 @@ def main():
 """
 CALLS = ["nn.Module: Model_0", "<built-in method sum of Tensor object at 0x1>", "torch/_tensor.py(570): backward",
          "torch/optim/optimizer.py(473): wrapper", "aten::mul", "aten::mul", "aten::mul",
-         "<built-in method item of Tensor object at 0x1>", "torch/nn/functional.py(10): relu", "aten::add"]
+         "torch/nn/functional.py(10): relu", "aten::add", "<built-in method item of Tensor object at 0x1>"]
 
 
 def synth(steps: int, depth: int = 10) -> Timeline:
@@ -57,8 +61,8 @@ def synth(steps: int, depth: int = 10) -> Timeline:
         rows["name"].append(np.full(start.size, name, dtype=object))
         rows["tid"].append(np.full(start.size, tid, dtype=np.int64))
 
-    add(np.array([0]), np.array([steps * w + 10]), "python", "train.py(11): main", 1)
-    add(t0 + 1, t0 + w - 1, "python", "train.py(1): step", 1)
+    add(np.array([0]), np.array([steps * w + 10]), "python", "train.py(15): main", 1)
+    add(t0 + 1, t0 + w - 1, "python", "train.py(4): step", 1)
     for i, name in enumerate(CALLS):
         s, e = t0 + 10 + 100 * i, t0 + 10 + 100 * i + 90
         if name.startswith("aten::"):
@@ -70,7 +74,7 @@ def synth(steps: int, depth: int = 10) -> Timeline:
             add(s + d, e - d, "python", f"torch/lib{d}.py({d}): f{d}", 1)
         add(s + depth, e - depth, "cpu_op", "aten::linear", 1)
         add(s + depth + 5, e - depth - 5, "runtime", "cudaLaunchKernel", 1)
-    add(t0 + 300, t0 + 320, "cpu_op", "aten::mm", 2)  # (the autograd thread: frameless, borrows)
+    add(t0 + 250, t0 + 270, "cpu_op", "aten::mm", 2)  # (the autograd thread, in loss.backward(): borrows)
     cols = {c: np.concatenate(v) for c, v in rows.items()}
     cols["kind"] = cols["kind"].tolist()
     cols["name"] = cols["name"].tolist()

@@ -67,16 +67,18 @@ def render_lines(report: Any, *, top: int, width: int = 120) -> list[Any]:
             body.append([cut_name(f"{r.file}:{r.line}" + ("" if r.exact else "*"), 28), *nums,
                          r.text or f"{r.function}()"])
         # the figures and the line keep their width; the code takes what is left, cut with an ellipsis
-        fixed = [max([len(c), *(len(b[i]) for b in body)]) for i, (c, _) in enumerate(cols[:-1])]
+        fixed = [max([len(c), 9 if i == 0 and len(rest) else 0, *(len(b[i]) for b in body)])
+                 for i, (c, _) in enumerate(cols[:-1])]
         room = max(12, width - sum(fixed) - 3 * len(cols) - 2)
         t = Table(box=box.SIMPLE_HEAD)
-        for col, right in cols:
-            t.add_column(col, justify="right" if right else "left", no_wrap=True)
+        for i, (col, right) in enumerate(cols):
+            t.add_column(col, justify="right" if right else "left", no_wrap=True,
+                         min_width=fixed[i] if i < len(fixed) else None)
         for b in body:
             t.add_row(*b[:-1], cut_name(b[-1], room))
         for r in rest.itertuples():
             t.add_row("(no line)", _ms(r.gpu_ns), f"{100 * r.gpu_share:.1f}%", "", "", _ms(r.exposed_copy_ns),
-                      "launched by no traced call under a line of yours", style="dim")
+                      cut_name("launched by no traced call under a line of yours", room), style="dim")
         out.append(t)
         if len(mine) > top:
             out.append(Text(f"({len(mine) - top:,} more lines: --top N, or --json)", style="dim"))
