@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import re
 
-#: 2: the copy memory kinds (src_mem, dst_mem). 3: communication (collective, pg, seq, group_size). Files of
-#: older schemas still load: the added columns are filled from the rows' names (tracer.files.storage).
-SCHEMA_VERSION = 3
+#: 2: the copy memory kinds (src_mem, dst_mem). 3: communication (collective, pg, seq, group_size). 4: the
+#: ``python`` kind (Python frames, which schema 3 filed as cpu_op). Files of older schemas still load: the added
+#: columns are filled from the rows' names, and cpu_op rows named like a Python frame become ``python``
+#: (tracer.files.storage).
+SCHEMA_VERSION = 4
 
 #: What an interval is. GPU work: kernel, memcpy, memset. Host: cpu_op (framework operators), runtime
 #: (CUDA runtime API), driver (CUDA driver API), range (NVTX / record_function / user annotation on a host
 #: thread), sync (CUDA synchronisation activity). gpu_range: an annotation projected onto a GPU stream by the
-#: profiler itself (Kineto's gpu_user_annotation). other: anything a trace holds that tracer does not model.
+#: profiler itself (Kineto's gpu_user_annotation). python: a Python function's frame on a host thread
+#: (torch.profiler's ``with_stack=True``: Kineto's python_function rows, named ``FILE(LINE): FUNC``): never an op,
+#: host busy time or a node of the critical path; :mod:`tracer.analysis.source` reads the user's lines from them.
+#: other: anything a trace holds that tracer does not model.
 KINDS: tuple[str, ...] = (
     "kernel",
     "memcpy",
@@ -30,6 +35,7 @@ KINDS: tuple[str, ...] = (
     "range",
     "gpu_range",
     "sync",
+    "python",
     "other",
 )
 GPU_WORK_KINDS: tuple[str, ...] = ("kernel", "memcpy", "memset")
@@ -85,6 +91,12 @@ CLOCK_NSYS_SESSION = "nsys-session"
 
 HOST_DEVICE = -1
 HOST_STREAM = -1
+
+#: A Python frame's name as torch.profiler writes it: ``FILE(LINE): FUNC`` (FILE relative to the sys.path entry it
+#: was found under, or as the script was given; LINE the function's first line, or the line it was at when the
+#: profiler started), ``<built-in method item of Tensor object at 0x…>``, ``<built-in function print>``, or a
+#: module's frame ``nn.Module: Linear_0``. Schema-3 files filed them as cpu_op; no operator is named so.
+PYTHON_FRAME_NAME = re.compile(r"^(?:.+\(\d+\): |<built-in |nn\.Module: )")
 
 #: Every start and end of a kept row lies strictly within ±TIME_LIMIT_NS (±146 years around the trace's clock zero:
 #: epoch nanoseconds today are 1.8e18, a quarter of it). Beyond it a time is a corrupt field, and keeping

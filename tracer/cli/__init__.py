@@ -108,6 +108,11 @@ COMMANDS: dict[str, CommandRow] = {
     "diff": CommandRow("diff", "Compare two traces: work matched by kind and name (added, removed, increased, "
                        "decreased, unchanged), the headline figures side by side, and where the time went."),
     "sql": CommandRow("sql", "Read-only SQL (DuckDB) over a run's timeline."),
+    "lines": CommandRow("lines", "GPU time per line of your code, like a line profiler's table: for each line, the "
+                        "GPU time of the kernels, copies and collectives it launched, its share of the run's GPU "
+                        "time, its time on the critical path, the time its calls waited for the GPU (syncs) and its "
+                        "copies' time beside no compute; per rank for a job. Needs Python stacks (torch.profiler "
+                        "with_stack=True). Times in ms (ns in --json). docs/lines.md."),
 }
 
 

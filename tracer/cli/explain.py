@@ -12,18 +12,19 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from tracer.analysis.source import SourceRule
+from tracer.analysis.source_code import SourceFiles
 from tracer.cli import TracerCommand, app
-from tracer.cli._job import job_progress, parse_ranks, say_fixes, say_job_cached, say_skipped
-from tracer.cli._report import say_cached, say_skipped_file, warn_left_out
+from tracer.cli._job import parse_ranks, read_timeline
+from tracer.cli._report import warn_left_out
 from tracer.cli._tables import wrap_name
 from tracer.errors import TracerError
 from tracer.explain import build_graph
 from tracer.explain import explain as explain_timeline
 from tracer.explain.findings import findings, group_findings
+from tracer.explain.lines import line_summary, read_sources, source_folders
 from tracer.explain.occupancy import launch_demand
 from tracer.explain.replay import parse_plan
-from tracer.files.discover import is_run_dir, job_label, job_traces
-from tracer.job.clocks import fix_clocks
 from tracer.parsers import load_trace
 from tracer.parsers.demand import read_launch_figures, read_launches
 
@@ -111,6 +112,28 @@ def render_findings(found: Any, *, top: int, min_gap_ns: int, gains: dict[str, A
     return out
 
 
+def render_by_line(explained: Any, *, top: int) -> list[Any]:
+    """Rich renderables for the findings grouped by the user's source line (:meth:`Explanation.by_line`): one
+    line each, ``top`` of them, with the chain of callers under it; or the one note that says why there are none
+    (no Python stacks, no frame of the user's)."""
+    sources = explained.sources
+    if explained.findings.empty or sources is None:
+        return []
+    if not sources.has_lines:
+        return [Text(f"Findings by source line: none ({sources.note}).", style="dim")]
+    by = explained.by_line()
+    groups = explained.groups()
+    out: list[Any] = [Text("Findings by source line (ranked by time on the critical path)", style="bold")]
+    for r in by.head(max(top, 0)).itertuples():
+        out.append(Text(f"  {line_summary(r, explained.gains, groups)}"))
+        if r.chain:
+            callers = " ← ".join(f"{c['function']}() {c['file']}:{c['line']}" for c in r.chain)
+            out.append(Text(f"      in {r.function}() ← {callers}", style="dim"))
+    if len(by) > top:
+        out.append(Text(f"  ({len(by) - top:,} more line(s): --top N, or --json's findings.by_line)", style="dim"))
+    return out
+
+
 def findings_lines(path: Path, n: int = 3) -> list[str]:
     """One line per kind of finding, the ``n`` costliest, for ``tracer record`` to print after a run; none where
     the run's trace cannot give a graph."""
@@ -138,40 +161,6 @@ def clock_text(timeline: Any, clock_fix: bool = False) -> str:
     if clock_fix:
         return "each rank's as its trace was written (Unix time): --clock-fix moved none (stderr says why)"
     return "each rank's as its trace was written (Unix time), not corrected (--clock-fix corrects them)"
-
-
-def _read(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, Any]) -> tuple[Path, Any]:
-    """The timeline to explain and the path that names it: one trace or run directory as it is; several traces,
-    or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load.load_job`, the ranks on
-    the Unix clock, moved by the collectives' fix with ``clock_fix``); ``job``: ``load_job``'s ``scheduler``,
-    ``skip_bad_ranks`` and ``ranks``, where given (a job's run directory is then read from its rank traces)."""
-    given = {option: value for option, value in job.items() if value not in (None, False)}
-    found = job_traces(paths, on_skip=say_skipped_file) if len(paths) > 1 or paths[0].is_dir() else list(paths)
-    if len(paths) == 1 and is_run_dir(paths[0]) and not (given and len(found) > 1):
-        found = list(paths)  # (a run directory, of one trace or of a job: it holds its timeline already)
-    if len(found) == 1 and given:
-        option = {"scheduler": "--scheduler", "skip_bad_ranks": "--skip-bad-ranks", "ranks": "--ranks"}
-        raise TracerError(option[next(iter(given))], "applies to a job: give its rank traces, a folder of them or "
-                          "its run directory")
-    if len(found) == 1:
-        label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
-    else:
-        from tracer.job.load import load_job  # (the job's reader, 20-40 ms that one trace need not pay)
-
-        label = job_label(found)
-        timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
-                            on_cache_write=say_job_cached, on_skip=say_skipped, **given)
-    if clock_fix:
-        if timeline.events["rank"].nunique() >= 2:
-            fixed = fix_clocks(timeline)
-            say_fixes(fixed.fixes)
-            timeline = fixed.timeline
-        elif len(found) > 1:  # (a job, of which --ranks kept one: no other clock to set it by)
-            print("tracer: note: --clock-fix: one rank read (--ranks): no clock to move", file=sys.stderr)
-        else:
-            raise TracerError("--clock-fix", "applies to a job: give its rank traces, a folder of them or its run "
-                              "directory")
-    return label, timeline
 
 
 @app.command(cls=TracerCommand)
@@ -235,6 +224,12 @@ def explain(
         typer.Option("--ranks", metavar="LIST", help="A job: only these ranks (0,2,4-7); the path crosses only "
                      "between them."),
     ] = None,
+    source_root: Annotated[
+        list[str] | None,
+        typer.Option("--source-root", metavar="DIR|GLOB", help="With Python stacks (torch.profiler with_stack=True): "
+                     "files under DIR, or matching GLOB ('mylib/*'), count as your code, and DIR is searched for "
+                     "your files (after the trace's folder and the run's working directory). Repeatable."),
+    ] = None,
 ) -> None:
     """The critical path: the chain of dependent intervals that set the end-to-end time, each piece labelled
     (gpu compute, communication, copy, launch overhead, host work, waiting on a sync, waiting on another stream,
@@ -255,16 +250,19 @@ def explain(
         parse_plan(what_if)  # a plan that is not one: refused before the trace is read
     job_options = {"scheduler": scheduler, "skip_bad_ranks": skip_bad_ranks,
                    "ranks": parse_ranks(ranks) if ranks is not None else None}
-    path, timeline = _read(paths, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
+    path, timeline = read_timeline(paths, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
     warn_left_out(path, timeline.meta.extra)
 
     def say_note(note: str) -> None:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
 
+    roots = tuple(source_root or ())
+    sources = read_sources(timeline, SourceRule(roots),
+                           SourceFiles(source_folders(timeline, Path(paths[0]), roots)))
     explained = explain_timeline(timeline, window=window, range_name=range_name, instance=instance,
                                  min_gap_ns=round(min_gap_us * 1e3), what_if=what_if,
                                  launches=read_launches(path, timeline.meta.extra), name=str(path),
-                                 on_note=say_note)
+                                 on_note=say_note, sources=sources)
     job = None if explained.job is None else {**explained.job, "clock": clock_text(timeline, clock_fix)}
     if json:
         out = explained.to_dict(top=max(top, 0))
@@ -284,6 +282,8 @@ def explain(
                                       gains=explained.gains, ranks=timeline.events["rank"].nunique() > 1,
                                       host_only=explained.host_only):
         console.print(renderable)
+    for renderable in render_by_line(explained, top=max(top, 0)):
+        console.print(renderable, highlight=False)
     if explained.what_if is not None:
         for line in _render_what_if(explained.what_if):
             console.print(line, highlight=False, markup=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,6 +18,7 @@ from tracer.cli.explain import findings_lines
 from tracer.errors import UsageError
 from tracer.files.rundir import describe_host_load
 from tracer.record.command import record_command
+from tracer.record.profiler import ENV_STACKS
 from tracer.record.scenario import record as do_record
 
 # The scenarios are imported where a command needs them: they import torch (seconds), which `tracer record
@@ -127,6 +129,12 @@ def record(
                                                                       "start.")] = None,
     name: Annotated[str | None, typer.Option("--name", help="With a command: the run directory's name "
                                                             "(default: SCRIPT-YYYYmmdd-HHMMSS).")] = None,
+    stacks: Annotated[
+        bool | None,
+        typer.Option("--stacks/--no-stacks", help="Record Python stacks (torch.profiler's with_stack=True), so that "
+                     "`tracer lines` and the findings name the lines of your code; off by default (it slows a "
+                     "Python-heavy step: docs/lines.md). Default: $TRACER_STACKS (1 or 0), else off."),
+    ] = None,
 ) -> None:
     """Run SCENARIO, or your own command, under a profiler and write a run directory: trace, Parquet timeline,
     meta.json, summary.json.
@@ -138,6 +146,12 @@ def record(
 
     The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
     """
+    if stacks is not None:
+        if stacks and backend == "nsys":
+            raise UsageError("--stacks", "records torch.profiler's Python stacks: give --backend torch (tracer does "
+                             "not read Nsight Systems' Python backtraces yet)")
+        # (every process the recording starts reads it: this one's scenario, a command's, a job's ranks)
+        os.environ[ENV_STACKS] = "1" if stacks else "0"
     command = (ctx.obj or {}).get("command")
     if command is not None:
         if scenario is not None:

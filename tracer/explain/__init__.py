@@ -11,17 +11,21 @@
 - :mod:`tracer.explain.replay` (``from tracer.explain.replay import replay``, likewise): the what-if replay of a
   window under a :class:`Plan` (:func:`parse_plan` reads ``NAME[=VALUE]``), predicted beside measured;
 - :func:`explain` (:mod:`tracer.explain.explanation`): all of the above for one timeline, as ``tracer explain``
-  and the dashboard run it, in one :class:`Explanation`.
+  and the dashboard run it, in one :class:`Explanation`;
+- :mod:`tracer.explain.lines` (issue 37): the line of the user's code behind each finding (from Python stacks),
+  the findings by line, and :func:`explain_lines`: GPU, critical-path, host-sync and exposed copy time per line
+  (``tracer lines``).
 
 Pure functions of a :class:`tracer.timeline.Timeline` and of what else they are given (the kernels' launch
 figures, read by :mod:`tracer.parsers.demand`): no file read, no printing, no plotting. docs/explain.md.
 """
 
 from tracer.explain.critical import LABELS, CriticalPath, Window, critical_path, window_of_range
-from tracer.explain.explanation import Explanation, explain
+from tracer.explain.explanation import Explanation, explain, explain_lines
 from tracer.explain.findings import KINDS, group_findings
 from tracer.explain.graph import EDGE_TYPES, Graph, build_graph
 from tracer.explain.replay import Plan, Replay, parse_plan
 
 __all__ = ["EDGE_TYPES", "KINDS", "LABELS", "CriticalPath", "Explanation", "Graph", "Plan", "Replay", "Window",
-           "build_graph", "critical_path", "explain", "group_findings", "parse_plan", "window_of_range"]
+           "build_graph", "critical_path", "explain", "explain_lines", "group_findings", "parse_plan",
+           "window_of_range"]

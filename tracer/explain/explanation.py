@@ -18,6 +18,15 @@ from tracer.explain.critical import CriticalPath, Window, critical_path, window_
 from tracer.explain.findings import MIN_GAP_NS, findings, group_findings
 from tracer.explain.findings import to_dict as findings_dict
 from tracer.explain.graph import Graph, build_graph
+from tracer.explain.lines import (
+    LinesReport,
+    Sources,
+    finding_sources,
+    findings_by_line,
+    gpu_work_ns,
+    line_table,
+    read_sources,
+)
 from tracer.explain.occupancy import launch_demand
 from tracer.explain.whatif import Replays, fix_gains
 from tracer.timeline import Timeline
@@ -42,7 +51,8 @@ class Explanation:
     ``what_if``: the ``--what-if`` replay (:meth:`tracer.explain.whatif.Replays.what_if`), None where none was
     asked for; ``job``: for a timeline of two ranks or more, its ``ranks``, the ``collective_edges`` and the
     collective ``instances`` that join them, else None; ``notes``: what the graph says of the trace (one line
-    each)."""
+    each); ``sources``: the user's frame and line of each host call (:func:`tracer.explain.lines.read_sources`),
+    which gives each finding its ``source`` (a column of ``findings``: None where not known)."""
 
     graph: Graph
     path: CriticalPath
@@ -52,6 +62,7 @@ class Explanation:
     what_if: dict[str, Any] | None
     job: dict[str, Any] | None
     notes: tuple[str, ...]
+    sources: Sources | None = None
 
     @property
     def host_only(self) -> bool:
@@ -62,6 +73,11 @@ class Explanation:
         """The findings by kind, ranked (:func:`tracer.explain.group_findings`)."""
         return group_findings(self.findings)
 
+    def by_line(self) -> pd.DataFrame:
+        """The findings by the user's source line, ranked (:func:`tracer.explain.lines.findings_by_line`); empty
+        without Python stacks."""
+        return findings_by_line(self.findings)
+
     def to_dict(self, top: int = 10) -> dict[str, Any]:
         """As plain data (``tracer explain --json``, less its ``job``, whose clocks the command words): the path
         with its ``top`` intervals and names, every finding, each kind's ``fix_replay`` and the ``what_if``."""
@@ -70,6 +86,9 @@ class Explanation:
         for group in out["findings"]["groups"]:
             if group["kind"] in self.gains:
                 group["fix_replay"] = self.gains[group["kind"]]
+        if self.sources is not None:
+            out["findings"]["by_line"] = self.by_line().to_dict(orient="records")
+            out["source"] = self.sources.meta()
         if self.what_if is not None:
             out["what_if"] = self.what_if
         return out
@@ -144,13 +163,17 @@ def job_facts(timeline: Timeline, graph: Graph) -> dict[str, Any] | None:
 def explain(timeline: Timeline, *, window: str | None = None, range_name: str | None = None,
             instance: int | None = None, min_gap_ns: int = MIN_GAP_NS, what_if: Sequence[str] | None = None,
             launches: Launches = (), fix_replays: bool = True, name: str | None = None,
-            on_note: Callable[[str], None] | None = None) -> Explanation:
+            on_note: Callable[[str], None] | None = None, sources: Sources | None = None) -> Explanation:
     """Explain ``timeline``: build its graph (:func:`explainable_graph`), walk the critical path of the window
     asked for (:func:`choose_window`: ``range_name`` and its ``instance``, or ``window``, else the whole trace),
     read the findings (idle gaps and waits of at least ``min_gap_ns``) with the kernels' demand made from
     ``launches`` (:func:`tracer.parsers.demand.read_launches`; none: a full GPU is not told from serialised
     kernels), then, with ``fix_replays``, replay each finding kind's fix, and replay the plan ``what_if``
     (``NAME[=VALUE]``, :func:`tracer.explain.parse_plan`) where given.
+
+    ``sources``: each host call's user frame and line (:func:`tracer.explain.lines.read_sources`, with the
+    rule and the folders the user's files are read from); default: read with the default rule and no file (each
+    finding's line is then its function's first).
 
     ``name`` (default: the timeline's source) is the subject of the errors about the trace as a whole;
     ``on_note`` hears the graph's notes as soon as the findings are read (before a replay can fail). Raises
@@ -171,6 +194,9 @@ def explain(timeline: Timeline, *, window: str | None = None, range_name: str | 
     # (rank, correlation id)
     demand = launch_demand(launches)
     found = findings(graph, path, min_gap_ns=min_gap_ns, demand=demand)
+    # the line of the user's code behind each finding (None without Python stacks)
+    sources = sources if sources is not None else read_sources(timeline)
+    found["source"] = finding_sources(found, graph, sources)
     for note in graph.notes:
         if on_note is not None:
             on_note(note)
@@ -188,4 +214,24 @@ def explain(timeline: Timeline, *, window: str | None = None, range_name: str | 
         except TracerError as exc:
             raise TracerError(name if exc.subject == "replay" else exc.subject, exc.problem) from None
     return Explanation(graph, path, found, min_gap_ns, gains, replayed, job_facts(timeline, graph),
-                       tuple(graph.notes))
+                       tuple(graph.notes), sources)
+
+
+def explain_lines(timeline: Timeline, sources: Sources | None = None, *, name: str | None = None) -> LinesReport:
+    """``tracer lines``: each user line's GPU time, critical-path time, host-sync time and exposed copy time
+    (:func:`tracer.explain.lines.line_table`) over the whole trace, from ``sources`` (default: the default rule,
+    no file read). Where no graph can be built (no GPU work tied to its launches), the lines have their GPU
+    figures and no path or sync time."""
+    name = name if name is not None else (timeline.meta.source or "trace")
+    sources = sources if sources is not None else read_sources(timeline)
+    graph: Graph | None = None
+    path: CriticalPath | None = None
+    if sources.has_lines:
+        try:
+            graph = explainable_graph(timeline, name)
+            ev = timeline.events
+            path = critical_path(graph, Window(), (int(ev["start_ns"].min()), int(ev["end_ns"].max())))
+        except TracerError:
+            graph = path = None
+    table = line_table(timeline, sources, graph, path)
+    return LinesReport(table, sources, path.length_ns if path is not None else 0, gpu_work_ns(timeline))

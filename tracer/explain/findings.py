@@ -237,7 +237,7 @@ def _copy_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np
         return []
     compute = _compute(dev)
     cs, ce = copies["start_ns"].to_numpy(np.int64), copies["end_ns"].to_numpy(np.int64)
-    hidden = _covered(cs, ce, compute)
+    hidden = covered(cs, ce, compute)
     exposed = (ce - cs) - hidden
     prev, nxt = _stream_neighbours(edges)
     stream_code = EDGE_TYPES.index("stream")
@@ -292,7 +292,7 @@ def _exposed_comm_findings(nd: _Nodes, dev: pd.DataFrame, min_gap_ns: int) -> li
     if comm.empty:
         return []
     cs, ce = comm["start_ns"].to_numpy(np.int64), comm["end_ns"].to_numpy(np.int64)
-    exposed = (ce - cs) - _covered(cs, ce, _compute(dev))
+    exposed = (ce - cs) - covered(cs, ce, _compute(dev))
     out: list[dict[str, Any]] = []
     for i, c in enumerate(comm.index.to_numpy(np.int64)):
         if exposed[i] <= max(min_gap_ns, MIN_EXPOSED_NS):
@@ -335,9 +335,9 @@ def _stream_bound(c: int, step: pd.Series, s_src: np.ndarray, s_type: np.ndarray
     return found
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, cover: iv.Intervals) -> np.ndarray:
+def covered(starts: np.ndarray, ends: np.ndarray, cover: iv.Intervals) -> np.ndarray:
     """How much of each interval [starts[i], ends[i]) the normalised set ``cover`` covers (vectorised: a running
-    total of the cover's length, read at both ends)."""
+    total of the cover's length, read at both ends; :mod:`tracer.explain.lines` counts exposed copies with it)."""
     cs, ce = cover
     if cs.size == 0:
         return np.zeros(len(starts), np.int64)

@@ -50,6 +50,7 @@ CAT_BY_KIND: dict[str, str] = {
     "range": "user_annotation",
     "gpu_range": "gpu_user_annotation",
     "sync": "cuda_sync",
+    "python": "python_function",
     "other": "other",
 }
 _GPU_ARGS_KINDS = frozenset((*GPU_WORK_KINDS, "gpu_range"))

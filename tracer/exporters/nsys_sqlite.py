@@ -10,7 +10,7 @@ The tables, columns and ENUM rows are Nsight Systems' own (copied into ``_nsys_s
 | memset | CUPTI_ACTIVITY_KIND_MEMSET | memKind from dst_mem; the value set is unknown, written as 0 |
 | runtime, driver | CUPTI_ACTIVITY_KIND_RUNTIME | eventClass 0 (runtime) or 1 (driver), as nsys 2025 stores both |
 | range | NVTX_EVENTS | push/pop (59) where a thread's ranges nest, start/end (60) where they do not |
-| cpu_op, gpu_range, sync, other | TRACER_EVENTS | tracer's own table (nsys has none for framework ops) |
+| cpu_op, gpu_range, sync, python, other | TRACER_EVENTS | tracer's own table (nsys has none for ops or Python frames) |
 
 Grid, block, registers and shared memory are not in the timeline; they are written as 0.
 nsys ignores TRACER_EVENTS.
@@ -64,7 +64,7 @@ TRACER_EVENTS_DDL = """CREATE TABLE TRACER_EVENTS (
 
     start                       INTEGER   NOT NULL,                    -- Start (ns), the timeline's clock.
     end                         INTEGER   NOT NULL,                    -- End (ns).
-    kind                        TEXT      NOT NULL,                    -- tracer's kind: cpu_op, gpu_range, sync, other.
+    kind                        TEXT      NOT NULL,                    -- tracer's kind: cpu_op, python, other ...
     copyKind                    TEXT      NOT NULL,                    -- HtoD, DtoH ... or empty.
     nameId                      INTEGER   NOT NULL,                    -- REFERENCES StringIds(id)
     deviceId                    INTEGER   NOT NULL,                    -- GPU index, -1 on the host.

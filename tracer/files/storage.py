@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 from tracer.errors import TraceFormatError
 from tracer.files.atomic import atomic_path
 from tracer.files.nsys_enums import mem_kinds_from_name
-from tracer.timeline import COLUMNS, MEM_KINDS, SCHEMA_VERSION, Timeline, TraceMeta, validate
+from tracer.timeline import COLUMNS, KINDS, MEM_KINDS, SCHEMA_VERSION, Timeline, TraceMeta, validate
 from tracer.timeline.comm import mark_by_name
+from tracer.vocabulary import PYTHON_FRAME_NAME
 
 META_KEY = b"tracer"
 
@@ -102,6 +103,8 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
     df = pd.DataFrame(columns, copy=False)
     if "collective" in absent:
         df = mark_by_name(df)  # (schema < 3: communication from the names, as a parse of the trace would say)
+    if version < 4:
+        python_frames_of_cpu_ops(df)  # (schema < 4 filed torch.profiler's Python frames as cpu_op)
     meta = TraceMeta.from_dict(meta_dict)
     meta.extra.setdefault("stored_as", "parquet")
     # the footer's other top-level keys (a cache's cache_key, an export's exported_by ...) join extra
@@ -112,6 +115,27 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
 #: The top-level keys of the footer that TraceMeta reads itself; the others are copied into its extra. (clock and
 #: clock_offset_ns came later and are copied too: ``TraceExtra.clock``.)
 _OWN_KEYS = ("format", "source", "gpu_names", "process_names", "thread_names", "extra", "schema_version")
+
+
+def python_frames_of_cpu_ops(events: pd.DataFrame) -> None:
+    """Make ``kind`` python, in place, for the cpu_op rows of a timeline of schema < 4 named like a Python frame
+    (:data:`tracer.vocabulary.PYTHON_FRAME_NAME`: the python_function rows a parse then filed as cpu_op), as a
+    parse today would give them. One test per distinct name."""
+    kinds = events["kind"]
+    codes = kinds.cat.codes.to_numpy()
+    ops = codes == KINDS.index("cpu_op")
+    if not ops.any():
+        return
+    names = events["name"].cat
+    frame_name = np.array([bool(PYTHON_FRAME_NAME.match(str(n))) for n in names.categories], dtype=bool)
+    if not frame_name.any():
+        return
+    name_codes = names.codes.to_numpy()
+    hit = ops & (name_codes >= 0) & frame_name[np.maximum(name_codes, 0)]  # (code -1: no name, not a frame)
+    if hit.any():
+        new = codes.copy()
+        new[hit] = KINDS.index("python")
+        events["kind"] = pd.Categorical.from_codes(new, dtype=kinds.dtype)
 
 
 def _added_columns(columns: dict[str, pd.Series], absent: list[str]) -> dict[str, pd.Series]:

@@ -54,7 +54,8 @@ CACHE_MIN_BYTES = 4 * 1024 * 1024
 #:    TARGET_INFO_CUDA_STREAM, for the legacy default stream's implicit synchronisation (issue 10).
 #: 7: an event whose end (ts + dur) is past int64 ns is counted as "ts + dur beyond int64 ns", not as its ts.
 #: 8: an nsys report's processes that ran GPU work are the ranks of one job (the rank column).
-KINETO_PARSER_VERSION = 8
+#: 9: python_function rows (torch.profiler's with_stack=True) are kind "python", no longer cpu_op (issue 37).
+KINETO_PARSER_VERSION = 9
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:

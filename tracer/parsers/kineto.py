@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -37,6 +38,27 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     and counted in ``meta.extra["skipped"]`` (reason → count); top-level fields of an unexpected type are
     ignored and named in ``meta.extra["ignored"]``.
     """
+    try:
+        return _parse_utf8(data, source)
+    except (msgspec.DecodeError, TraceFormatError) as exc:
+        if "UTF-8" not in str(exc):
+            raise
+    # Bytes that are not UTF-8: torch.profiler with with_stack=True can write the name of a Python frame whose
+    # code object was freed before the trace was saved (pytorch/pytorch#136040, kineto#988): garbage bytes, in one
+    # name. The bytes are read again with each bad sequence replaced by U+FFFD, and said; only then (the check
+    # costs a decode of the whole file).
+    text = data.decode("utf-8", "replace")
+    bad = text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
+    timeline = _parse_utf8(text.encode("utf-8"), source)
+    ignored = dict(timeline.meta.extra.get("ignored") or {})
+    ignored["invalid UTF-8"] = (f"{bad:,} byte sequence(s) that are not UTF-8 (names of freed Python frames, a "
+                                "torch.profiler with_stack bug) read as U+FFFD")
+    timeline.meta.extra["ignored"] = ignored
+    return timeline
+
+
+def _parse_utf8(data: bytes, source: str) -> Timeline:
+    """:func:`parse_kineto_bytes` of bytes that are UTF-8 (or said not to be, by the error)."""
     try:
         return _build(*scan_kineto_bytes(data, source), source)
     except RecursionError:

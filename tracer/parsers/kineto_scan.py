@@ -209,7 +209,7 @@ _KIND_BY_CAT: dict[str, str] = {
     "memset": "memset",
     "cpu_op": "cpu_op",
     "operator": "cpu_op",
-    "python_function": "cpu_op",
+    "python_function": "python",  # (with_stack=True: the Python frames; never ops)
     "cuda_runtime": "runtime",
     "runtime": "runtime",
     "hip_runtime": "runtime",

@@ -144,17 +144,19 @@ def write_job_run(staging: Path, *, out: str | os.PathLike[str], name: str,
 
 
 @contextmanager
-def profile(out: str | os.PathLike[str] = "runs", name: str | None = None, steps: str | None = None) -> Iterator[Run]:
+def profile(out: str | os.PathLike[str] = "runs", name: str | None = None, steps: str | None = None,
+            stacks: bool | None = None) -> Iterator[Run]:
     """Record the block with torch.profiler (CPU, plus CUDA where present; every thread) and write a run
     directory under ``out`` when it ends — also when it raises (the exception goes on). ``steps``:
-    ``"WAIT,WARMUP,ACTIVE"`` over :meth:`Run.step` calls (the last active cycle is kept)."""
+    ``"WAIT,WARMUP,ACTIVE"`` over :meth:`Run.step` calls (the last active cycle is kept). ``stacks``: record
+    Python stacks (``with_stack=True``, for ``tracer lines``; default: ``$TRACER_STACKS``, else off)."""
     import tempfile
 
     from torch.profiler import ProfilerAction, schedule
     from torch.profiler import profile as torch_profile
 
     run = Run(Path(out), name)
-    settings = torch_profiler_settings(all_threads=True)
+    settings = torch_profiler_settings(all_threads=True, stacks=stacks)
     traces: list[Path] = []
     folder = Path(tempfile.mkdtemp(prefix="tracer-api-"))
 

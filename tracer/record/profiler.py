@@ -10,6 +10,7 @@ import platform
 import re
 import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,23 +22,52 @@ from tracer import __version__
 #: together with its errors, so they are filtered out by line instead.
 KINETO_NOISE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\r?$")
 
+#: `tracer record --stacks` / ``--no-stacks``: "1" records Python stacks (torch.profiler's ``with_stack=True``:
+#: what ``tracer lines`` and the findings' source lines read) in every process the recording starts (a command's,
+#: a scenario's ranks), "0" does not; unset, :data:`STACKS_DEFAULT`.
+ENV_STACKS = "TRACER_STACKS"
+#: Off by default: on the CPU, stacks cost a step of many small modules (every call a few Python frames) 22-29%
+#: more than torch.profiler alone, far past issue 37's bar of 2%; a step of matmuls or of Python operators
+#: 1-12%, within the noise of a loaded machine (two runs of bench/stacks_overhead.py, docs/lines.md). A GPU
+#: step's cost is not measured.
+STACKS_DEFAULT = False
 
-def torch_profiler_settings(all_threads: bool = True) -> dict[str, Any]:
-    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, kept events, and with
-    ``all_threads`` every thread (the CPU mode's lanes are threads; GPU lanes are streams, fed from one thread)."""
+
+def stacks_on(stacks: bool | None = None) -> bool:
+    """Whether a recording takes Python stacks: ``stacks`` where given, else :data:`ENV_STACKS`, else
+    :data:`STACKS_DEFAULT`."""
+    if stacks is not None:
+        return stacks
+    value = os.environ.get(ENV_STACKS, "").strip()
+    return value == "1" if value in ("0", "1") else STACKS_DEFAULT
+
+
+def torch_profiler_settings(all_threads: bool = True, stacks: bool | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``torch.profiler.profile``: CPU (+ CUDA) activities, kept events, with
+    ``all_threads`` every thread (the CPU mode's lanes are threads; GPU lanes are streams, fed from one thread),
+    and Python stacks where :func:`stacks_on` says so (``with_stack=True``)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     kwargs: dict[str, Any] = {"activities": [ProfilerActivity.CPU]}
     if torch.cuda.is_available():
         kwargs["activities"].append(ProfilerActivity.CUDA)
+    stacks = stacks_on(stacks)
     accepted = inspect.signature(profile.__init__).parameters
-    if "acc_events" in accepted:
+    if "acc_events" in accepted and not stacks:
         # Without it torch >= 2.5 warns that events are cleared "at the end of each cycle"; we run one cycle.
+        # Not with stacks: acc_events makes torch parse its events in Python at every stop, and with_stack's names
+        # of Python frames whose code objects were freed meanwhile (a module imported while recording) fail that
+        # parse with a UnicodeDecodeError, the trace lost (pytorch/pytorch#136040; 2 of 5 `tracer record --stacks`
+        # runs of a small script, torch 2.13). tracer reads only the exported trace (its parser replaces bad bytes).
         kwargs["acc_events"] = True
+    elif stacks:
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
     config = _experimental_config(all_threads=all_threads, cuda_sync=torch.cuda.is_available())
     if config is not None:
         kwargs["experimental_config"] = config
+    if stacks:
+        kwargs["with_stack"] = True
     return kwargs
 
 

@@ -50,6 +50,7 @@ from tracer.files.storage import ADDED_COLUMNS
 from tracer.parsers import PARQUET_MAGIC, RUN_TIMELINE, load_trace
 from tracer.timeline import COLUMNS, MAX_EVENT_BYTES, SCHEMA_VERSION, TIME_LIMIT_NS, Timeline
 from tracer.timeline.comm import collective_of_name
+from tracer.vocabulary import PYTHON_FRAME_NAME
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -71,11 +72,14 @@ VIEWS: dict[str, str] = {
     "ranges": "NVTX / record_function ranges on host threads",
     "ops": "framework operators on host threads (cpu_op)",
     "calls": "CUDA runtime and driver API calls (correlation ties them to the GPU work they launched)",
+    "frames": "Python frames on host threads (torch.profiler's with_stack=True): file, line and function of each",
     "comm": "communication: NCCL/RCCL kernels and the host records of collectives, with collective, pg, seq, "
     "group_size and bytes (the message size)",
     "lanes": "one per (source, rank, device, stream): work counts and busy time (union of its GPU work)",
     "range_gpu": "one per range instance: the GPU work it launched (tracer summary's rule), busy time and counts",
     "gpus": "one per GPU a trace names: its device index and name",
+    "source_lines": "one per (rank, line of the user's code) with Python stacks: the GPU time of the work it launched, "
+    "its share, critical-path, host-sync and exposed copy time (tracer lines)",
 }
 
 #: Statement types that only read. EXPLAIN is checked on what it explains (EXPLAIN ANALYZE runs it).
@@ -131,6 +135,7 @@ class _Source:
     timeline: Timeline | None = None
     gpu_names: dict[int, str] = field(default_factory=dict)
     cache: bool = True
+    schema: int = SCHEMA_VERSION  # (the timeline schema of a Parquet file scanned in place)
 
     def load(self) -> Timeline:
         """The pandas timeline (parsed or read once, on first need: lanes and range_gpu)."""
@@ -223,7 +228,8 @@ class Session:
                 found = _parquet_in_place(p)
                 if found is not None:
                     parquet, meta = found
-                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(meta), cache=cache))
+                    self._sources.append(_Source(str(p), p, parquet, gpu_names=_gpu_names_of(meta), cache=cache,
+                                                 schema=int(meta.get("schema_version", 0) or 0)))
                 else:
                     tl = load_trace(p, cache=cache, on_cache_write=on_cache_write)
                     self._sources.append(_Source(str(p), p, timeline=tl, gpu_names=dict(tl.meta.gpu_names)))
@@ -257,6 +263,7 @@ class Session:
             name = f"_tracer_source_{i}"
             mem, joined = "src_mem::VARCHAR AS src_mem, dst_mem::VARCHAR AS dst_mem", name
             comm = _COMM_COLUMNS
+            kind = "kind::VARCHAR"
             if s.parquet is not None:
                 # Scanned where it lies (projection and filters pushed down to the file), never copied.
                 dataset = ds.dataset(str(s.parquet), format="parquet")
@@ -266,13 +273,16 @@ class Session:
                     mem, joined = self._mem_kinds_of_names(name)
                 if "collective" not in dataset.schema.names:
                     comm = self._comm_of_names(name)
+                if s.schema < 4:  # (Python frames were cpu_op rows: as tracer.files.storage reads them)
+                    kind = (f"CASE WHEN kind::VARCHAR = 'cpu_op' AND regexp_matches(name::VARCHAR, "
+                            f"{_literal(PYTHON_FRAME_NAME.pattern)}) THEN 'python' ELSE kind::VARCHAR END")
             else:
                 assert s.timeline is not None
                 con.register(name, s.timeline.events)
                 where = ""
             parts.append(
                 f"SELECT {_literal(s.label)} AS source, rank::SMALLINT AS rank, start_ns, end_ns, "
-                "end_ns - start_ns AS dur_ns, kind::VARCHAR AS kind, copy_kind::VARCHAR AS copy_kind, "
+                f"end_ns - start_ns AS dur_ns, {kind} AS kind, copy_kind::VARCHAR AS copy_kind, "
                 "name::VARCHAR AS name, device, stream, pid, tid, bytes::BIGINT AS bytes, "
                 f"correlation::BIGINT AS correlation, {mem}, {comm} FROM {joined}{where}"
             )
@@ -302,6 +312,14 @@ class Session:
             "CREATE VIEW calls AS SELECT source, rank, kind, name, start_ns, end_ns, dur_ns, pid, tid, correlation "
             "FROM events WHERE kind IN ('runtime', 'driver')"
         )
+        # FILE(LINE): FUNC; a built-in's or a module's frame has no file: its name is its function
+        frame = _literal(r"^(.+)\((\d+)\): (.*)$")
+        con.execute(
+            f"CREATE VIEW frames AS SELECT source, rank, pid, tid, regexp_extract(name, {frame}, 1) AS file, "
+            f"TRY_CAST(NULLIF(regexp_extract(name, {frame}, 2), '') AS BIGINT) AS line, "
+            f"CASE WHEN regexp_matches(name, {frame}) THEN regexp_extract(name, {frame}, 3) ELSE name END AS function, "
+            "name, start_ns, end_ns, dur_ns FROM events WHERE kind = 'python'"
+        )
         import pandas as pd
 
         gpus = pd.DataFrame(
@@ -316,6 +334,8 @@ class Session:
         con.execute("CREATE VIEW lanes AS SELECT * FROM _tracer_lanes")
         con.register("_tracer_range_gpu", _range_gpu_frame([]))
         con.execute("CREATE VIEW range_gpu AS SELECT * FROM _tracer_range_gpu")
+        con.register("_tracer_source_lines", _source_lines_frame([]))
+        con.execute("CREATE VIEW source_lines AS SELECT * FROM _tracer_source_lines")
 
     def _mem_kinds_of_names(self, name: str) -> tuple[str, str]:
         """(select list, from clause) giving src_mem / dst_mem for the Parquet timeline registered as ``name``,
@@ -352,7 +372,8 @@ class Session:
 
     def _derive(self, sql: str) -> None:
         """Fill lanes / range_gpu if ``sql`` names them (a word match: a false hit only costs the computation)."""
-        for view, build in (("lanes", _lanes_frame), ("range_gpu", _range_gpu_frame)):
+        for view, build in (("lanes", _lanes_frame), ("range_gpu", _range_gpu_frame),
+                            ("source_lines", _source_lines_frame)):
             if view in self._frames or not re.search(rf"\b{view}\b", sql, re.IGNORECASE):
                 continue
             frame = build(self._sources)
@@ -591,6 +612,33 @@ def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
                 inst = range_instances(ev, pairs)
                 out.loc[inst.index, INSTANCE_COLUMNS] = inst.to_numpy()
             parts.append(out)
+    if not parts:
+        return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
+    return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
+
+
+def _source_lines_frame(sources: Sequence[_Source]) -> pd.DataFrame:
+    """source_lines: ``tracer lines``' table per source (the user's files read from the trace's folder and the run's
+    working directory); no rows for a trace without Python stacks."""
+    import pandas as pd
+
+    # (the explain layer: only where a query names the view)
+    from tracer.analysis.source_code import SourceFiles
+    from tracer.explain import explain_lines
+    from tracer.explain.lines import read_sources, source_folders
+
+    cols = {"source": str, "rank": "int16", "file": str, "line": "int64", "function": str, "text": str,
+            "exact": bool, "calls": "int64", "kernels": "int64", "copies": "int64", "gpu_ns": "int64",
+            "comm_ns": "int64", "gpu_share": "float64", "path_ns": "int64", "sync_ns": "int64",
+            "exposed_copy_ns": "int64"}
+    parts = []
+    for s in sources:
+        t = s.load()
+        where = s.path if s.path is not None else Path(t.meta.source or ".")
+        table = explain_lines(t, read_sources(t, files=SourceFiles(source_folders(t, where)))).table
+        table = table[(table["file"] != "").to_numpy()]
+        if len(table):
+            parts.append(table.assign(source=s.label))
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
     return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
