@@ -9,13 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from tracer.cli._report import say_cached, say_skipped_file
 from tracer.errors import TracerError, UsageError
-from tracer.files.discover import is_run_dir, job_label, job_traces
-from tracer.job.clocks import fix_clocks
-from tracer.parsers import load_trace
 
 #: Per-rank progress is printed for jobs at least this large (as a big trace's spinner is), on a terminal.
 PROGRESS_MIN_BYTES = 20_000_000
@@ -76,37 +70,3 @@ def say_fixes(fixes: dict[int, int | None]) -> None:
                   "as it is", file=sys.stderr)
         elif fix:
             print(f"tracer: note: rank {rank}: clock moved by {fix / 1e3:,.1f} µs (--clock-fix)", file=sys.stderr)
-
-
-def read_timeline(paths: list[Path], *, no_cache: bool, clock_fix: bool, job: dict[str, Any]) -> tuple[Path, Any]:
-    """The timeline to explain and the path that names it: one trace or run directory as it is; several traces,
-    or a folder of traces that is not a run directory, as one job (:func:`tracer.job.load.load_job`, the ranks on
-    the Unix clock, moved by the collectives' fix with ``clock_fix``); ``job``: ``load_job``'s ``scheduler``,
-    ``skip_bad_ranks`` and ``ranks``, where given (a job's run directory is then read from its rank traces)."""
-    given = {option: value for option, value in job.items() if value not in (None, False)}
-    found = job_traces(paths, on_skip=say_skipped_file) if len(paths) > 1 or paths[0].is_dir() else list(paths)
-    if len(paths) == 1 and is_run_dir(paths[0]) and not (given and len(found) > 1):
-        found = list(paths)  # (a run directory, of one trace or of a job: it holds its timeline already)
-    if len(found) == 1 and given:
-        option = {"scheduler": "--scheduler", "skip_bad_ranks": "--skip-bad-ranks", "ranks": "--ranks"}
-        raise TracerError(option[next(iter(given))], "applies to a job: give its rank traces, a folder of them or "
-                          "its run directory")
-    if len(found) == 1:
-        label, timeline = found[0], load_trace(found[0], cache=not no_cache, on_cache_write=say_cached)
-    else:
-        from tracer.job.load import load_job  # (the job's reader, 20-40 ms that one trace need not pay)
-
-        label = job_label(found)
-        timeline = load_job(found, cache=not no_cache, on_rank=job_progress(found, Console(stderr=True)),
-                            on_cache_write=say_job_cached, on_skip=say_skipped, **given)
-    if clock_fix:
-        if timeline.events["rank"].nunique() >= 2:
-            fixed = fix_clocks(timeline)
-            say_fixes(fixed.fixes)
-            timeline = fixed.timeline
-        elif len(found) > 1:  # (a job, of which --ranks kept one: no other clock to set it by)
-            print("tracer: note: --clock-fix: one rank read (--ranks): no clock to move", file=sys.stderr)
-        else:
-            raise TracerError("--clock-fix", "applies to a job: give its rank traces, a folder of them or its run "
-                              "directory")
-    return label, timeline

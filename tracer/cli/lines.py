@@ -15,7 +15,8 @@ from rich.console import Console
 from tracer.analysis.source import SourceRule
 from tracer.analysis.source_code import SourceFiles
 from tracer.cli import TracerCommand, app
-from tracer.cli._job import parse_ranks, read_timeline
+from tracer.cli._job import parse_ranks
+from tracer.cli._read import read_timeline
 from tracer.cli._report import warn_left_out
 from tracer.cli._tables import cut_name
 from tracer.errors import TracerError
