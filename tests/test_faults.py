@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,6 +114,89 @@ def test_a_real_full_disk_in_every_format_and_in_record(tiny_disk: Path) -> None
     assert proc.returncode == 1, proc.stderr
     assert _one_line(proc.stderr).endswith(f": {NO_SPACE}")
     assert list(tiny_disk.iterdir()) == [filler]
+
+
+# ---- a full disk or a file-size limit while recording (issue 38.5) -------------------------------------------------
+
+TRAIN = "import torch\nx = torch.randn(64, 64)\nfor _ in range(200):\n    x = torch.tanh(x @ x)\n"
+
+
+def _limited(limit: int) -> Callable[[], None]:
+    """A child's start: a file-size limit (``ulimit -f``) of ``limit`` bytes; writes past it fail with EFBIG
+    (Python ignores SIGXFSZ, which would otherwise kill the process)."""
+    def start() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return start
+
+
+@pytest.mark.slow
+def test_record_command_under_a_file_size_limit_says_file_too_large(tmp_path: Path) -> None:
+    # was "could not save the trace: [Errno 2] ..." and "recorded nothing (no Python process of it imported torch"
+    (tmp_path / "train.py").write_text(TRAIN)
+    out = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "tracer", "record", "-o", str(out), "--", sys.executable, "train.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=_limited(20_000))
+    assert proc.returncode == 1, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"tracer: error: cannot write {out}/train-"), line
+    assert ": File too large (the file-size limit, ulimit -f, is 20000 bytes) writing the trace of pid " in line
+    assert list(out.iterdir()) == []  # nothing half-written, no hidden temporary
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "train.py"]
+
+
+@pytest.mark.slow
+def test_record_scenario_under_a_file_size_limit_says_file_too_large(tmp_path: Path) -> None:
+    # was "trace.json.gz: gzip file holds nothing (empty trace)", exit 2: torch gzipped the empty file Kineto left
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracer", "record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), "-q",
+         "-p", "ops=8", "-p", "size=64", "-p", "depth=20"],
+        capture_output=True, text=True, timeout=300, preexec_fn=_limited(20_000),
+    )
+    assert proc.returncode == 1, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"tracer: error: cannot write {tmp_path}/independent-ops-cpu-threads-"), line
+    assert line.endswith(": File too large (the file-size limit, ulimit -f, is 20000 bytes)"), line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_record_command_on_a_real_full_disk_says_no_space(tiny_disk: Path, tmp_path: Path) -> None:
+    # was a traceback (atexit: the status file on the full disk) and then "no Python process imported torch"
+    (tmp_path / "train.py").write_text(TRAIN)
+    proc = subprocess.run([sys.executable, "-m", "tracer", "record", "-o", str(tiny_disk), "--", sys.executable,
+                           str(tmp_path / "train.py")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"tracer: error: cannot write {tiny_disk}/train-"), line
+    assert f": {NO_SPACE} writing the trace of pid " in line
+    assert list(tiny_disk.iterdir()) == []
+
+
+def test_a_writer_that_only_logs_its_failure_is_diagnosed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kineto's way: PATH.tmp partly written, no PATH, a log line, and a normal return
+    from tracer.files import atomic
+    from tracer.record.profiler import export_trace
+
+    class Kineto:
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path + ".tmp").write_bytes(b"x" * 4096)
+
+    monkeypatch.setattr(atomic, "file_size_limit", lambda: 4096)
+    with pytest.raises(OSError) as err:
+        export_trace(Kineto(), tmp_path / "t.json.gz")
+    assert err.value.errno == errno.EFBIG
+    assert list(tmp_path.iterdir()) == []  # the partial file and the raw one removed
+    monkeypatch.setattr(atomic, "file_size_limit", lambda: None)
+    monkeypatch.setattr(atomic, "no_room", lambda _d: OSError(errno.ENOSPC, NO_SPACE))
+    with pytest.raises(OSError) as err:
+        export_trace(Kineto(), tmp_path / "t.json")
+    assert err.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(atomic, "no_room", lambda _d: None)
+    with pytest.raises(OSError) as err:
+        export_trace(Kineto(), tmp_path / "t.json")
+    assert err.value.errno == errno.EIO
 
 
 # ---- two runs at once -------------------------------------------------------------------------------------------

@@ -120,10 +120,13 @@ def _unwritable(directory: Path) -> Iterator[None]:
 
 def _reason(exc: BaseException) -> str:
     """An OSError's reason in the words of its errno ("No space left on device"); pyarrow's and SQLite's own
-    messages are longer ("Error writing bytes to file. Detail: [errno 28] ...", "database or disk is full")."""
+    messages are longer ("Error writing bytes to file. Detail: [errno 28] ...", "database or disk is full").
+    A reason of tracer's own that starts with those words and adds a hint (:func:`write_fault`) is kept whole."""
     code = getattr(exc, "errno", None)
     if isinstance(code, int) and code > 0:
-        return os.strerror(code)
+        words = os.strerror(code)
+        own = getattr(exc, "strerror", None)
+        return own if isinstance(own, str) and own.startswith(words) else words
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -144,6 +147,55 @@ def writing(dest: str | os.PathLike[str]) -> Iterator[None]:
         if isinstance(exc, sqlite3.OperationalError) and "full" in str(exc):
             raise OutputError("", f"cannot write {dest}: {os.strerror(errno.ENOSPC)}") from None
         raise
+
+
+#: Less free space than this on a file system after a writer failed: the disk was full (a writer's buffers, a
+#: trace's last megabyte, did not fit; what is left is the file system's rounding and root's reserve)
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def no_room(directory: str | os.PathLike[str]) -> OSError | None:
+    """ENOSPC where the file system of ``directory`` has (nearly) no space or no inodes left, else None; for a
+    writer that failed without saying why."""
+    try:
+        st = os.statvfs(directory)
+    except (OSError, AttributeError):  # (gone; or not POSIX)
+        return None
+    if st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES or (st.f_files and st.f_favail == 0):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
+def file_size_limit() -> int | None:
+    """This process's limit on the size of a file it writes (``ulimit -f``, RLIMIT_FSIZE) in bytes, or None."""
+    try:
+        import resource  # (POSIX only)
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+def write_fault(directory: str | os.PathLike[str], partial: str | os.PathLike[str] | None = None) -> OSError:
+    """The OSError a writer that only logs its failure should have raised (Kineto's trace writer prints "Failed
+    to write to log file!" and returns): EFBIG where ``partial``, what it left, reached this process's file-size
+    limit; ENOSPC where the file system is full (:func:`no_room`); EFBIG where a limit is set at all; else EIO."""
+    limit = file_size_limit()
+    try:
+        size = os.stat(partial).st_size if partial is not None else -1
+    except OSError:
+        size = -1
+    too_large = OSError(errno.EFBIG, f"{os.strerror(errno.EFBIG)} (the file-size limit, ulimit -f, is {limit} "
+                                     "bytes)")
+    if limit is not None and size >= limit:
+        return too_large
+    full = no_room(directory)
+    if full is not None:
+        return full
+    if limit is not None:
+        return too_large
+    return OSError(errno.EIO, f"{os.strerror(errno.EIO)} (the profiler could not write its trace)")
 
 
 def temp_dir_beside(dest: str | os.PathLike[str]) -> Path:

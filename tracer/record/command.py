@@ -10,6 +10,7 @@ passed on to the child.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
@@ -24,7 +25,7 @@ import orjson
 
 from tracer.errors import TracerError, UsageError
 from tracer.files import rundir
-from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
+from tracer.files.atomic import gzip_in_place, no_room, publish_dir, temp_dir_beside, writing
 from tracer.record import capture
 from tracer.record.derive import Derived, derive
 from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version
@@ -213,6 +214,7 @@ def record_command(
                 result, details = _run_under_nsys(nsys, argv, tmp, delay_s, duration_s)
             else:
                 result = run_command(argv, tmp / ".capture", steps=steps, delay_s=delay_s, duration_s=duration_s)
+            check_written(result.processes, tmp, recorded=bool(result.traces))
             if not result.traces:
                 code = result.exit_code or 1
                 raise _NothingRecorded(" ".join(argv), f"exited with {result.exit_code} and recorded nothing (no "
@@ -264,6 +266,21 @@ def finish_run(tmp: Path, wanted: Path, meta: Any) -> tuple[Path, Derived]:
     rundir.write_meta(tmp, meta)
     derived = derive(tmp)
     return publish_dir(tmp, wanted), derived
+
+
+def check_written(processes: Sequence[dict[str, Any]], where: Path, *, recorded: bool) -> None:
+    """Raise the write fault that kept a process from saving its trace (its status says "No space left on
+    device", "File too large"), or ENOSPC where nothing was ``recorded`` and ``where`` has no room left (a
+    process that could not even write its status): a run missing a trace for want of room is not written, and
+    the fault is the one line said, not "recorded nothing"."""
+    for p in processes:
+        if p.get("write_error"):
+            reason = f"{p['write_error']} writing the trace of pid {p.get('pid')}"
+            raise OSError(p.get("write_errno") or errno.EIO, reason)
+    if not recorded:
+        full = no_room(where)
+        if full is not None:
+            raise full
 
 
 class _NothingRecorded(TracerError):
