@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -310,3 +311,58 @@ def test_export_of_a_run_directory_without_a_trace_is_one_line(tmp_path: Path,
     assert main(["export", str(run), "-o", str(tmp_path / "out.json")]) == 2
     assert _one_line(capsys.readouterr().err).startswith(f"tracer: error: {run}")
     assert not (tmp_path / "out.json").exists()
+
+
+# ---- what a killed recording leaves (issue 38.5) ------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_only_stale_temporary_folders_are_swept(tmp_path: Path) -> None:
+    from tracer.files.atomic import _host_tag, sweep_stale_temps, temp_dir_beside
+
+    mine = temp_dir_beside(tmp_path / "run-a")  # a live recording's (this process)
+    assert f".{_host_tag()}-{os.getpid()}." in mine.name
+    dead = tmp_path / f".run-b.{_host_tag()}-{_dead_pid()}.abcd_123.tmp"
+    other_host = tmp_path / f".run-c.{'0' * 6 if _host_tag() != '0' * 6 else '1' * 6}-{_dead_pid()}.abcd_123.tmp"
+    old, young = tmp_path / ".run-d.k3j4h5g6.tmp", tmp_path / ".run-e.k3j4h5g6.tmp"  # no owner: by age
+    for d in (dead, other_host, old, young):
+        (d / ".capture").mkdir(parents=True)
+        (d / ".capture" / "pid1.json.gz").write_bytes(b"x")
+    (tmp_path / ".run-f.k3j4h5g6.tmp").write_bytes(b"")  # a file, not a run's folder
+    (tmp_path / "run-g").mkdir()  # a published run
+    long_ago = 1e9
+    for p in (old / ".capture" / "pid1.json.gz", old / ".capture", old):
+        os.utime(p, (long_ago, long_ago))
+    assert sorted(sweep_stale_temps(tmp_path)) == sorted([dead, old])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [mine.name, other_host.name, young.name, ".run-f.k3j4h5g6.tmp", "run-g"])
+
+
+@pytest.mark.slow
+def test_a_killed_record_leaves_a_folder_the_next_record_sweeps_and_a_live_one_is_kept(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "tracer", "record", "-o", str(out), "--"]
+    first = subprocess.Popen([*cmd, sys.executable, "-c", "import time; time.sleep(120)"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (temps := list(out.glob(".*.tmp"))) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [temp] = temps
+        second = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=120)
+        assert "removed" not in second.stderr and temp.is_dir()  # a live recording's folder is kept
+        first.kill()
+        first.wait(timeout=30)
+    finally:
+        first.kill()
+    assert temp.is_dir()  # SIGKILL: nothing ran to remove it
+    third = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=120)
+    lines = third.stderr.splitlines()
+    assert lines[0] == (f"tracer: note: removed 1 temporary folder(s) in {out} left by a recording that was killed: "
+                        f"{temp.name}"), third.stderr
+    assert not temp.exists() and list(out.iterdir()) == []

@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import hashlib
 import os
+import re
 import shutil
+import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,7 +91,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     dest = Path(path)
     _make_parent(dest)
     with _unwritable(dest.parent):
-        tmp_path = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+        tmp_path = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{_owner_tag()}.", suffix=".tmp", dir=dest.parent))
     os.chmod(tmp_path, 0o777 & ~_umask())
     try:
         yield tmp_path
@@ -199,11 +203,84 @@ def write_fault(directory: str | os.PathLike[str], partial: str | os.PathLike[st
 
 
 def temp_dir_beside(dest: str | os.PathLike[str]) -> Path:
-    """A new private directory beside ``dest``, on its file system, for :func:`publish_dir` to rename."""
+    """A new private directory beside ``dest``, on its file system, for :func:`publish_dir` to rename. Its name
+    says who owns it (``.NAME.<host>-<pid>.XXXXXXXX.tmp``): :func:`sweep_stale_temps` removes it if that process
+    is gone without removing it (SIGKILL, a power cut)."""
     path = Path(dest)
     _make_parent(path)
     with _unwritable(path.parent):
-        return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        return Path(tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.", suffix=".tmp", dir=path.parent))
+
+
+#: A temporary directory of :func:`temp_dir_beside`: its host's tag and its owner's pid
+_OWNED_TEMP = re.compile(r"^\..+\.(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]+)\.[A-Za-z0-9_]{8}\.tmp$")
+#: One made before the owner was written in the name (mkdtemp's 8 random characters)
+_ANY_TEMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+#: How long an ownerless temporary directory is left untouched (nothing in it changed meanwhile)
+OWNERLESS_TEMP_AGE_S = 24 * 3600.0
+
+
+def _host_tag() -> str:
+    """6 hex digits for this machine: a pid means something only on its own host (a shared folder on NFS)."""
+    return hashlib.blake2s(socket.gethostname().encode(), digest_size=3).hexdigest()
+
+
+def _owner_tag() -> str:
+    return f"{_host_tag()}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: someone else's process, alive)
+        return True
+    return True
+
+
+def _newest_change(folder: str) -> float:
+    """The latest mtime of ``folder`` and what it holds directly (its subfolders' contents are not walked)."""
+    newest = os.stat(folder).st_mtime
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for e in entries:
+            with contextlib.suppress(OSError):
+                newest = max(newest, e.stat(follow_symlinks=False).st_mtime)
+    return newest
+
+
+def sweep_stale_temps(directory: str | os.PathLike[str], *, ownerless_age_s: float = OWNERLESS_TEMP_AGE_S
+                      ) -> list[Path]:
+    """Remove the temporary directories (:func:`temp_dir_beside`) in ``directory`` that a killed writer left
+    and return them: those whose owner, a process of this host, is gone; and those that name no owner (made by
+    an older tracer) where nothing changed for ``ownerless_age_s``. A live writer's is never touched (its pid is
+    alive); another host's neither (its pid cannot be checked here). A pid reused since is taken as alive: the
+    folder stays."""
+    found: list[Path] = []
+    host = _host_tag()
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:  # (not there yet, not readable: nothing to sweep)
+        return found
+    for e in entries:
+        try:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            owned = _OWNED_TEMP.match(e.name)
+            if owned:
+                stale = owned["host"] == host and not _alive(int(owned["pid"]))
+            else:
+                stale = bool(_ANY_TEMP.match(e.name)) and now - _newest_change(e.path) > ownerless_age_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(e.path, ignore_errors=True)
+            if not os.path.lexists(e.path):
+                found.append(Path(e.path))
+    return found
 
 
 def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -> Path:

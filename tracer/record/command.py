@@ -30,7 +30,7 @@ from tracer.record import capture
 from tracer.record.derive import Derived, derive
 from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version
 from tracer.record.profiler import environment
-from tracer.record.run import command_stem
+from tracer.record.run import command_stem, sweep_left_behind
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 
@@ -205,6 +205,7 @@ def record_command(
         raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / (name or f"{command_stem(argv)}-{created.astimezone():%Y%m%d-%H%M%S}")
+    sweep_left_behind(wanted.parent)
     tmp = temp_dir_beside(wanted)
     try:
         with writing(wanted):

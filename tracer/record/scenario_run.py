@@ -36,7 +36,7 @@ from tracer.record.derive import derive
 from tracer.record.nsys import NSYS_COMMAND_ARGS, NSYS_PROFILE_ARGS, export_nsys_sqlite, nsys_version
 from tracer.record.profiler import environment, export_trace, quiet_kineto, torch_profiler_settings
 from tracer.record.ranks import JOB, RESULT, RankOutcome, RanksFailedError, launch, rank_devices, with_tracer_on_path
-from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
+from tracer.record.run import RecordedRun, ScenarioFailedError, run_name, sweep_left_behind
 from tracer.scenarios import DeviceError, ScenarioError, ScenarioResult, parse_param_args, run_scenario
 from tracer.scenarios.runtime import sanitize_derived
 
@@ -57,6 +57,7 @@ def record_scenario(scenario: str, *, device: str, out: str | os.PathLike[str], 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
     stages: dict[str, float] = {}
+    sweep_left_behind(wanted.parent)
     tmp = temp_dir_beside(wanted)
     try:
         # A failed write anywhere below (a full disk) is one line naming the run; the scenario itself writes
@@ -294,6 +295,7 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], f"{dist_backend}-{world}ranks", created.astimezone())
     stages: dict[str, float] = {}
+    sweep_left_behind(wanted.parent)
     tmp = temp_dir_beside(wanted)
     work = tmp / ".capture"
     try:
