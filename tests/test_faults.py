@@ -316,6 +316,15 @@ def test_export_of_a_run_directory_without_a_trace_is_one_line(tmp_path: Path,
 # ---- what a killed recording leaves (issue 38.5) ------------------------------------------------------------------
 
 
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (an orphan is reaped by init, perhaps not at once, in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -344,16 +353,19 @@ def test_only_stale_temporary_folders_are_swept(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_killed_record_leaves_a_folder_the_next_record_sweeps_and_a_live_one_is_kept(tmp_path: Path) -> None:
+def test_a_killed_record_ends_its_script_and_leaves_a_folder_the_next_record_sweeps_a_live_one_kept(tmp_path: Path) -> None:
     out = tmp_path / "runs"
     cmd = [sys.executable, "-m", "tracer", "record", "-o", str(out), "--"]
-    first = subprocess.Popen([*cmd, sys.executable, "-c", "import time; time.sleep(120)"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_file = tmp_path / "script.pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    first = subprocess.Popen([*cmd, sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while not (temps := list(out.glob(".*.tmp"))) and time.monotonic() < deadline:
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
             time.sleep(0.05)
-        [temp] = temps
+        script_pid = int(pid_file.read_text())
+        [temp] = list(out.glob(".*.tmp"))
         second = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=120)
         assert "removed" not in second.stderr and temp.is_dir()  # a live recording's folder is kept
         first.kill()
@@ -361,6 +373,11 @@ def test_a_killed_record_leaves_a_folder_the_next_record_sweeps_and_a_live_one_i
     finally:
         first.kill()
     assert temp.is_dir()  # SIGKILL: nothing ran to remove it
+    if sys.platform.startswith("linux"):  # the script ends with tracer (PR_SET_PDEATHSIG: SIGTERM)
+        deadline = time.monotonic() + 30
+        while _running(script_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(script_pid)
     third = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=120)
     lines = third.stderr.splitlines()
     assert lines[0] == (f"tracer: note: removed 1 temporary folder(s) in {out} left by a recording that was killed: "

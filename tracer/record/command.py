@@ -26,6 +26,7 @@ import orjson
 from tracer.errors import TracerError, UsageError
 from tracer.files import rundir
 from tracer.files.atomic import gzip_in_place, no_room, publish_dir, temp_dir_beside, writing
+from tracer.job.oscalls import ends_with_parent
 from tracer.record import capture
 from tracer.record.derive import Derived, derive
 from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version
@@ -102,7 +103,8 @@ def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = N
     t0 = time.perf_counter()
     interrupted = False
     try:
-        child = subprocess.Popen([program, *argv[1:]], env=env)
+        # (Linux: the command gets SIGTERM if tracer is killed; ends_with_parent)
+        child = subprocess.Popen([program, *argv[1:]], env=env, preexec_fn=ends_with_parent())
     except OSError as exc:
         raise CommandNotFoundError(argv[0], exc.strerror or str(exc)) from None
     previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends Ctrl-C to the child too
@@ -155,7 +157,7 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     ]
     cmd = [nsys, *NSYS_COMMAND_ARGS, *window, "-o", str(tmp / "report"), *argv]
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd)
+    child = subprocess.Popen(cmd, preexec_fn=ends_with_parent())
     previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
     previous_term = signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
     try:

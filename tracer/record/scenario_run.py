@@ -30,6 +30,7 @@ from tracer.errors import ToolMissingError, TracerError, UsageError
 from tracer.files import rundir
 from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
 from tracer.files.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQLITE_GZIP_BYTES, RunMeta
+from tracer.job.oscalls import ends_with_parent
 from tracer.record import ranks
 from tracer.record.command import check_written, finish_run
 from tracer.record.derive import derive
@@ -254,7 +255,8 @@ def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> 
     """Run ``cmd``, relaying the child's phase lines to ``say``; return the last output lines (for errors)."""
     lines: list[str] = []
     try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                preexec_fn=ends_with_parent())  # (nsys ends with a killed tracer)
     except OSError as exc:  # not an output problem: the tool itself does not start
         raise ToolMissingError(cmd[0], f"cannot run: {exc.strerror or exc}") from None
     try:
