@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -383,3 +384,59 @@ def test_a_killed_record_ends_its_script_and_leaves_a_folder_the_next_record_swe
     assert lines[0] == (f"tracer: note: removed 1 temporary folder(s) in {out} left by a recording that was killed: "
                         f"{temp.name}"), third.stderr
     assert not temp.exists() and list(out.iterdir()) == []
+
+
+# ---- Ctrl-C at a chosen moment of `tracer record -- CMD` (issue 38.5) -----------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_while_the_command_starts_is_not_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Ctrl-C that reached tracer just before the fork (the child not yet there to get it too) was dropped when
+    # tracer set SIGINT to SIG_IGN: the command ran to its end and the run was published, exit 0 (seen 0.9 s
+    # after the start). Here it reaches tracer alone, the child started: it must be sent on to the child.
+    from tracer.record import command
+
+    pid_file = tmp_path / "script.pid"
+    (tmp_path / "train.py").write_text(f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n" + TRAIN)
+    monkeypatch.setattr(command, "_child_started", lambda: os.kill(os.getpid(), signal.SIGINT))
+    rc = main(["record", "-o", str(tmp_path / "runs"), "--", sys.executable, str(tmp_path / "train.py")])
+    assert (rc, capsys.readouterr().err.splitlines()[-1]) == (130, "tracer: interrupted")
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
+    time.sleep(1.0)  # (a child left running writes its pid well within this)
+    assert not pid_file.exists() or not _running(int(pid_file.read_text() or 0))  # the child got it and ended
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # tracer's own handler back
+
+
+def test_a_ctrl_c_after_the_run_is_published_says_it_was_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # was "tracer: interrupted", exit 130, with the complete run in place (Ctrl-C while the report was printed)
+    import tracer.cli.record
+
+    def interrupt(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracer.cli.record, "render_run", interrupt)
+    assert main(["record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), *SMALL]) == 130
+    [run] = list(tmp_path.iterdir())
+    assert _one_line(capsys.readouterr().err) == (
+        f"tracer: interrupted after the run was written (it is complete and kept): {run}")
+    assert (run / "meta.json").is_file() and (run / "timeline.parquet").is_file()
+
+
+def test_a_ctrl_c_during_the_rename_comes_after_the_run_is_noted(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.files import atomic
+
+    real = os.replace
+
+    def replace_then_ctrl_c(src: Path, dst: Path) -> None:
+        real(src, dst)
+        os.kill(os.getpid(), signal.SIGINT)  # held until the rename is noted
+
+    monkeypatch.setattr(os, "replace", replace_then_ctrl_c)
+    tmp = tmp_path / ".tmp"
+    tmp.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        publish_dir(tmp, tmp_path / "run")
+    assert atomic.published[-1] == tmp_path / "run" and (tmp_path / "run").is_dir()

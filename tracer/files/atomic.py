@@ -283,6 +283,35 @@ def sweep_stale_temps(directory: str | os.PathLike[str], *, ownerless_age_s: flo
     return found
 
 
+#: The directories :func:`publish_dir` put in place in this process, in order: a Ctrl-C that comes after one is
+#: said with its name (:func:`tracer.cli.main`), not as a bare "interrupted" that reads as if nothing was written.
+published: list[Path] = []
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """A Ctrl-C inside comes when the block is over (main thread), not between a rename and the note of it. A
+    handler that notes it, not a blocked signal: Ctrl-C is sent to the process, and any thread that does not
+    block it (torch's) takes it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if came:
+        if callable(previous):
+            previous(signal.SIGINT, None)  # (Python's: KeyboardInterrupt)
+        elif previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
+
+
 def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -> Path:
     """Rename the finished directory ``tmp`` to ``dest``, or to ``dest-2``, ``dest-3`` … where that is taken;
     return the name it got.
@@ -299,12 +328,14 @@ def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -
             os.mkdir(candidate)
         except FileExistsError:
             continue
-        try:
-            os.replace(tmp, candidate)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.rmdir(candidate)
-            raise
+        with _ctrl_c_held():  # (a Ctrl-C meanwhile is raised at its end: after the note, past the clean-up)
+            try:
+                os.replace(tmp, candidate)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.rmdir(candidate)
+                raise
+            published.append(candidate)
         return candidate
     raise UsageError(base, f"{tries} directories of this name exist already; choose another --out")
 
