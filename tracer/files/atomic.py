@@ -289,7 +289,7 @@ published: list[Path] = []
 
 
 @contextlib.contextmanager
-def _ctrl_c_held() -> Iterator[None]:
+def ctrl_c_held() -> Iterator[None]:
     """A Ctrl-C inside comes when the block is over (main thread), not between a rename and the note of it. A
     handler that notes it, not a blocked signal: Ctrl-C is sent to the process, and any thread that does not
     block it (torch's) takes it."""
@@ -328,7 +328,7 @@ def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -
             os.mkdir(candidate)
         except FileExistsError:
             continue
-        with _ctrl_c_held():  # (a Ctrl-C meanwhile is raised at its end: after the note, past the clean-up)
+        with ctrl_c_held():  # (a Ctrl-C meanwhile is raised at its end: after the note, past the clean-up)
             try:
                 os.replace(tmp, candidate)
             except BaseException:

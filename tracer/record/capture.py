@@ -152,14 +152,13 @@ def _start(out: Path) -> None:
         if _capture is not None:
             return
         _capture = Capture(out)
-        # Ctrl-C waits while the profiler starts: a KeyboardInterrupt raised in the middle of it went through
-        # torch's C++ (swallowed, the script ran on to its end; or std::terminate, exit 134). It comes after,
+        # Ctrl-C waits while the profiler starts: a KeyboardInterrupt raised in the middle of it goes through
+        # torch's C++ (swallowed, the script runs on to its end; or std::terminate, exit 134). It comes after,
         # in the script, which ends as on any Ctrl-C, its trace saved.
-        blocked = _block_signals()
-        try:
+        from tracer.files.atomic import ctrl_c_held
+
+        with ctrl_c_held():
             _capture.begin()
-        finally:
-            _unblock_signals(blocked)
 
 
 def start_windowed(out: Path) -> Capture:

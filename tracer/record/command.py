@@ -96,16 +96,16 @@ def _child_started() -> None:
 
 def spawn(cmd: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen[bytes], Any, bool]:
     """Start ``cmd`` as a shell would run it in the foreground, Ctrl-C left to it: return the child, the SIGINT
-    handler tracer had (now ignored; the caller puts it back) and whether a Ctrl-C came while the child was being
-    started (it is sent on to the child).
+    handler tracer had (now one that only notes a Ctrl-C, :data:`_ctrl_c_seen`; the caller puts it back) and
+    whether a Ctrl-C came while the child was being started (it is sent on to the child).
 
-    Ctrl-C reaches every process of the terminal's group at once. Between the fork and the moment tracer ignores
-    it, it was lost: the child not yet there, or still running tracer's own handler until its exec, and tracer
-    dropping the one it had pending when it set SIG_IGN (a Ctrl-C 0.9 s after the start let the command run on
-    to the end). Here SIGINT is blocked from before the fork until tracer ignores it: one that came meanwhile is
-    seen pending and forwarded; the child, before its exec, takes the disposition tracer was started with and
-    unblocks it (one that came after the fork ends it then, as it would end a program just started). On Linux
-    the child also ends with tracer (:func:`tracer.job.oscalls.ends_with_parent`)."""
+    Ctrl-C reaches every process of the terminal's group at once. Around the fork it was lost: the child not yet
+    there, or still running tracer's own handler until its exec, and tracer dropping the one it had pending when
+    it set SIG_IGN (the command then ran on to its end and its run was published). Here SIGINT is blocked from
+    before the fork until tracer's noting handler is in force: one that came meanwhile is forwarded; the child,
+    before its exec, takes the disposition tracer was started with and unblocks it (one that came after the fork
+    ends it then, as it would end a program just started). On Linux the child also ends with tracer
+    (:func:`tracer.job.oscalls.ends_with_parent`)."""
     hold = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
     own = signal.SIG_IGN if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else signal.SIG_DFL
     with_parent = ends_with_parent()
