@@ -6,10 +6,12 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,6 +116,89 @@ def test_a_real_full_disk_in_every_format_and_in_record(tiny_disk: Path) -> None
     assert proc.returncode == 1, proc.stderr
     assert _one_line(proc.stderr).endswith(f": {NO_SPACE}")
     assert list(tiny_disk.iterdir()) == [filler]
+
+
+# ---- a full disk or a file-size limit while recording (issue 38.5) -------------------------------------------------
+
+TRAIN = "import torch\nx = torch.randn(64, 64)\nfor _ in range(200):\n    x = torch.tanh(x @ x)\n"
+
+
+def _limited(limit: int) -> Callable[[], None]:
+    """A child's start: a file-size limit (``ulimit -f``) of ``limit`` bytes; writes past it fail with EFBIG
+    (Python ignores SIGXFSZ, which would otherwise kill the process)."""
+    def start() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return start
+
+
+@pytest.mark.slow
+def test_record_command_under_a_file_size_limit_says_file_too_large(tmp_path: Path) -> None:
+    # was "could not save the trace: [Errno 2] ..." and "recorded nothing (no Python process of it imported torch"
+    (tmp_path / "train.py").write_text(TRAIN)
+    out = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, "-m", "tracer", "record", "-o", str(out), "--", sys.executable, "train.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, preexec_fn=_limited(20_000))
+    assert proc.returncode == 1, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"tracer: error: cannot write {out}/train-"), line
+    assert ": File too large (the file-size limit, ulimit -f, is 20000 bytes) writing the trace of pid " in line
+    assert list(out.iterdir()) == []  # nothing half-written, no hidden temporary
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "train.py"]
+
+
+@pytest.mark.slow
+def test_record_scenario_under_a_file_size_limit_says_file_too_large(tmp_path: Path) -> None:
+    # was "trace.json.gz: gzip file holds nothing (empty trace)", exit 2: torch gzipped the empty file Kineto left
+    proc = subprocess.run(
+        [sys.executable, "-m", "tracer", "record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), "-q",
+         "-p", "ops=8", "-p", "size=64", "-p", "depth=20"],
+        capture_output=True, text=True, timeout=300, preexec_fn=_limited(20_000),
+    )
+    assert proc.returncode == 1, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"tracer: error: cannot write {tmp_path}/independent-ops-cpu-threads-"), line
+    assert line.endswith(": File too large (the file-size limit, ulimit -f, is 20000 bytes)"), line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_record_command_on_a_real_full_disk_says_no_space(tiny_disk: Path, tmp_path: Path) -> None:
+    # was a traceback (atexit: the status file on the full disk) and then "no Python process imported torch"
+    (tmp_path / "train.py").write_text(TRAIN)
+    proc = subprocess.run([sys.executable, "-m", "tracer", "record", "-o", str(tiny_disk), "--", sys.executable,
+                           str(tmp_path / "train.py")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    line = _one_line(proc.stderr)
+    assert line.startswith(f"tracer: error: cannot write {tiny_disk}/train-"), line
+    assert f": {NO_SPACE} writing the trace of pid " in line
+    assert list(tiny_disk.iterdir()) == []
+
+
+def test_a_writer_that_only_logs_its_failure_is_diagnosed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Kineto's way: PATH.tmp partly written, no PATH, a log line, and a normal return
+    from tracer.files import atomic
+    from tracer.record.profiler import export_trace
+
+    class Kineto:
+        def export_chrome_trace(self, path: str) -> None:
+            Path(path + ".tmp").write_bytes(b"x" * 4096)
+
+    monkeypatch.setattr(atomic, "file_size_limit", lambda: 4096)
+    with pytest.raises(OSError) as err:
+        export_trace(Kineto(), tmp_path / "t.json.gz")
+    assert err.value.errno == errno.EFBIG
+    assert list(tmp_path.iterdir()) == []  # the partial file and the raw one removed
+    monkeypatch.setattr(atomic, "file_size_limit", lambda: None)
+    monkeypatch.setattr(atomic, "no_room", lambda _d: OSError(errno.ENOSPC, NO_SPACE))
+    with pytest.raises(OSError) as err:
+        export_trace(Kineto(), tmp_path / "t.json")
+    assert err.value.errno == errno.ENOSPC and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(atomic, "no_room", lambda _d: None)
+    with pytest.raises(OSError) as err:
+        export_trace(Kineto(), tmp_path / "t.json")
+    assert err.value.errno == errno.EIO
 
 
 # ---- two runs at once -------------------------------------------------------------------------------------------
@@ -227,3 +312,131 @@ def test_export_of_a_run_directory_without_a_trace_is_one_line(tmp_path: Path,
     assert main(["export", str(run), "-o", str(tmp_path / "out.json")]) == 2
     assert _one_line(capsys.readouterr().err).startswith(f"tracer: error: {run}")
     assert not (tmp_path / "out.json").exists()
+
+
+# ---- what a killed recording leaves (issue 38.5) ------------------------------------------------------------------
+
+
+def _running(pid: int) -> bool:
+    """``pid`` exists and is not a zombie (an orphan is reaped by init, perhaps not at once, in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_only_stale_temporary_folders_are_swept(tmp_path: Path) -> None:
+    from tracer.files.atomic import _host_tag, sweep_stale_temps, temp_dir_beside
+
+    mine = temp_dir_beside(tmp_path / "run-a")  # a live recording's (this process)
+    assert f".{_host_tag()}-{os.getpid()}." in mine.name
+    dead = tmp_path / f".run-b.{_host_tag()}-{_dead_pid()}.abcd_123.tmp"
+    other_host = tmp_path / f".run-c.{'0' * 6 if _host_tag() != '0' * 6 else '1' * 6}-{_dead_pid()}.abcd_123.tmp"
+    old, young = tmp_path / ".run-d.k3j4h5g6.tmp", tmp_path / ".run-e.k3j4h5g6.tmp"  # no owner: by age
+    for d in (dead, other_host, old, young):
+        (d / ".capture").mkdir(parents=True)
+        (d / ".capture" / "pid1.json.gz").write_bytes(b"x")
+    (tmp_path / ".run-f.k3j4h5g6.tmp").write_bytes(b"")  # a file, not a run's folder
+    (tmp_path / "run-g").mkdir()  # a published run
+    long_ago = 1e9
+    for p in (old / ".capture" / "pid1.json.gz", old / ".capture", old):
+        os.utime(p, (long_ago, long_ago))
+    assert sorted(sweep_stale_temps(tmp_path)) == sorted([dead, old])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [mine.name, other_host.name, young.name, ".run-f.k3j4h5g6.tmp", "run-g"])
+
+
+@pytest.mark.slow
+def test_a_killed_record_ends_its_script_and_leaves_a_folder_the_next_record_sweeps_a_live_one_kept(tmp_path: Path) -> None:
+    out = tmp_path / "runs"
+    cmd = [sys.executable, "-m", "tracer", "record", "-o", str(out), "--"]
+    pid_file = tmp_path / "script.pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    first = subprocess.Popen([*cmd, sys.executable, "-c", script], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        script_pid = int(pid_file.read_text())
+        [temp] = list(out.glob(".*.tmp"))
+        second = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=120)
+        assert "removed" not in second.stderr and temp.is_dir()  # a live recording's folder is kept
+        first.kill()
+        first.wait(timeout=30)
+    finally:
+        first.kill()
+    assert temp.is_dir()  # SIGKILL: nothing ran to remove it
+    if sys.platform.startswith("linux"):  # the script ends with tracer (PR_SET_PDEATHSIG: SIGTERM)
+        deadline = time.monotonic() + 30
+        while _running(script_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _running(script_pid)
+    third = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=120)
+    lines = third.stderr.splitlines()
+    assert lines[0] == (f"tracer: note: removed 1 temporary folder(s) in {out} left by a recording that was killed: "
+                        f"{temp.name}"), third.stderr
+    assert not temp.exists() and list(out.iterdir()) == []
+
+
+# ---- Ctrl-C at a chosen moment of `tracer record -- CMD` (issue 38.5) -----------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_while_the_command_starts_is_not_lost(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # A Ctrl-C that reached tracer just before the fork (the child not yet there to get it too) was dropped when
+    # tracer set SIGINT to SIG_IGN: the command ran to its end and the run was published, exit 0 (seen 0.9 s
+    # after the start). Here it reaches tracer alone, the child started: it must be sent on to the child.
+    from tracer.record import command
+
+    pid_file = tmp_path / "script.pid"
+    (tmp_path / "train.py").write_text(f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n" + TRAIN)
+    monkeypatch.setattr(command, "_child_started", lambda: os.kill(os.getpid(), signal.SIGINT))
+    rc = main(["record", "-o", str(tmp_path / "runs"), "--", sys.executable, str(tmp_path / "train.py")])
+    assert (rc, capsys.readouterr().err.splitlines()[-1]) == (130, "tracer: interrupted")
+    assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
+    time.sleep(1.0)  # (a child left running writes its pid well within this)
+    assert not pid_file.exists() or not _running(int(pid_file.read_text() or 0))  # the child got it and ended
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # tracer's own handler back
+
+
+def test_a_ctrl_c_after_the_run_is_published_says_it_was_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # was "tracer: interrupted", exit 130, with the complete run in place (Ctrl-C while the report was printed)
+    import tracer.cli.record
+
+    def interrupt(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tracer.cli.record, "render_run", interrupt)
+    assert main(["record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), *SMALL]) == 130
+    [run] = list(tmp_path.iterdir())
+    assert _one_line(capsys.readouterr().err) == (
+        f"tracer: interrupted after the run was written (it is complete and kept): {run}")
+    assert (run / "meta.json").is_file() and (run / "timeline.parquet").is_file()
+
+
+def test_a_ctrl_c_during_the_rename_comes_after_the_run_is_noted(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.files import atomic
+
+    real = os.replace
+
+    def replace_then_ctrl_c(src: Path, dst: Path) -> None:
+        real(src, dst)
+        os.kill(os.getpid(), signal.SIGINT)  # held until the rename is noted
+
+    monkeypatch.setattr(os, "replace", replace_then_ctrl_c)
+    tmp = tmp_path / ".tmp"
+    tmp.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        publish_dir(tmp, tmp_path / "run")
+    assert atomic.published[-1] == tmp_path / "run" and (tmp_path / "run").is_dir()

@@ -28,6 +28,7 @@ from typer.core import TyperCommand, TyperGroup
 from tracer import __version__
 from tracer._blas import quiet_blas
 from tracer.errors import TracerError
+from tracer.files import atomic
 from tracer.sigterm import Terminated, sigterm_raises
 
 
@@ -222,6 +223,15 @@ def _root(
     """A group callback, so that every command is a subcommand even while only one exists."""
 
 
+def interrupted_line(published_before: int) -> str:
+    """What Ctrl-C says: "interrupted" where nothing was written, else which run was written, whole, before it
+    came (a run published and then "interrupted" read as if it had been lost)."""
+    kept = atomic.published[published_before:]
+    if kept:
+        return f"tracer: interrupted after the run was written (it is complete and kept): {kept[-1]}"
+    return "tracer: interrupted"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; return the exit code (0 success, 1 failure — the output could not be written, say — 2 bad
     input or usage, 130 interrupted, 143 terminated by SIGTERM)."""
@@ -237,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         # SCENARIO, and could not tell "tracer record -- foo" from "tracer record foo")
         cut = args.index("--")
         args, obj["command"] = args[:cut], args[cut + 1:]
+    published_before = len(atomic.published)
     try:
         # (SIGTERM raised as Terminated: the command's clean-up runs, its workers stop, one line is said)
         with sigterm_raises(Terminated):
@@ -251,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tracer: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except (KeyboardInterrupt, _Interrupted):
-        print("tracer: interrupted", file=sys.stderr)
+        print(interrupted_line(published_before), file=sys.stderr)
         return 130
     except Exception as exc:
         # Click's usage errors (Typer vendors its own copy of click, so match by shape, not by class): one

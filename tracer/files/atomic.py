@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import hashlib
 import os
+import re
 import shutil
+import socket
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -87,7 +91,7 @@ def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
     dest = Path(path)
     _make_parent(dest)
     with _unwritable(dest.parent):
-        tmp_path = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+        tmp_path = Path(tempfile.mkdtemp(prefix=f".{dest.name}.{_owner_tag()}.", suffix=".tmp", dir=dest.parent))
     os.chmod(tmp_path, 0o777 & ~_umask())
     try:
         yield tmp_path
@@ -120,10 +124,13 @@ def _unwritable(directory: Path) -> Iterator[None]:
 
 def _reason(exc: BaseException) -> str:
     """An OSError's reason in the words of its errno ("No space left on device"); pyarrow's and SQLite's own
-    messages are longer ("Error writing bytes to file. Detail: [errno 28] ...", "database or disk is full")."""
+    messages are longer ("Error writing bytes to file. Detail: [errno 28] ...", "database or disk is full").
+    A reason of tracer's own that starts with those words and adds a hint (:func:`write_fault`) is kept whole."""
     code = getattr(exc, "errno", None)
     if isinstance(code, int) and code > 0:
-        return os.strerror(code)
+        words = os.strerror(code)
+        own = getattr(exc, "strerror", None)
+        return own if isinstance(own, str) and own.startswith(words) else words
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
 
@@ -146,12 +153,163 @@ def writing(dest: str | os.PathLike[str]) -> Iterator[None]:
         raise
 
 
+#: Less free space than this on a file system after a writer failed: the disk was full (a writer's buffers, a
+#: trace's last megabyte, did not fit; what is left is the file system's rounding and root's reserve)
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def no_room(directory: str | os.PathLike[str]) -> OSError | None:
+    """ENOSPC where the file system of ``directory`` has (nearly) no space or no inodes left, else None; for a
+    writer that failed without saying why."""
+    try:
+        st = os.statvfs(directory)
+    except (OSError, AttributeError):  # (gone; or not POSIX)
+        return None
+    if st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES or (st.f_files and st.f_favail == 0):
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return None
+
+
+def file_size_limit() -> int | None:
+    """This process's limit on the size of a file it writes (``ulimit -f``, RLIMIT_FSIZE) in bytes, or None."""
+    try:
+        import resource  # (POSIX only)
+
+        soft = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+def write_fault(directory: str | os.PathLike[str], partial: str | os.PathLike[str] | None = None) -> OSError:
+    """The OSError a writer that only logs its failure should have raised (Kineto's trace writer prints "Failed
+    to write to log file!" and returns): EFBIG where ``partial``, what it left, reached this process's file-size
+    limit; ENOSPC where the file system is full (:func:`no_room`); EFBIG where a limit is set at all; else EIO."""
+    limit = file_size_limit()
+    try:
+        size = os.stat(partial).st_size if partial is not None else -1
+    except OSError:
+        size = -1
+    too_large = OSError(errno.EFBIG, f"{os.strerror(errno.EFBIG)} (the file-size limit, ulimit -f, is {limit} "
+                                     "bytes)")
+    if limit is not None and size >= limit:
+        return too_large
+    full = no_room(directory)
+    if full is not None:
+        return full
+    if limit is not None:
+        return too_large
+    return OSError(errno.EIO, f"{os.strerror(errno.EIO)} (the profiler could not write its trace)")
+
+
 def temp_dir_beside(dest: str | os.PathLike[str]) -> Path:
-    """A new private directory beside ``dest``, on its file system, for :func:`publish_dir` to rename."""
+    """A new private directory beside ``dest``, on its file system, for :func:`publish_dir` to rename. Its name
+    says who owns it (``.NAME.<host>-<pid>.XXXXXXXX.tmp``): :func:`sweep_stale_temps` removes it if that process
+    is gone without removing it (SIGKILL, a power cut)."""
     path = Path(dest)
     _make_parent(path)
     with _unwritable(path.parent):
-        return Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        return Path(tempfile.mkdtemp(prefix=f".{path.name}.{_owner_tag()}.", suffix=".tmp", dir=path.parent))
+
+
+#: A temporary directory of :func:`temp_dir_beside`: its host's tag and its owner's pid
+_OWNED_TEMP = re.compile(r"^\..+\.(?P<host>[0-9a-f]{6})-(?P<pid>[0-9]+)\.[A-Za-z0-9_]{8}\.tmp$")
+#: One made before the owner was written in the name (mkdtemp's 8 random characters)
+_ANY_TEMP = re.compile(r"^\..+\.[A-Za-z0-9_]{8}\.tmp$")
+#: How long an ownerless temporary directory is left untouched (nothing in it changed meanwhile)
+OWNERLESS_TEMP_AGE_S = 24 * 3600.0
+
+
+def _host_tag() -> str:
+    """6 hex digits for this machine: a pid means something only on its own host (a shared folder on NFS)."""
+    return hashlib.blake2s(socket.gethostname().encode(), digest_size=3).hexdigest()
+
+
+def _owner_tag() -> str:
+    return f"{_host_tag()}-{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # (EPERM: someone else's process, alive)
+        return True
+    return True
+
+
+def _newest_change(folder: str) -> float:
+    """The latest mtime of ``folder`` and what it holds directly (its subfolders' contents are not walked)."""
+    newest = os.stat(folder).st_mtime
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for e in entries:
+            with contextlib.suppress(OSError):
+                newest = max(newest, e.stat(follow_symlinks=False).st_mtime)
+    return newest
+
+
+def sweep_stale_temps(directory: str | os.PathLike[str], *, ownerless_age_s: float = OWNERLESS_TEMP_AGE_S
+                      ) -> list[Path]:
+    """Remove the temporary directories (:func:`temp_dir_beside`) in ``directory`` that a killed writer left
+    and return them: those whose owner, a process of this host, is gone; and those that name no owner (made by
+    an older tracer) where nothing changed for ``ownerless_age_s``. A live writer's is never touched (its pid is
+    alive); another host's neither (its pid cannot be checked here). A pid reused since is taken as alive: the
+    folder stays."""
+    found: list[Path] = []
+    host = _host_tag()
+    now = time.time()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:  # (not there yet, not readable: nothing to sweep)
+        return found
+    for e in entries:
+        try:
+            if not e.is_dir(follow_symlinks=False):
+                continue
+            owned = _OWNED_TEMP.match(e.name)
+            if owned:
+                stale = owned["host"] == host and not _alive(int(owned["pid"]))
+            else:
+                stale = bool(_ANY_TEMP.match(e.name)) and now - _newest_change(e.path) > ownerless_age_s
+        except OSError:
+            continue
+        if stale:
+            shutil.rmtree(e.path, ignore_errors=True)
+            if not os.path.lexists(e.path):
+                found.append(Path(e.path))
+    return found
+
+
+#: The directories :func:`publish_dir` put in place in this process, in order: a Ctrl-C that comes after one is
+#: said with its name (:func:`tracer.cli.main`), not as a bare "interrupted" that reads as if nothing was written.
+published: list[Path] = []
+
+
+@contextlib.contextmanager
+def ctrl_c_held() -> Iterator[None]:
+    """A Ctrl-C inside comes when the block is over (main thread), not between a rename and the note of it. A
+    handler that notes it, not a blocked signal: Ctrl-C is sent to the process, and any thread that does not
+    block it (torch's) takes it."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if came:
+        if callable(previous):
+            previous(signal.SIGINT, None)  # (Python's: KeyboardInterrupt)
+        elif previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -> Path:
@@ -170,12 +328,14 @@ def publish_dir(tmp: Path, dest: str | os.PathLike[str], *, tries: int = 1000) -
             os.mkdir(candidate)
         except FileExistsError:
             continue
-        try:
-            os.replace(tmp, candidate)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.rmdir(candidate)
-            raise
+        with ctrl_c_held():  # (a Ctrl-C meanwhile is raised at its end: after the note, past the clean-up)
+            try:
+                os.replace(tmp, candidate)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.rmdir(candidate)
+                raise
+            published.append(candidate)
         return candidate
     raise UsageError(base, f"{tries} directories of this name exist already; choose another --out")
 

@@ -1,5 +1,6 @@
 """The operating system calls a local worker process makes as it starts (:mod:`tracer.job.workers`): end with its
-parent (Linux's prctl), keep freed memory for the next rank (glibc's mallopt), SIGTERM back to its default.
+parent (Linux's prctl), keep freed memory for the next rank (glibc's mallopt), SIGTERM back to its default; and
+the same end-with-the-parent for the command ``tracer record`` runs (:func:`ends_with_parent`).
 
 Each is a guard or a speed-up, never an error: where the call is not there (not Linux, not glibc, no ctypes) it
 does nothing.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 
 def default_sigterm() -> None:
@@ -42,6 +44,31 @@ def die_with(parent: int | None) -> None:
         return
     if parent is not None and os.getppid() != parent:
         os._exit(1)
+
+
+def ends_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for :class:`subprocess.Popen`: Linux sends the child ``signum`` when the thread that
+    started it ends, however tracer ends (SIGKILL, the out-of-memory killer): the user's script does not train on
+    for nobody. SIGTERM, not SIGKILL: the script (its capture) may save and clean up as on a launcher's
+    SIGTERM. Start the child from a thread that lives as long as the wait (the main thread): the signal follows
+    the thread, not the process. None where there is no prctl (not Linux, no ctypes): the child then outlives a
+    killed tracer. The libc call is looked up here, before the fork, so the child only calls it."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except Exception:  # noqa: BLE001 - a guard only, never an error
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+        if os.getppid() != parent:  # tracer ended before the kernel was told: end now, as the signal would have
+            os._exit(128 + signum)  # (not os.kill: here, before exec, tracer's own Python handlers still stand)
+
+    return preexec
 
 
 #: glibc's mallopt parameters (malloc.h)

@@ -36,7 +36,7 @@ from typing import Any, cast
 
 import orjson
 
-from tracer.record.profiler import quiet_kineto, torch_profiler_settings
+from tracer.record.profiler import export_trace, quiet_kineto, torch_profiler_settings
 
 #: The directory traces go to; set by the parent, the switch that turns capture on.
 ENV_DIR = "TRACER_CAPTURE_DIR"
@@ -152,7 +152,13 @@ def _start(out: Path) -> None:
         if _capture is not None:
             return
         _capture = Capture(out)
-        _capture.begin()
+        # Ctrl-C waits while the profiler starts: a KeyboardInterrupt raised in the middle of it goes through
+        # torch's C++ (swallowed, the script runs on to its end; or std::terminate, exit 134). It comes after,
+        # in the script, which ends as on any Ctrl-C, its trace saved.
+        from tracer.files.atomic import ctrl_c_held
+
+        with ctrl_c_held():
+            _capture.begin()
 
 
 def start_windowed(out: Path) -> Capture:
@@ -195,6 +201,9 @@ class Capture:
         self._finishing = False
         self._own_call = False
         self.notes: list[str] = []  # said in the status file: pauses, a recording stopped
+        #: why a trace could not be written ("No space left on device"): the parent then refuses the run
+        self.write_error: str | None = None
+        self.write_errno: int | None = None
 
     # -- life cycle ---------------------------------------------------------------------------------------
     def begin(self, *, record: bool = True) -> None:
@@ -309,7 +318,8 @@ class Capture:
                     try:
                         self._stop_profiler()
                     except BaseException as exc:  # noqa: BLE001 - at exit, say it and let the process end
-                        _warn(f"could not save the trace: {exc}")
+                        if self.write_error is None:  # (a write fault: the parent says it, in its one line)
+                            _warn(f"could not save the trace: {_words(exc)}")
                 self._write_status()
             finally:
                 _unblock_signals(blocked)
@@ -343,19 +353,12 @@ class Capture:
         self.part += 1
         stem = self.stem if self.part == 1 else f"{self.stem}-part{self.part}"
         final = self.out / f"{stem}.json.gz"
-        raw = self.out / f".{stem}.json.tmp"
-        packed = self.out / f".{stem}.json.gz.tmp"
         try:
-            prof.export_chrome_trace(str(raw))
-            # (here, not at the top: ~10 ms, measured, off the start-up of every Python process a command starts)
-            from tracer.files.atomic import gzip_copy, gzip_name
-
-            gzip_copy(raw, packed, name=gzip_name(final))
-            os.replace(packed, final)
+            export_trace(prof, final)  # (a failed write raised, not only logged by Kineto; final only when whole)
             self.files.append(final.name)
-        finally:
-            for p in (raw, packed):
-                p.unlink(missing_ok=True)
+        except OSError as exc:
+            self.write_error, self.write_errno = _words(exc), exc.errno
+            raise
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -371,11 +374,24 @@ class Capture:
             "optimizer_steps": self.steps,
             "files": self.files,
             "notes": self.notes,
+            "write_error": self.write_error,
+            "write_errno": self.write_errno,
         }
         final = self.out / f"{self.stem}.capture.json"
         tmp = self.out / f".{self.stem}.capture.json.tmp"
-        tmp.write_bytes(orjson.dumps(status, option=orjson.OPT_INDENT_2))
-        os.replace(tmp, final)
+        try:
+            tmp.write_bytes(orjson.dumps(status, option=orjson.OPT_INDENT_2))
+            os.replace(tmp, final)
+        except OSError as exc:  # (at exit: a line, not atexit's traceback; the parent sees the disk is full)
+            tmp.unlink(missing_ok=True)
+            _warn(f"could not save its status: {_words(exc)}")
+
+
+def _words(exc: BaseException) -> str:
+    """An error in words, without Python's ``[Errno 28]``: "No space left on device"."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__
 
 
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}

@@ -10,10 +10,12 @@ passed on to the child.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,12 +26,13 @@ import orjson
 
 from tracer.errors import TracerError, UsageError
 from tracer.files import rundir
-from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
+from tracer.files.atomic import gzip_in_place, no_room, publish_dir, temp_dir_beside, writing
+from tracer.job.oscalls import ends_with_parent
 from tracer.record import capture
 from tracer.record.derive import Derived, derive
 from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version
 from tracer.record.profiler import environment
-from tracer.record.run import command_stem
+from tracer.record.run import command_stem, sweep_left_behind
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
 
@@ -86,6 +89,65 @@ def child_environment(capture_dir: Path, *, steps: str | None = None, delay_s: f
     return env
 
 
+def _child_started() -> None:
+    """Nothing: a test's hook, to send a signal at the moment the child is there and Ctrl-C not yet ignored
+    (tests/test_faults.py)."""
+
+
+def spawn(cmd: list[str], env: dict[str, str] | None) -> tuple[subprocess.Popen[bytes], Any, bool]:
+    """Start ``cmd`` as a shell would run it in the foreground, Ctrl-C left to it: return the child, the SIGINT
+    handler tracer had (now one that only notes a Ctrl-C, :data:`_ctrl_c_seen`; the caller puts it back) and
+    whether a Ctrl-C came while the child was being started (it is sent on to the child).
+
+    Ctrl-C reaches every process of the terminal's group at once. Around the fork it was lost: the child not yet
+    there, or still running tracer's own handler until its exec, and tracer dropping the one it had pending when
+    it set SIG_IGN (the command then ran on to its end and its run was published). Here SIGINT is blocked from
+    before the fork until tracer's noting handler is in force: one that came meanwhile is forwarded; the child,
+    before its exec, takes the disposition tracer was started with and unblocks it (one that came after the fork
+    ends it then, as it would end a program just started). On Linux the child also ends with tracer
+    (:func:`tracer.job.oscalls.ends_with_parent`)."""
+    hold = hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread()
+    own = signal.SIG_IGN if signal.getsignal(signal.SIGINT) is signal.SIG_IGN else signal.SIG_DFL
+    with_parent = ends_with_parent()
+
+    def child_start() -> None:  # (in the child, between fork and exec)
+        if with_parent is not None:
+            with_parent()
+        if hold:
+            signal.signal(signal.SIGINT, own)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+    # The terminal sends Ctrl-C to the child too: from now on tracer only notes it (it then says "interrupted"
+    # even where the child died of it otherwise, SIGABRT from torch's C++), and waits for the child. (The note
+    # also catches one that another thread of tracer's took, where the main thread's mask does not reach.)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if own is signal.SIG_IGN else _note_ctrl_c)
+    seen = len(_ctrl_c_seen)
+    if hold:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        child = subprocess.Popen(cmd, env=env, preexec_fn=child_start)
+        _child_started()
+        pending = hold and signal.SIGINT in signal.sigpending()
+    except BaseException:
+        signal.signal(signal.SIGINT, previous)
+        raise
+    finally:
+        if hold:  # (one pending now goes to _note_ctrl_c, or to the handler put back where Popen failed)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    if pending or len(_ctrl_c_seen) > seen:
+        child.send_signal(signal.SIGINT)
+        return child, previous, True
+    return child, previous, False
+
+
+#: Ctrl-Cs tracer saw while its command ran (:func:`_note_ctrl_c`)
+_ctrl_c_seen: list[float] = []
+
+
+def _note_ctrl_c(_signum: int, _frame: Any) -> None:
+    _ctrl_c_seen.append(time.monotonic())
+
+
 def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = None, delay_s: float | None = None,
                 duration_s: float | None = None) -> CommandResult:
     """Run ``argv`` with the start-up hook writing into ``capture_dir`` (created; should be empty) and collect
@@ -99,12 +161,11 @@ def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = N
     capture_dir.mkdir(parents=True, exist_ok=True)
     env = child_environment(capture_dir, steps=steps, delay_s=delay_s, duration_s=duration_s)
     t0 = time.perf_counter()
-    interrupted = False
+    seen = len(_ctrl_c_seen)
     try:
-        child = subprocess.Popen([program, *argv[1:]], env=env)
+        child, previous_int, interrupted = spawn([program, *argv[1:]], env)
     except OSError as exc:
         raise CommandNotFoundError(argv[0], exc.strerror or str(exc)) from None
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal sends Ctrl-C to the child too
 
     def forward(signum: int, _frame: Any) -> None:
         nonlocal interrupted
@@ -118,7 +179,7 @@ def run_command(argv: Sequence[str], capture_dir: Path, *, steps: str | None = N
         signal.signal(signal.SIGINT, previous_int)
         signal.signal(signal.SIGTERM, previous_term)
     wall = time.perf_counter() - t0
-    if code in (-signal.SIGINT, 128 + signal.SIGINT, 130):
+    if code in (-signal.SIGINT, 128 + signal.SIGINT, 130) or len(_ctrl_c_seen) > seen:
         interrupted = True
     exit_code = 128 - code if code < 0 else code  # a child killed by signal N: 128 + N, as a shell says
     processes = [orjson.loads(p.read_bytes()) for p in sorted(capture_dir.glob("*.capture.json"))]
@@ -154,8 +215,7 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
     ]
     cmd = [nsys, *NSYS_COMMAND_ARGS, *window, "-o", str(tmp / "report"), *argv]
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd)
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    child, previous_int, _ = spawn(cmd, None)
     previous_term = signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
     try:
         code = child.wait()
@@ -204,6 +264,7 @@ def record_command(
         raise UsageError("--backend", f"unknown backend {backend!r}; choose torch or nsys")
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / (name or f"{command_stem(argv)}-{created.astimezone():%Y%m%d-%H%M%S}")
+    sweep_left_behind(wanted.parent)
     tmp = temp_dir_beside(wanted)
     try:
         with writing(wanted):
@@ -213,7 +274,10 @@ def record_command(
                 result, details = _run_under_nsys(nsys, argv, tmp, delay_s, duration_s)
             else:
                 result = run_command(argv, tmp / ".capture", steps=steps, delay_s=delay_s, duration_s=duration_s)
+            check_written(result.processes, tmp, recorded=bool(result.traces))
             if not result.traces:
+                if result.interrupted:  # Ctrl-C before anything was saved: "interrupted", not an error
+                    raise KeyboardInterrupt
                 code = result.exit_code or 1
                 raise _NothingRecorded(" ".join(argv), f"exited with {result.exit_code} and recorded nothing (no "
                                        "Python process of it imported torch, or it ended before)", code)
@@ -264,6 +328,21 @@ def finish_run(tmp: Path, wanted: Path, meta: Any) -> tuple[Path, Derived]:
     rundir.write_meta(tmp, meta)
     derived = derive(tmp)
     return publish_dir(tmp, wanted), derived
+
+
+def check_written(processes: Sequence[dict[str, Any]], where: Path, *, recorded: bool) -> None:
+    """Raise the write fault that kept a process from saving its trace (its status says "No space left on
+    device", "File too large"), or ENOSPC where nothing was ``recorded`` and ``where`` has no room left (a
+    process that could not even write its status): a run missing a trace for want of room is not written, and
+    the fault is the one line said, not "recorded nothing"."""
+    for p in processes:
+        if p.get("write_error"):
+            reason = f"{p['write_error']} writing the trace of pid {p.get('pid')}"
+            raise OSError(p.get("write_errno") or errno.EIO, reason)
+    if not recorded:
+        full = no_room(where)
+        if full is not None:
+            raise full
 
 
 class _NothingRecorded(TracerError):

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from tracer.errors import TracerError
+from tracer.files import atomic
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(f"  … {msg}", file=sys.stderr, flush=True)
 
+    published_before = len(atomic.published)
     try:
         params = scenario_run.parse_params(args.param)
         run = scenario.record(args.scenario, device=args.device, out=args.out, backend=args.backend, params=params,
@@ -39,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tracer: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tracer: interrupted", file=sys.stderr)
+        kept = atomic.published[published_before:]
+        print("tracer: interrupted" + (f" after the run was written (it is complete and kept): {kept[-1]}"
+                                       if kept else ""), file=sys.stderr)
         return 130
     print(run.path if args.quiet else scenario.plain_report(run.meta, run.summary, run.path), flush=True)
     return 0

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from tracer import __version__
@@ -21,6 +22,10 @@ from tracer import __version__
 #: user-space tracing probes, not messages for a person. Its own log level (KINETO_LOG_LEVEL) silences them only
 #: together with its errors, so they are filtered out by line instead.
 KINETO_NOISE = re.compile(rb"^USDT:[^\n]*\] profiler_(start|stop)\r?$")
+#: The same, and the line Kineto logs when it cannot write a trace (``ERROR:... output_json.cpp:977] Failed to
+#: write to log file!``): :func:`export_trace` raises that failure as an error, said once by tracer in its words.
+KINETO_EXPORT_NOISE = re.compile(rb"^(USDT:[^\n]*\] profiler_(start|stop)|ERROR:[^\n]*\] Failed to write to log "
+                                 rb"file!)\r?$")
 
 #: `tracer record --stacks` / ``--no-stacks``: "1" records Python stacks (torch.profiler's ``with_stack=True``:
 #: what ``tracer lines`` and the findings' source lines read) in every process the recording starts (a command's,
@@ -71,6 +76,43 @@ def torch_profiler_settings(all_threads: bool = True, stacks: bool | None = None
     return kwargs
 
 
+def export_trace(prof: Any, path: str | os.PathLike[str]) -> None:
+    """``prof.export_chrome_trace(path)``, checked, and gzipped here where ``path`` ends in ``.gz``; ``path``
+    appears only when whole.
+
+    Kineto writes ``PATH.tmp`` and renames it; when a write fails (a full disk, a file-size limit) it only logs
+    "Failed to write to log file!" and returns, leaving the partial ``PATH.tmp`` and no ``PATH``. That is raised
+    here as the OSError it was (ENOSPC, EFBIG: :func:`tracer.files.atomic.write_fault`), and the partial file
+    removed (it would keep the disk full). (torch's own ``.gz`` export goes through a file in the system's
+    temporary folder and gzips whatever is there: a failed write became an empty ``.gz``, "empty trace".)"""
+    # (here: capture.py imports this module in every process of a recorded command; this is ~10 ms)
+    from tracer.files.atomic import gzip_copy, gzip_name, write_fault
+
+    dest = Path(path)
+    if dest.name.endswith(".gz"):
+        raw = dest.with_name(f".{dest.name[:-3]}.raw")
+        packed = dest.with_name(f".{dest.name}.tmp")
+        try:
+            export_trace(prof, raw)
+            gzip_copy(raw, packed, name=gzip_name(dest))
+            os.replace(packed, dest)
+        finally:
+            for p in (raw, packed):
+                p.unlink(missing_ok=True)
+        return
+    partial = dest.with_name(dest.name + ".tmp")
+    try:
+        with quiet_kineto(KINETO_EXPORT_NOISE):
+            prof.export_chrome_trace(str(dest))
+        if not dest.exists():
+            raise write_fault(dest.parent, partial)
+    finally:
+        # emptied first: Kineto may keep it open after a failure, and an unlinked open file keeps its blocks
+        with contextlib.suppress(OSError):
+            os.truncate(partial, 0)
+        partial.unlink(missing_ok=True)
+
+
 def _experimental_config(all_threads: bool, cuda_sync: bool) -> Any:
     """torch's ``_ExperimentalConfig`` with what the installed torch accepts of: ``profile_all_threads`` (by
     default the profiler sees only the thread that started it and threads that inherit its state, like
@@ -95,18 +137,25 @@ def _experimental_config(all_threads: bool, cuda_sync: bool) -> Any:
 
 
 @contextlib.contextmanager
-def quiet_kineto() -> Iterator[None]:
+def quiet_kineto(noise: re.Pattern[bytes] = KINETO_NOISE) -> Iterator[None]:
     """Run the block with file descriptor 2 sent to a temporary file, then write back all of it except Kineto's
-    USDT marker lines (:data:`KINETO_NOISE`). C++ writes them to the descriptor itself, past ``sys.stderr``, so
-    only a descriptor-level redirect reaches them; anything else written meanwhile (an error, a warning, another
-    thread's output) comes out afterwards, unchanged. Meant for short calls: the profiler's start and stop."""
+    USDT marker lines (``noise``: :data:`KINETO_NOISE`). C++ writes them to the descriptor itself, past
+    ``sys.stderr``, so only a descriptor-level redirect reaches them; anything else written meanwhile (an error, a
+    warning, another thread's output) comes out afterwards, unchanged. Meant for short calls: the profiler's start
+    and stop, a trace's export. Where no temporary file can be made (a full /tmp), nothing is filtered."""
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (OSError, ValueError, AttributeError):  # no stderr to redirect (closed, or replaced by an object)
         yield
         return
-    with tempfile.TemporaryFile() as tmp:
+    try:
+        tmp = tempfile.TemporaryFile()
+    except OSError:
+        os.close(saved)
+        yield
+        return
+    with tmp:
         os.dup2(tmp.fileno(), 2)
         try:
             yield
@@ -119,7 +168,7 @@ def quiet_kineto() -> Iterator[None]:
             os.close(saved)
             tmp.seek(0)
             lines = tmp.read().splitlines(keepends=True)
-            kept = [line for line in lines if not KINETO_NOISE.match(line.rstrip(b"\n"))]
+            kept = [line for line in lines if not noise.match(line.rstrip(b"\n"))]
             if kept:
                 os.write(2, b"".join(kept))
 

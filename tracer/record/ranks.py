@@ -44,6 +44,7 @@ import orjson
 import tracer
 from tracer.errors import TracerError
 from tracer.files.atomic import write_bytes_atomic
+from tracer.job.oscalls import ends_with_parent
 from tracer.record import capture
 from tracer.record.profiler import KINETO_NOISE
 from tracer.sigterm import Terminated, sigterm_raises
@@ -154,7 +155,8 @@ def launch(commands: Sequence[Sequence[str]], devices: Sequence[str], log_dir: P
             for rank, cmd in enumerate(commands):
                 with open(log_dir / LOG.format(rank=rank), "wb") as log:
                     procs.append(subprocess.Popen(list(cmd), env=rank_environment(rank, world, port, base_env),
-                                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+                                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                                  preexec_fn=ends_with_parent()))  # (die with a killed tracer)
             ended, timed_out, torn_down = _wait(procs, t0, timeout_s, grace_s)
     except BaseException:  # Ctrl-C, SIGTERM of the recorder (tracer.sigterm.Terminated): no rank outlives it
         _stop(procs, grace_s)

@@ -4,13 +4,16 @@ stem), and the error of a scenario that ran but failed."""
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tracer.errors import TracerError
+from tracer.files.atomic import sweep_stale_temps
 from tracer.files.rundir import RunMeta
 
 
@@ -32,6 +35,18 @@ class RecordedRun:
     def meta(self) -> dict[str, Any]:
         """meta.json as written."""
         return self.run_meta.to_dict()
+
+
+def sweep_left_behind(out: str | os.PathLike[str]) -> list[Path]:
+    """Before a recording into ``out``: remove the hidden temporary run folders that recordings killed there
+    left (SIGKILL, the out-of-memory killer: nothing ran to remove them), saying so in one line on stderr;
+    a recording still running keeps its own (:func:`tracer.files.atomic.sweep_stale_temps`)."""
+    gone = sweep_stale_temps(out)
+    if gone:
+        names = ", ".join(p.name for p in gone[:3]) + (f" and {len(gone) - 3} more" if len(gone) > 3 else "")
+        print(f"tracer: note: removed {len(gone)} temporary folder(s) in {out} left by a recording that was killed: "
+              f"{names}", file=sys.stderr)
+    return gone
 
 
 def run_name(scenario: str, variant: str, mode: str, when: _dt.datetime) -> str:

@@ -30,13 +30,14 @@ from tracer.errors import ToolMissingError, TracerError, UsageError
 from tracer.files import rundir
 from tracer.files.atomic import gzip_in_place, publish_dir, temp_dir_beside, writing
 from tracer.files.rundir import NSYS_REPORT, NSYS_SQLITE, RUN_SCHEMA_VERSION, SQLITE_GZIP_BYTES, RunMeta
+from tracer.job.oscalls import ends_with_parent
 from tracer.record import ranks
-from tracer.record.command import finish_run
+from tracer.record.command import check_written, finish_run
 from tracer.record.derive import derive
 from tracer.record.nsys import NSYS_COMMAND_ARGS, NSYS_PROFILE_ARGS, export_nsys_sqlite, nsys_version
-from tracer.record.profiler import environment, quiet_kineto, torch_profiler_settings
+from tracer.record.profiler import environment, export_trace, quiet_kineto, torch_profiler_settings
 from tracer.record.ranks import JOB, RESULT, RankOutcome, RanksFailedError, launch, rank_devices, with_tracer_on_path
-from tracer.record.run import RecordedRun, ScenarioFailedError, run_name
+from tracer.record.run import RecordedRun, ScenarioFailedError, run_name, sweep_left_behind
 from tracer.scenarios import DeviceError, ScenarioError, ScenarioResult, parse_param_args, run_scenario
 from tracer.scenarios.runtime import sanitize_derived
 
@@ -57,6 +58,7 @@ def record_scenario(scenario: str, *, device: str, out: str | os.PathLike[str], 
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], plan.mode, created.astimezone())
     stages: dict[str, float] = {}
+    sweep_left_behind(wanted.parent)
     tmp = temp_dir_beside(wanted)
     try:
         # A failed write anywhere below (a full disk) is one line naming the run; the scenario itself writes
@@ -184,7 +186,7 @@ def _run_torch(name: str, device: str, params: dict[str, str], on_gpu: bool, tmp
     stages["workload"] = time.perf_counter() - t0
     say("exporting the trace")
     t0 = time.perf_counter()
-    holder["prof"].export_chrome_trace(str(tmp / rundir.TRACE))
+    export_trace(holder["prof"], tmp / rundir.TRACE)  # (a failed write raised: "File too large", not "empty")
     stages["export"] = time.perf_counter() - t0
     details = {
         "profiler": "torch.profiler",
@@ -253,7 +255,8 @@ def _stream(cmd: list[str], env: dict[str, str], say: Callable[[str], None]) -> 
     """Run ``cmd``, relaying the child's phase lines to ``say``; return the last output lines (for errors)."""
     lines: list[str] = []
     try:
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                preexec_fn=ends_with_parent())  # (nsys ends with a killed tracer)
     except OSError as exc:  # not an output problem: the tool itself does not start
         raise ToolMissingError(cmd[0], f"cannot run: {exc.strerror or exc}") from None
     try:
@@ -294,6 +297,7 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
     created = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
     wanted = Path(out) / run_name(spec.name, values["variant"], f"{dist_backend}-{world}ranks", created.astimezone())
     stages: dict[str, float] = {}
+    sweep_left_behind(wanted.parent)
     tmp = temp_dir_beside(wanted)
     work = tmp / ".capture"
     try:
@@ -313,6 +317,9 @@ def record_job(spec: Any, plan: Any, values: dict[str, Any], params: dict[str, s
             traces = sorted(work.glob("rank*.json.gz"))
             failed = [o for o in sorted(outcomes, key=lambda o: o.ended_s) if o.failed]
             recorded = traces or (tmp / rundir.NSYS_REPORT).exists()
+            # a rank that could not write its trace (a full disk): the fault, in one line, and no run
+            check_written([orjson.loads(p.read_bytes()) for p in sorted(work.glob("*.capture.json"))], tmp,
+                          recorded=bool(recorded))
             if not recorded or (not results and not failed):
                 raise ScenarioFailedError(f"scenario {spec.name}", "no rank saved a trace: "
                                           + "; ".join(o.describe() for o in failed or outcomes))
