@@ -155,7 +155,7 @@ def _start(out: Path) -> None:
         # Ctrl-C waits while the profiler starts: a KeyboardInterrupt raised in the middle of it goes through
         # torch's C++ (swallowed, the script runs on to its end; or std::terminate, exit 134). It comes after,
         # in the script, which ends as on any Ctrl-C, its trace saved.
-        from tracer.files.atomic import ctrl_c_held
+        from tracer.files.atomic import ctrl_c_held  # (as gzip_copy below: off every recorded process's start)
 
         with ctrl_c_held():
             _capture.begin()
