@@ -20,6 +20,31 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 DATA = Path(__file__).parent / "data"
 
 
+def _build_each_cli_once() -> None:
+    """Typer builds the click command of ``tracer`` (every option of every command, from their signatures) at
+    each call of the app: 16 ms each time :func:`tracer.cli.main` runs, which the tests do about a thousand times
+    in their processes (test_nsys_hostile, test_fuzz's forks, :func:`cli_main`). A process of the command builds
+    it once; here too it is built once per app and the commands registered on it, then reused as click reuses
+    a command (its CliRunner, many invocations of one object)."""
+    import typer.main
+
+    build = typer.main.get_command
+    built: dict[int, tuple[object, tuple[int, ...], object]] = {}
+
+    def get_command(typer_instance: typer.Typer) -> object:
+        shape = (len(typer_instance.registered_commands), len(typer_instance.registered_groups),
+                 id(typer_instance.registered_callback))
+        kept = built.get(id(typer_instance))
+        if kept is None or kept[0] is not typer_instance or kept[1] != shape:
+            kept = built[id(typer_instance)] = (typer_instance, shape, build(typer_instance))
+        return kept[2]
+
+    typer.main.get_command = get_command  # type: ignore[assignment]  # (Typer.__call__ looks it up at each call)
+
+
+_build_each_cli_once()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``gpu`` tests skip, saying so, where torch sees no CUDA GPU (the test machines and CI have none)."""
     gpu = [item for item in items if item.get_closest_marker("gpu")]
