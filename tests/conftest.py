@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -96,17 +97,17 @@ def cli_main(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpr
     from tracer.cli import main
 
     # text over bytes, as sys.stdout is (the summary writes its JSON to sys.stdout.buffer)
-    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
-    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    raw = [io.BytesIO(), io.BytesIO()]
+    out, err = (io.TextIOWrapper(b, encoding="utf-8", write_through=True) for b in raw)
     handlers: list[object] = []
     register = atexit.register
 
-    def record_handler(func, *a, **kw):  # type: ignore[no-untyped-def]
+    def record_handler(func: Any, *a: Any, **kw: Any) -> Any:
         if str(getattr(func, "__module__", "")).split(".")[0] == "tracer":
             handlers.append(func)
         return register(func, *a, **kw)
 
-    def hung(signum, frame):  # type: ignore[no-untyped-def]
+    def hung(signum: int, frame: Any) -> None:
         raise CommandHung(f"tracer {' '.join(args)} still ran after {timeout} s")
 
     old_cwd = os.getcwd()
@@ -114,7 +115,7 @@ def cli_main(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpr
     try:
         if cwd is not None:
             os.chdir(cwd)
-        atexit.register = record_handler
+        atexit.register = record_handler  # type: ignore[assignment]  # (the command's atexit.register calls)
         signal.setitimer(signal.ITIMER_REAL, timeout)
         with warnings.catch_warnings(record=True) as caught, redirect_stdout(out), redirect_stderr(err):
             warnings.simplefilter("default")
@@ -129,8 +130,7 @@ def cli_main(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpr
         if not issubclass(w.category, _HIDDEN_BY_DEFAULT):
             err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
     # (decoded as subprocess.run(text=True) decodes: strict, universal newlines)
-    text = [stream.buffer.getvalue().decode().replace("\r\n", "\n").replace("\r", "\n")  # type: ignore[attr-defined]
-            for stream in (out, err)]
+    text = [b.getvalue().decode().replace("\r\n", "\n").replace("\r", "\n") for b in raw]
     return subprocess.CompletedProcess(["tracer", *args], rc, *text)
 
 
