@@ -413,9 +413,9 @@ def _find(component, target_id):
 
 @pytest.mark.slow
 def test_dashboard_command_is_registered_and_documented():
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
-    proc = run_cli("dashboard", "--help")
+    proc = cli_main("dashboard", "--help")
     assert proc.returncode == 0
     assert "--port" in proc.stdout and "--host" in proc.stdout
 
@@ -455,9 +455,9 @@ def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
 )
 def test_dashboard_command_rejects_a_bad_port_or_upload_limit_in_one_line(args, message):
     # --port 99999 used to end in Dash's AssertionError traceback after every run had been loaded
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
-    proc = run_cli("dashboard", "--no-examples", *args, timeout=120)
+    proc = cli_main("dashboard", "--no-examples", *args, timeout=120)
     assert proc.returncode == 2
     if message.endswith("("):  # (the resolver's own reason follows: its words differ between C libraries)
         assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr
