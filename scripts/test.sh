@@ -4,6 +4,15 @@
 # - Debian's chromium for the dashboard's browser tests (installed only if missing, and only as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# chromium (network and dpkg: mostly waiting) installs in the background while pip fills .venv; it is waited for,
+# and its log shown if it failed, before pytest starts
+apt_pid=
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "installing Debian's chromium for the browser tests (in the background) ..."
+  apt_log=$(mktemp)
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >"$apt_log" 2>&1 &
+  apt_pid=$!
+fi
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
@@ -23,12 +32,14 @@ if grep -qs '"editable": *true' .venv/lib/python*/site-packages/tracer-*.dist-in
   .venv/bin/pip uninstall -q -y tracer
 fi
 pip_install -e '.[test]'
-if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  echo "installing Debian's chromium for the browser tests ..."
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "warning: could not install chromium; browser tests will fail under CI" >&2
-fi
 ./scripts/check.sh
+if [ -n "$apt_pid" ]; then
+  if ! wait "$apt_pid"; then
+    cat "$apt_log" >&2
+    echo "warning: could not install chromium; browser tests will fail under CI" >&2
+  fi
+  rm -f "$apt_log"
+fi
 # In parallel (pytest-xdist): a worker more than the cores, since many tests wait on the processes they start.
 # TRACER_TEST_WORKERS=0 runs them one after another in this process.
 exec .venv/bin/python -m pytest -n "${TRACER_TEST_WORKERS:-$(( $(nproc) + 1 ))}" "$@"

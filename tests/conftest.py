@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,31 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
+
+
+def _build_each_cli_once() -> None:
+    """Typer builds the click command of ``tracer`` (every option of every command, from their signatures) at
+    each call of the app: 16 ms each time :func:`tracer.cli.main` runs, which the tests do about a thousand times
+    in their processes (test_nsys_hostile, test_fuzz's forks, :func:`cli_main`). A process of the command builds
+    it once; here too it is built once per app and the commands registered on it, then reused as click reuses
+    a command (its CliRunner, many invocations of one object)."""
+    import typer.main
+
+    build = typer.main.get_command
+    built: dict[int, tuple[object, tuple[int, ...], object]] = {}
+
+    def get_command(typer_instance: typer.Typer) -> object:
+        shape = (len(typer_instance.registered_commands), len(typer_instance.registered_groups),
+                 id(typer_instance.registered_callback))
+        kept = built.get(id(typer_instance))
+        if kept is None or kept[0] is not typer_instance or kept[1] != shape:
+            kept = built[id(typer_instance)] = (typer_instance, shape, build(typer_instance))
+        return kept[2]
+
+    typer.main.get_command = get_command  # type: ignore[assignment]  # (Typer.__call__ looks it up at each call)
+
+
+_build_each_cli_once()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -41,6 +67,71 @@ def run_cli(*args: str, module: bool = False, cwd: Path | None = None, timeout: 
     """Run tracer as a user would: the console script, or ``python -m tracer``."""
     exe = [sys.executable, "-m", "tracer"] if module else [str(Path(sys.executable).with_name("tracer"))]
     return subprocess.run([*exe, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+#: Warnings that Python's default filters hide in a process of its own (what run_cli's command would print)
+_HIDDEN_BY_DEFAULT = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+class CommandHung(BaseException):
+    """:func:`cli_main`'s command ran past its timeout (a BaseException: no ``except Exception`` or ``except
+    OSError`` in the command can take it for an error of the input)."""
+
+
+def cli_main(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``tracer ARGS`` in this process through :func:`tracer.cli.main`, answered as :func:`run_cli` answers:
+    the exit code, and stdout and stderr as the command writes them. For tests whose subject is a command's
+    output and exit code: it spares the ~0.5 CPU-s of a new interpreter importing pandas and the CLI. What only
+    a process shows stays with run_cli: its start (the console script, ``python -m tracer``), its exit
+    (:func:`tracer.cli.leave`), signals; each command keeps tests that run it as a process.
+
+    A warning the command raises is written to stderr as the process would print it (those that Python's
+    default filters show). A command that registers an exit handler (which only its process would run, at its
+    end) is refused: test it with run_cli. ``timeout``: as run_cli's, a command still running then is stopped
+    (SIGALRM raises :class:`CommandHung` in it), so that a hang fails the test instead of the whole run."""
+    import atexit
+    import io
+    import warnings
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from tracer.cli import main
+
+    # text over bytes, as sys.stdout is (the summary writes its JSON to sys.stdout.buffer)
+    raw = [io.BytesIO(), io.BytesIO()]
+    out, err = (io.TextIOWrapper(b, encoding="utf-8", write_through=True) for b in raw)
+    handlers: list[object] = []
+    register = atexit.register
+
+    def record_handler(func: Any, *a: Any, **kw: Any) -> Any:
+        if str(getattr(func, "__module__", "")).split(".")[0] == "tracer":
+            handlers.append(func)
+        return register(func, *a, **kw)
+
+    def hung(signum: int, frame: Any) -> None:
+        raise CommandHung(f"tracer {' '.join(args)} still ran after {timeout} s")
+
+    old_cwd = os.getcwd()
+    old_alarm = signal.signal(signal.SIGALRM, hung)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        atexit.register = record_handler  # type: ignore[assignment]  # (the command's atexit.register calls)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        with warnings.catch_warnings(record=True) as caught, redirect_stdout(out), redirect_stderr(err):
+            warnings.simplefilter("default")
+            rc = main(list(args))
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_alarm)
+        atexit.register = register
+        os.chdir(old_cwd)
+    assert not handlers, f"tracer {' '.join(args)} registered exit handlers {handlers}: run it with run_cli"
+    for w in caught:
+        if not issubclass(w.category, _HIDDEN_BY_DEFAULT):
+            err.write(warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line))
+    # (decoded as subprocess.run(text=True) decodes: strict, universal newlines)
+    text = [b.getvalue().decode().replace("\r\n", "\n").replace("\r", "\n") for b in raw]
+    return subprocess.CompletedProcess(["tracer", *args], rc, *text)
 
 
 def start_dashboard(argv: list[str], tries: int = 5, first: int | None = None,

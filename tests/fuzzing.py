@@ -14,6 +14,7 @@ A case is (source file, mutation name, seed): the same triple always builds the 
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import json
@@ -26,7 +27,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -373,20 +374,34 @@ def build_run_dir(case: Case, out_dir: Path) -> Path:
 # ----- the cases, and judging one
 
 
+#: (sources, class, its mutations)
+PLANS: list[tuple[list[Path], str, list[str]]] = [
+    (KINETO_SOURCES, "kineto", list(KINETO_MUTATIONS)),
+    (NSYS_SOURCES, "nsys", NSYS_MUTATIONS),
+    (RUN_DIR_SOURCES, "run-dir", RUN_DIR_MUTATIONS),
+]
+
+
 def cases(n: int, seed: int = 0) -> Iterator[Case]:
     """``n`` cases, spread round-robin over the input classes and their mutations (deterministic)."""
     rng = random.Random(seed)
-    plans: list[tuple[list[Path], str, list[str]]] = [
-        (KINETO_SOURCES, "kineto", list(KINETO_MUTATIONS)),
-        (NSYS_SOURCES, "nsys", NSYS_MUTATIONS),
-        (RUN_DIR_SOURCES, "run-dir", RUN_DIR_MUTATIONS),
-    ]
+    plans = PLANS
     weights = [6, 5, 1]  # the probe's proportions: most of the surface is in the two parsers
     schedule = [i for i, w in enumerate(weights) for _ in range(w)]
     for k in range(n):
         sources, klass, mutations = plans[schedule[k % len(schedule)]]
         mutation = mutations[(k // len(schedule)) % len(mutations)]
         yield Case(rng.choice(sources), klass, mutation, rng.randrange(2**31))
+
+
+def covering_cases(rounds: int, seed: int = 0) -> Iterator[Case]:
+    """Every mutation of every class ``rounds`` times, each time on a source and with a seed drawn from the
+    seeded generator (deterministic): the fewest cases that try them all, ``rounds`` × 29."""
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        for sources, klass, mutations in PLANS:
+            for mutation in mutations:
+                yield Case(rng.choice(sources), klass, mutation, rng.randrange(2**31))
 
 
 def build(case: Case, out_dir: Path) -> Path:
@@ -431,6 +446,7 @@ def _fork(path: Path, timeout: float) -> tuple[int | None, str, str, float, floa
     base_kb = _rss_kb()  # the child starts with this resident (its peak can only be measured from here)
     r, w = os.pipe()
     t0 = time.perf_counter()
+    gc.freeze()  # (the child's collections then skip the parent's objects: fewer of its pages copied on write)
     pid = os.fork()
     if pid == 0:  # the child: run, send (rc, stdout, stderr) as JSON, leave without cleanup handlers
         os.close(r)
@@ -442,6 +458,7 @@ def _fork(path: Path, timeout: float) -> tuple[int | None, str, str, float, floa
         with os.fdopen(w, "wb") as f:
             f.write(payload)
         os._exit(0)
+    gc.unfreeze()
     os.close(w)
     chunks: list[bytes] = []
     deadline = t0 + timeout
@@ -558,11 +575,18 @@ def warm_up(work: Path) -> None:
 
 
 def run_all(n: int, work: Path, *, seed: int = 0, progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
-    """Run ``n`` cases; the figures of each unmutated source are computed once and compared where due."""
+    """Run ``n`` cases (:func:`cases`); the figures of each unmutated source are computed once and compared where
+    due."""
+    return run_cases(cases(n, seed), work, progress=progress)
+
+
+def run_cases(chosen: Iterable[Case], work: Path, *,
+              progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """Run the ``chosen`` cases, as :func:`run_all` runs its."""
     warm_up(work)
     refs: dict[Path, dict[str, Any] | None] = {}
     results = []
-    for case in cases(n, seed):
+    for case in chosen:
         if case.mutation.startswith("same:") and case.source not in refs:
             refs[case.source] = reference_figures(case.source, case.klass, work)
         result = run_case(case, work, reference=refs.get(case.source))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer.analysis import intervals as iv
 from tracer.analysis.diff import diff_timelines
 from tracer.analysis.lanes import host_thread_stats, lane_stats
@@ -185,7 +185,7 @@ def test_tracer_summary_of_a_job_timeline(tmp_path: Path):
     one = load_trace(DATA / "pair_kineto.json.gz", cache=False)
     path = tmp_path / "job.parquet"
     write_timeline_parquet(concat([one, one], ranks=[0, 1]), path)
-    proc = run_cli("summary", "--json", str(path))
+    proc = cli_main("summary", "--json", str(path))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert list(doc["devices"]) == ["0/0", "1/0"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer import parsers
 from tracer.errors import UsageError
 from tracer.parsers import cache_path, load_trace
@@ -60,6 +60,6 @@ def test_a_trace_whose_metadata_the_cache_cannot_store_is_read_and_summarised(tm
     assert len(load_trace(p).events) == 3
     assert not cache_path(p).exists()
     assert [q.name for q in tmp_path.iterdir()] == ["t.json"], "a temporary file was left"
-    proc = run_cli("summary", "--json", str(p))
+    proc = cli_main("summary", "--json", str(p))
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert json.loads(proc.stdout)["devices"]["0"]["kernels"] == 3

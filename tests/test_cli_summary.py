@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, cli_main, run_cli
 
 
 @pytest.mark.slow
 def test_summary_json_shape(data_dir):
-    proc = run_cli("summary", "--json", str(data_dir / "copy_side_stream.json.gz"))
+    proc = cli_main("summary", "--json", str(data_dir / "copy_side_stream.json.gz"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["format"] == "kineto"
@@ -47,7 +47,7 @@ def test_summary_json_nsys_via_python_m(data_dir):
 
 @pytest.mark.slow
 def test_summary_table(data_dir):
-    proc = run_cli("summary", str(data_dir / "copy_side_stream.json.gz"))
+    proc = cli_main("summary", str(data_dir / "copy_side_stream.json.gz"))
     assert proc.returncode == 0, proc.stderr
     assert "98.0%" in proc.stdout  # copy hidden behind compute
     assert "NVIDIA H200" in proc.stdout
@@ -131,7 +131,7 @@ BAD = [
 @pytest.mark.parametrize("case", BAD)
 def test_bad_input_one_line_exit_2(tmp_path, data_dir, case, monkeypatch):
     path, phrase = _bad_inputs(tmp_path, data_dir)[case]
-    proc = run_cli("summary", str(path))
+    proc = cli_main("summary", str(path))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
@@ -143,7 +143,7 @@ def test_bad_input_one_line_exit_2(tmp_path, data_dir, case, monkeypatch):
 
 @pytest.mark.slow
 def test_one_bad_file_does_not_stop_the_batch(tmp_path, data_dir):
-    proc = run_cli("summary", "--json", str(tmp_path / "nope.json"), str(data_dir / "two_streams.json.gz"))
+    proc = cli_main("summary", "--json", str(tmp_path / "nope.json"), str(data_dir / "two_streams.json.gz"))
     assert proc.returncode == 2
     assert "no such file" in proc.stderr
     assert json.loads(proc.stdout)["devices"]["0"]["kernels"] == 100
@@ -244,7 +244,7 @@ def test_summary_of_a_folder_summarises_each_run_in_it(tmp_path, data_dir):
     (tmp_path / "a").mkdir()
     shutil.copy(data_dir / "two_streams.json.gz", tmp_path / "a" / "two_streams.json.gz")
     shutil.copy(data_dir / "copy_side_stream.json.gz", tmp_path / "copy_side_stream.json.gz")
-    proc = run_cli("summary", "--json", str(tmp_path))
+    proc = cli_main("summary", "--json", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     sources = [Path(json.loads(line)["source"]).name for line in proc.stdout.splitlines()]
     assert sorted(sources) == ["copy_side_stream.json.gz", "two_streams.json.gz"]
@@ -252,7 +252,7 @@ def test_summary_of_a_folder_summarises_each_run_in_it(tmp_path, data_dir):
 
 def test_summary_of_a_folder_without_runs_says_what_to_pass(tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    proc = run_cli("summary", str(tmp_path))
+    proc = cli_main("summary", str(tmp_path))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "no run directories or traces" in lines[0]
@@ -263,13 +263,13 @@ def test_summary_of_a_folder_without_runs_says_what_to_pass(tmp_path):
 def test_a_loop_of_symbolic_links_is_said_as_one(tmp_path):
     loop = tmp_path / "loop.json"
     loop.symlink_to(loop.name)  # (was "no such file or directory")
-    proc = run_cli("summary", str(loop), timeout=60)
+    proc = cli_main("summary", str(loop), timeout=60)
     assert proc.returncode == 2
     assert proc.stderr == f"tracer: error: {loop}: not a regular file but a loop of symbolic links: give a trace file\n"
 
 
 @pytest.mark.slow
-def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped_one(tmp_path, data_dir):
+def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped_one(tmp_path, data_dir, capsys):
     # Reading a named pipe blocks until a writer comes (the command hung forever); a device may never end.
     import shutil
 
@@ -279,12 +279,12 @@ def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped
     device.symlink_to("/dev/zero")
     (tmp_path / "rank9.json").symlink_to(tmp_path / "gone.json")
     for path, what in ((pipe, "a named pipe"), (device, "a character device")):
-        proc = run_cli("summary", str(path), timeout=60)
+        proc = cli_main("summary", str(path), timeout=60)
         assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
         assert f"not a regular file but {what}" in proc.stderr
     device.unlink()
     shutil.copy(data_dir / "two_streams.json.gz", tmp_path / "rank0.json.gz")
-    proc = run_cli("summary", "--json", str(tmp_path), timeout=60)
+    proc = cli_main("summary", "--json", str(tmp_path), timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert [Path(json.loads(line)["source"]).name for line in proc.stdout.splitlines()] == ["rank0.json.gz"]
     notes = sorted(proc.stderr.strip().splitlines())
@@ -292,30 +292,27 @@ def test_a_pipe_or_a_device_is_refused_at_once_and_a_folder_scan_says_it_skipped
                      f"tracer: note: {tmp_path / 'rank9.json'}: skipped: not a regular file but a broken symbolic link"]
     # the other readers too (the review found them hanging): sql on a pipe, a folder scan in sql, and a run
     # directory whose meta.json is a pipe, for summary and for the dashboard's run store
-    proc = run_cli("sql", str(pipe), "SELECT 1", timeout=60)
+    proc = cli_main("sql", str(pipe), "SELECT 1", timeout=60)
     assert proc.returncode == 2 and "not a regular file but a named pipe" in proc.stderr
-    proc = run_cli("sql", str(tmp_path), "SELECT count(*) FROM events", timeout=60)
+    proc = cli_main("sql", str(tmp_path), "SELECT count(*) FROM events", timeout=60)
     assert proc.returncode == 0 and f"{pipe}: skipped: not a regular file" in proc.stderr
     run = tmp_path / "run"
     shutil.copytree(Path(__file__).parent.parent / "tracer" / "examples" / "compute-copy-side-stream-streams-20261202-161322",
                     run)
     (run / "meta.json").unlink()
     os.mkfifo(run / "meta.json")
-    proc = run_cli("summary", str(run), timeout=60)
+    proc = cli_main("summary", str(run), timeout=60)
     assert proc.returncode == 2 and "meta.json: not a regular file but a named pipe" in proc.stderr
-    code = ("import sys; from pathlib import Path; from tracer.dashboard.data import RunStore; "
-            "print(len(RunStore([Path(sys.argv[1])], examples=False).runs()))")
-    import subprocess
-    import sys
+    from tracer.dashboard.data import RunStore
 
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.count(f"{pipe}: skipped") == 1
+    capsys.readouterr()
+    RunStore([tmp_path], examples=False).runs()
+    assert capsys.readouterr().err.count(f"{pipe}: skipped") == 1
 
 
 @pytest.mark.parametrize("command", [[], ["summary"], ["record"], ["export"], ["dashboard"], ["scenarios"]])
 def test_help_shows_no_value_placeholder_for_flags(command):
-    proc = run_cli(*command, "--help")
+    proc = cli_main(*command, "--help")
     assert proc.returncode == 0, proc.stderr
     assert "--help" in proc.stdout
     assert "<bool>" not in proc.stdout
@@ -331,7 +328,7 @@ def test_help_shows_no_value_placeholder_for_flags(command):
 )
 def test_usage_errors_are_one_line(args, phrase):
     """Regression: click's usage errors printed a multi-line box; now one line with a --help hint, exit 2."""
-    proc = run_cli(*args)
+    proc = cli_main(*args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("tracer: error: ") and phrase in lines[0]

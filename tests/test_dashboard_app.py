@@ -41,6 +41,12 @@ def _store(*paths, **kw):
     return RunStore(list(paths), **kw)
 
 
+@pytest.fixture(scope="module")
+def data_store():
+    """A store over tests/data, for the tests that only read it: its runs' summaries are computed once."""
+    return _store(DATA)
+
+
 # ----- layout of a real trace
 
 
@@ -343,8 +349,8 @@ def test_timeline_callback_draws_everything_asked_whatever_changed_last():
 
 
 @pytest.mark.slow
-def test_runs_table_filters_and_sorts():
-    store = _store(DATA)
+def test_runs_table_filters_and_sorts(data_store):
+    store = data_store
     rows = runs.table_rows(store)
     names = {r["name"] for r in rows}
     assert {"copy_side_stream", "two_streams", "nsys_compute_copy"} <= names
@@ -368,8 +374,8 @@ def test_compare_link_needs_two_runs_in_tick_order():
 
 
 @pytest.mark.slow
-def test_every_page_renders():
-    store = _store(DATA)
+def test_every_page_renders(data_store):
+    store = data_store
     assert _find(route(store, "/runs", "", None), ids.RUNS_TABLE) is not None
     assert _find(route(store, "/timeline", "?run=two_streams", None), ids.TL_GRAPH) is not None
     page = route(store, "/compare", "?a=copy_side_stream&b=copy_nonblocking_same_stream", None)
@@ -408,9 +414,9 @@ def _find(component, target_id):
 
 @pytest.mark.slow
 def test_dashboard_command_is_registered_and_documented():
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
-    proc = run_cli("dashboard", "--help")
+    proc = cli_main("dashboard", "--help")
     assert proc.returncode == 0
     assert "--port" in proc.stdout and "--host" in proc.stdout
 
@@ -450,9 +456,9 @@ def test_dashboard_command_rejects_a_bad_trace_before_serving(tmp_path, module):
 )
 def test_dashboard_command_rejects_a_bad_port_or_upload_limit_in_one_line(args, message):
     # --port 99999 used to end in Dash's AssertionError traceback after every run had been loaded
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
-    proc = run_cli("dashboard", "--no-examples", *args, timeout=120)
+    proc = cli_main("dashboard", "--no-examples", *args, timeout=120)
     assert proc.returncode == 2
     if message.endswith("("):  # (the resolver's own reason follows: its words differ between C libraries)
         assert proc.stderr.startswith(message) and proc.stderr.count("\n") == 1, proc.stderr

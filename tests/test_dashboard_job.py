@@ -337,9 +337,9 @@ def common_cards(view: TimelineView) -> list[Any]:
 
 
 def test_dashboard_job_needs_its_traces() -> None:
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
-    proc = run_cli("dashboard", "--job")
+    proc = cli_main("dashboard", "--job")
     assert proc.returncode == 2
     assert proc.stderr == ("tracer: error: --job: give the job's rank traces, a folder of them or its run "
                            "directory\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import tracer
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer.parsers import load_trace
 
 EXAMPLES = Path(tracer.__file__).parent / "examples"
@@ -24,7 +24,7 @@ def runs_of(scenario: str, variant: str) -> list[Path]:
 
 
 def summary_json(run: Path) -> dict:
-    proc = run_cli("summary", "--json", str(run))
+    proc = cli_main("summary", "--json", str(run))
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, cli_main, run_cli
 from tracer.explain import Window, build_graph, critical_path, window_of_range
 from tracer.explain.graph import host_slices
 from tracer.parsers import load_trace
@@ -179,8 +179,7 @@ def test_range_window_errors(event_sync):
 
 @pytest.mark.slow
 def test_cli_explain_json(data_dir):
-    proc = run_cli("explain", "--json", "--range", ALEXNET_FORWARD, "--instance", "1", str(data_dir / ALEXNET),
-                   module=True)
+    proc = cli_main("explain", "--json", "--range", ALEXNET_FORWARD, "--instance", "1", str(data_dir / ALEXNET))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["length_ns"] == sum(b["ns"] for b in out["breakdown"])
@@ -222,7 +221,7 @@ def _no_correlation_trace(tmp_path):
     ],
 )
 def test_cli_explain_bad_options_one_line_exit_2(data_dir, args, phrase):
-    proc = run_cli("explain", *args, str(data_dir / "copy_side_stream.json.gz"), module=True)
+    proc = cli_main("explain", *args, str(data_dir / "copy_side_stream.json.gz"))
     assert proc.returncode == 2
     err = [line for line in proc.stderr.splitlines() if line.startswith("tracer: error:")]
     assert len(err) == 1 and phrase in err[0], proc.stderr
@@ -237,14 +236,14 @@ def test_cli_explain_says_when_the_launching_calls_are_missing(tmp_path):
           {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1, "dur": 20}]
     p = tmp_path / "gpu_only.json"
     p.write_text(json.dumps({"traceEvents": ev}))
-    proc = run_cli("explain", str(p), module=True)
+    proc = cli_main("explain", str(p))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "none of the CUDA runtime or driver calls that launched it" in proc.stderr
 
 
 @pytest.mark.slow
 def test_cli_explain_says_what_to_record_for_a_trace_without_correlation(tmp_path):
-    proc = run_cli("explain", str(_no_correlation_trace(tmp_path)), module=True)
+    proc = cli_main("explain", str(_no_correlation_trace(tmp_path)))
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "no correlation ids" in proc.stderr
     assert "record with torch.profiler" in proc.stderr
@@ -338,7 +337,7 @@ def test_the_explain_function_is_what_the_command_prints_and_reads_no_file():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
     run = Path(__file__).resolve().parent.parent / "tracer" / "examples" / "compute-copy-blocking-streams-20261202-161350"
-    proc = run_cli("explain", "--json", "--what-if", "side-stream", str(run), module=True)
+    proc = cli_main("explain", "--json", "--what-if", "side-stream", str(run))
     assert proc.returncode == 0, proc.stderr
     t = load_trace(run, cache=False)
     e = explain(t, what_if=["side-stream"], launches=read_launches(run, t.meta.extra), name=str(run))

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, cli_main, run_cli
 from tracer.explain import build_graph, critical_path
 from tracer.explain.findings import FINDING_COLUMNS, KINDS, findings, group_findings, to_dict
 from tracer.explain.occupancy import demand_of
@@ -291,8 +291,7 @@ def test_cli_explain_prints_ranked_findings(data_dir):
 
 @pytest.mark.slow
 def test_cli_explain_json_has_every_finding(data_dir):
-    proc = run_cli("explain", "--json", "--top", "1", str(data_dir / "copy_nonblocking_same_stream.json.gz"),
-                   module=True)
+    proc = cli_main("explain", "--json", "--top", "1", str(data_dir / "copy_nonblocking_same_stream.json.gz"))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert len(out["findings"]["findings"]) == 50 and out["findings"]["groups"][0]["kind"] == "same_stream"
@@ -309,7 +308,7 @@ def test_cli_explain_says_when_a_fix_cannot_be_replayed(data_dir):
     """The blocking run has no pinned device-to-host copy to take a bandwidth from: the H200's reference is used
     and said (another model gets the request for pinned=GBPS: tests/test_replay.py); its host syncs' fix is
     replayed."""
-    proc = run_cli("explain", "--json", "--top", "0", str(BLOCKING), module=True)
+    proc = cli_main("explain", "--json", "--top", "0", str(BLOCKING))
     assert proc.returncode == 0, proc.stderr
     groups = {g["kind"]: g for g in json.loads(proc.stdout)["findings"]["groups"]}
     notes = groups["pageable"]["fix_replay"]["notes"]
@@ -321,7 +320,7 @@ def test_cli_explain_says_when_a_fix_cannot_be_replayed(data_dir):
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", ["-1", "x"])
 def test_cli_explain_bad_min_gap(data_dir, bad):
-    proc = run_cli("explain", "--min-gap-us", bad, str(DATA / "copy_side_stream.json.gz"), module=True)
+    proc = cli_main("explain", "--min-gap-us", bad, str(DATA / "copy_side_stream.json.gz"))
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 
@@ -426,7 +425,7 @@ def test_cli_explain_prices_each_kind_or_says_why_not(tmp_path):
     ev = [*_event_wait(), _host("aten::slow_host_op", 16, 584), _call("cudaLaunchKernel", 600, 5, 5),
           _op("k3", 610, 10, 7, 5)]
     p = _trace(tmp_path, ev)
-    proc = run_cli("explain", "--json", "--min-gap-us", "10", str(p), module=True)
+    proc = cli_main("explain", "--json", "--min-gap-us", "10", str(p))
     assert proc.returncode == 0, proc.stderr
     groups = {g["kind"]: g for g in json.loads(proc.stdout)["findings"]["groups"]}
     assert set(groups) == {"event_wait", "launch_bound"}
@@ -434,7 +433,7 @@ def test_cli_explain_prices_each_kind_or_says_why_not(tmp_path):
     assert "a true dependency as far as the trace shows" in groups["event_wait"]["fix_replay"]["not_priced"]
     launch = groups["launch_bound"]["fix_replay"]
     assert launch["plan"] == "graphs" and launch["gain_ns"] > 0
-    proc = run_cli("explain", "--min-gap-us", "10", str(p), module=True)
+    proc = cli_main("explain", "--min-gap-us", "10", str(p))
     assert "not priced: a true dependency as far as the trace shows" in proc.stdout
 
 
@@ -476,7 +475,7 @@ def test_event_wait_priced_only_between_independent_ranges(tmp_path, first, seco
                 "args": {}}
 
     p = _trace(tmp_path, [rng(first, 0, 7.5), rng(second, 7.5, 10), *_event_wait()])
-    proc = run_cli("explain", "--json", "--min-gap-us", "10", str(p), module=True)
+    proc = cli_main("explain", "--json", "--min-gap-us", "10", str(p))
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     (f,) = [x for x in out["findings"]["findings"] if x["kind"] == "event_wait"]
@@ -520,7 +519,7 @@ def test_blocking_copies_are_pageable_with_a_pinned_side_stream_time_near_the_si
     and on a side stream) predicts the time the same session's side-stream run measured, within 15%. The
     blocking trace has no pinned copy, so the H200's reference bandwidth is used, and said."""
     root = Path(__file__).resolve().parents[1]
-    proc = run_cli("explain", str(root / blocking), "--json")
+    proc = cli_main("explain", str(root / blocking), "--json")
     assert proc.returncode == 0, proc.stderr
     groups = json.loads(proc.stdout)["findings"]["groups"]
     (pageable,) = [g for g in groups if g["kind"] == "pageable"]

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main, run_cli
 from tests.job_runs import GLOO_RANKS, HTA_RANKS, make_job_run
 from tracer.analysis.comm import collectives
 from tracer.explain import build_graph, critical_path
@@ -176,20 +176,20 @@ def test_cli_explain_of_a_job_folder_and_clock_fix(tmp_path: Path) -> None:
     assert doc["length_ns"] == 302_000 - 2_000  # from rank 0's (or 1's) first launch at 2 µs to 302 µs
     assert doc["job"]["ranks"] == [0, 1] and doc["job"]["collective_edges"] == 2 and doc["job"]["instances"] == 1
     assert "not corrected" in doc["job"]["clock"]
-    text = run_cli("explain", str(tmp_path / "job" / "rank0.json"), str(tmp_path / "job" / "rank1.json"),
+    text = cli_main("explain", str(tmp_path / "job" / "rank0.json"), str(tmp_path / "job" / "rank1.json"),
                    "--no-cache", "--top", "3")
     assert text.returncode == 0, text.stderr
     words = " ".join(text.stdout.split())  # (rich wraps lines at the terminal's width)
     assert "collective waited for a straggler rank" in words and "rank 1 GPU 0 stream 7" in words
     # a clock 400 µs behind: the edge is dropped (a note), and --clock-fix moves rank 1 back
     _hand_job(tmp_path / "skewed", rank1_shift_us=-400)
-    skewed = run_cli("explain", str(tmp_path / "skewed"), "--json", "--no-cache")
+    skewed = cli_main("explain", str(tmp_path / "skewed"), "--json", "--no-cache")
     assert "contradict the ranks' clocks" in skewed.stderr
-    fixed = run_cli("explain", str(tmp_path / "skewed"), "--json", "--no-cache", "--clock-fix")
+    fixed = cli_main("explain", str(tmp_path / "skewed"), "--json", "--no-cache", "--clock-fix")
     assert fixed.returncode == 0, fixed.stderr
     assert "rank 1: clock moved by" in fixed.stderr and "contradict" not in fixed.stderr
     assert json.loads(fixed.stdout)["job"]["clock"].startswith("moved by the collectives' fix (--clock-fix): rank 1 +")
-    one = run_cli("explain", str(tmp_path / "job" / "rank0.json"), "--clock-fix")
+    one = cli_main("explain", str(tmp_path / "job" / "rank0.json"), "--clock-fix")
     assert one.returncode == 2 and one.stderr.strip().count("\n") == 0 and "applies to a job" in one.stderr
 
 
@@ -255,7 +255,7 @@ def test_gloo_job_barriers_wait_for_rank_1_by_its_sleep() -> None:
 @pytest.mark.slow
 def test_explain_a_job_run_directory(tmp_path: Path) -> None:
     run = make_job_run(tmp_path / "run", GLOO_RANKS)
-    out = run_cli("explain", str(run), "--json", "--top", "0")
+    out = cli_main("explain", str(run), "--json", "--top", "0")
     assert out.returncode == 0, out.stderr
     groups = {g["kind"]: g for g in json.loads(out.stdout)["findings"]["groups"]}
     assert groups["straggler"]["count"] == 12
@@ -448,21 +448,21 @@ def test_explain_takes_the_job_options_of_summary(tmp_path: Path) -> None:
     folder.mkdir()
     for p in HTA_RANKS:
         shutil.copy(p, folder / p.name)
-    one = run_cli("explain", "--json", "--no-cache", str(folder), "--ranks", "1", "--scheduler", "sync")
-    alone = run_cli("explain", "--json", "--no-cache", str(folder / HTA_RANKS[1].name))
+    one = cli_main("explain", "--json", "--no-cache", str(folder), "--ranks", "1", "--scheduler", "sync")
+    alone = cli_main("explain", "--json", "--no-cache", str(folder / HTA_RANKS[1].name))
     assert one.returncode == alone.returncode == 0, one.stderr + alone.stderr
     keys = ("start_ns", "end_ns", "length_ns", "pieces")
     assert {k: json.loads(one.stdout)[k] for k in keys} == {k: json.loads(alone.stdout)[k] for k in keys}
     # a damaged rank: one line naming it, or left out and said
     bad = folder / "HTA_trace_filter_sampled_rank-2.json.gz"
     bad.write_bytes(gzip.compress(b'{"distributedInfo": {"rank": 2}, "traceEvents": [')[:-8])
-    failed = run_cli("explain", "--no-cache", str(folder))
+    failed = cli_main("explain", "--no-cache", str(folder))
     assert failed.returncode == 2 and failed.stderr.startswith(f"tracer: error: {bad}: ")
-    skipped = run_cli("explain", "--json", "--no-cache", "--skip-bad-ranks", str(folder))
+    skipped = cli_main("explain", "--json", "--no-cache", "--skip-bad-ranks", str(folder))
     assert skipped.returncode == 0, skipped.stderr
     assert f"tracer: warning: {bad}: " in skipped.stderr and "(--skip-bad-ranks)" in skipped.stderr
     # on one trace they mean nothing: one line
-    plain = run_cli("explain", str(HTA_RANKS[0]), "--ranks", "0")
+    plain = cli_main("explain", str(HTA_RANKS[0]), "--ranks", "0")
     assert plain.returncode == 2
     assert plain.stderr == ("tracer: error: --ranks: applies to a job: give its rank traces, a folder of them or "
                             "its run directory\n")

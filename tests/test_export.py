@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main, run_cli
 from tracer.errors import UsageError
 from tracer.exporters import EXPORTERS, export_timeline, format_for_path, get_exporter
 from tracer.parsers import load_trace
@@ -66,7 +66,7 @@ def test_existing_output_needs_force_and_is_left_alone(tmp_path: Path) -> None:
 def test_export_to_a_pipe_with_force_is_one_line_before_the_parse(tmp_path: Path) -> None:
     fifo = tmp_path / "p.json"
     os.mkfifo(fifo)
-    proc = run_cli("export", str(KINETO), "-o", str(fifo), "--force")
+    proc = cli_main("export", str(KINETO), "-o", str(fifo), "--force")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"tracer: error: {fifo}: is not a regular file (a device, a pipe or a "
                                                 "socket); give a file name"]
@@ -82,12 +82,12 @@ def test_export_to_standard_output_is_the_file_export(tmp_path: Path) -> None:
     piped = tmp_path / "piped.json"
     piped.write_text(proc.stdout)
     direct = tmp_path / "direct.json"
-    assert run_cli("export", str(KINETO), "-o", str(direct)).returncode == 0
+    assert cli_main("export", str(KINETO), "-o", str(direct)).returncode == 0
     from tracer.analysis.summary import summarize
 
     assert summarize(load_trace(piped, cache=False))["devices"] == \
         summarize(load_trace(direct, cache=False))["devices"]
-    proc = run_cli("export", str(KINETO), "-o", "-", cwd=tmp_path)
+    proc = cli_main("export", str(KINETO), "-o", "-", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr == ("tracer: error: --to: -o - (standard output) has no suffix to "
                                                     "tell the format by: give --to\n")
 
@@ -119,7 +119,7 @@ def test_export_is_readable_by_others(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_cli_writes_each_format(tmp_path: Path) -> None:
     for name in ("t.sqlite", "t.nvtxt", "t.json.gz", "t.parquet"):
-        proc = run_cli("export", str(KINETO), "-o", str(tmp_path / name))
+        proc = cli_main("export", str(KINETO), "-o", str(tmp_path / name))
         assert proc.returncode == 0, proc.stderr
         assert proc.stderr.startswith(f"wrote {tmp_path / name} (")
     with gzip.open(tmp_path / "t.json.gz") as f:
@@ -159,7 +159,7 @@ def test_an_nsys_sqlite_export_gzipped_reads_back_as_the_plain_one(tmp_path: Pat
 def test_cli_refuses_to_overwrite_with_one_line_and_exit_2(tmp_path: Path) -> None:
     out = tmp_path / "t.sqlite"
     out.write_bytes(b"x")
-    proc = run_cli("export", str(KINETO), "-o", str(out))
+    proc = cli_main("export", str(KINETO), "-o", str(out))
     assert proc.returncode == 2
     assert proc.stderr == f"tracer: error: {out}: already exists; pass --force to overwrite it\n"
     assert out.read_bytes() == b"x"
@@ -178,7 +178,7 @@ def test_cli_refuses_to_overwrite_with_one_line_and_exit_2(tmp_path: Path) -> No
     ],
 )
 def test_cli_bad_arguments_exit_2_before_parsing(tmp_path: Path, args: list[str], message: str) -> None:
-    proc = run_cli("export", str(DATA / "no-such-trace.json"), *[a.format(tmp=tmp_path) for a in args])
+    proc = cli_main("export", str(DATA / "no-such-trace.json"), *[a.format(tmp=tmp_path) for a in args])
     assert proc.returncode == 2
     assert proc.stderr.startswith("tracer: error: " + message.format(tmp=tmp_path))
     assert proc.stderr.count("\n") == 1
@@ -188,14 +188,14 @@ def test_cli_bad_arguments_exit_2_before_parsing(tmp_path: Path, args: list[str]
 def test_cli_output_under_a_file_is_one_line_before_parsing(tmp_path: Path) -> None:
     # `-o afile/t.sqlite` used to end in a FileExistsError traceback from mkdir, after the parse
     (tmp_path / "afile").write_text("")
-    proc = run_cli("export", str(DATA / "no-such-trace.json"), "-o", str(tmp_path / "afile" / "sub" / "t.sqlite"))
+    proc = cli_main("export", str(DATA / "no-such-trace.json"), "-o", str(tmp_path / "afile" / "sub" / "t.sqlite"))
     assert proc.returncode == 2
     assert proc.stderr == f"tracer: error: {tmp_path / 'afile'}: is a file, not a directory\n"
 
 
 @pytest.mark.slow
 def test_cli_missing_input_is_one_line(tmp_path: Path) -> None:
-    proc = run_cli("export", str(tmp_path / "nope.json.gz"), "-o", str(tmp_path / "t.json"))
+    proc = cli_main("export", str(tmp_path / "nope.json.gz"), "-o", str(tmp_path / "t.json"))
     assert proc.returncode == 2
     assert proc.stderr == f"tracer: error: {tmp_path / 'nope.json.gz'}: no such file or directory\n"
     assert not (tmp_path / "t.json").exists()
@@ -206,6 +206,6 @@ def test_cli_exports_a_run_directory(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
     (run / "trace.json.gz").write_bytes(KINETO.read_bytes())
-    proc = run_cli("export", str(run), "-o", str(tmp_path / "t.parquet"))
+    proc = cli_main("export", str(run), "-o", str(tmp_path / "t.parquet"))
     assert proc.returncode == 0, proc.stderr
     assert len(load_trace(tmp_path / "t.parquet").events) == len(load_trace(KINETO, cache=False).events)

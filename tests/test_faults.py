@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA
+from tests.conftest import DATA, cli_main
 from tracer.cli import main
 from tracer.files.atomic import publish_dir
 
@@ -98,8 +98,7 @@ def test_a_real_full_disk_in_every_format_and_in_record(tiny_disk: Path) -> None
     for name in FORMATS:
         out = tiny_disk / name
         out.write_bytes(b"previous")
-        proc = subprocess.run([sys.executable, "-m", "tracer", "export", str(big), "-o", str(out), "--force"],
-                              capture_output=True, text=True, timeout=300)
+        proc = cli_main("export", str(big), "-o", str(out), "--force")
         assert proc.returncode == 1, proc.stderr
         assert _one_line(proc.stderr) == f"tracer: error: cannot write {out}: {NO_SPACE}"
         assert out.read_bytes() == b"previous"

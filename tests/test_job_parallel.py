@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer.errors import TraceFormatError, TracerError, UsageError
 from tracer.files import digests
 from tracer.job import partitions, rank_tasks, scheduling, task_graph, workers
@@ -152,11 +152,11 @@ def test_a_corrupt_rank_is_one_error_naming_its_file(job_dir: Path) -> None:
 @pytest.mark.slow
 def test_cli_corrupt_rank_and_skip_bad_ranks(job_dir: Path) -> None:
     bad = _corrupt(job_dir)
-    proc = run_cli("summary", "--job", "--json", str(job_dir), "--scheduler", "sync")
+    proc = cli_main("summary", "--job", "--json", str(job_dir), "--scheduler", "sync")
     assert proc.returncode == 2 and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"tracer: error: {bad}: truncated gzip"), proc.stderr
-    proc = run_cli("summary", "--job", "--json", "--skip-bad-ranks", str(job_dir))
+    proc = cli_main("summary", "--job", "--json", "--skip-bad-ranks", str(job_dir))
     assert proc.returncode == 0, proc.stderr
     assert f"tracer: warning: {bad}: truncated gzip" in proc.stderr and "--skip-bad-ranks" in proc.stderr
     doc = json.loads(proc.stdout)
@@ -166,13 +166,13 @@ def test_cli_corrupt_rank_and_skip_bad_ranks(job_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_cli_options_need_job(job_dir: Path) -> None:
-    proc = run_cli("summary", str(job_dir), "--scheduler", "sync")
+    proc = cli_main("summary", str(job_dir), "--scheduler", "sync")
     assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --scheduler: applies to a job's traces: add --job"
-    proc = run_cli("summary", "--job", str(job_dir), "--ranks", "2-1")
+    proc = cli_main("summary", "--job", str(job_dir), "--ranks", "2-1")
     assert proc.returncode == 2 and "tracer: error: --ranks: '2-1' is not a range" in proc.stderr
-    proc = run_cli("summary", str(job_dir), "--clock-fix")  # (was silently ignored)
+    proc = cli_main("summary", str(job_dir), "--clock-fix")  # (was silently ignored)
     assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --clock-fix: applies to a job's traces: add --job"
-    proc = run_cli("summary", "--job", str(job_dir), "--collectives", "-1")
+    proc = cli_main("summary", "--job", str(job_dir), "--collectives", "-1")
     assert proc.returncode == 2 and proc.stderr.strip() == "tracer: error: --collectives: -1 is not a count; give 0 or more"
 
 

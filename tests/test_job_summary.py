@@ -16,7 +16,7 @@ import pytest
 
 import tracer.errors
 import tracer.job.load
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer.analysis import ranked, registry
 from tracer.analysis.summary import Summary, analyze
 from tracer.cli.summary import render_summary
@@ -175,11 +175,11 @@ def test_an_analysis_without_combine_reads_the_job_whole(job: list[Path]) -> Non
 
 @pytest.mark.slow
 def test_cli_json_is_the_whole_jobs(job: list[Path]) -> None:
-    proc = run_cli("summary", "--json", "--job", *map(str, job))
+    proc = cli_main("summary", "--json", "--job", *map(str, job))
     assert proc.returncode == 0, proc.stderr
     (doc,) = [orjson.loads(line) for line in proc.stdout.splitlines()]
     assert doc == _whole(job).to_dict()
-    again = run_cli("summary", "--json", "--job", "--ranks", "1", *map(str, job))
+    again = cli_main("summary", "--json", "--job", "--ranks", "1", *map(str, job))
     assert again.returncode == 0, again.stderr
     assert orjson.loads(again.stdout) == _whole(job, ranks=[1]).to_dict()
 
@@ -280,18 +280,18 @@ def test_a_job_s_run_directory_with_job_is_its_rank_traces(tmp_path: Path) -> No
     from tests.job_runs import HTA_RANKS, make_job_run
 
     run = make_job_run(tmp_path / "run", HTA_RANKS)
-    plain, job = run_cli("summary", "--json", str(run)), run_cli("summary", "--job", "--json", str(run))
+    plain, job = cli_main("summary", "--json", str(run)), cli_main("summary", "--job", "--json", str(run))
     assert plain.returncode == 0 and job.returncode == 0, plain.stderr + job.stderr
     as_run, as_job = json.loads(plain.stdout), json.loads(job.stdout)
     assert sorted(as_job["devices"]) == ["0/0", "1/1"]
     assert {k: v for k, v in as_job.items() if k not in ("source", "run")} == \
         {k: v for k, v in as_run.items() if k not in ("source", "run")}
-    one = run_cli("summary", "--job", "--json", "--ranks", "1", str(run))  # (was "the job has no rank 1")
+    one = cli_main("summary", "--job", "--json", "--ranks", "1", str(run))  # (was "the job has no rank 1")
     assert one.returncode == 0, one.stderr
     assert sorted(json.loads(one.stdout)["devices"]) == ["1"]  # (one rank: its GPU 1 as a one-rank summary names it)
     # two jobs' runs are not one job: their ranks collide, said in one line naming both files
     other = make_job_run(tmp_path / "other", HTA_RANKS)
-    both = run_cli("summary", "--job", str(run), str(other))
+    both = cli_main("summary", "--job", str(run), str(other))
     assert both.returncode == 2
     assert both.stderr == (f"tracer: error: {other / 'traces' / 'rank0-pid100.json.gz'}: is rank 0 "
                            f"(distributedInfo), as is {run / 'traces' / 'rank0-pid100.json.gz'}: a job holds one "
@@ -332,9 +332,9 @@ def test_a_file_that_holds_several_ranks_is_not_one_rank_of_a_job(tmp_path: Path
     # --job stamps one rank on every row of each file: an nsys report of two processes (read as ranks 0 and 1 on its
     # own) had its two GPUs' figures summed into one; refused in one line (or left out, --skip-bad-ranks)
     two = DATA / "nsys_two_ranks.sqlite.gz"
-    alone = run_cli("summary", "--json", str(two))
+    alone = cli_main("summary", "--json", str(two))
     assert alone.returncode == 0 and sorted(json.loads(alone.stdout)["devices"]) == ["0/0", "1/0"]
-    proc = run_cli("summary", "--job", "--no-cache", str(two))
+    proc = cli_main("summary", "--job", "--no-cache", str(two))
     assert proc.returncode == 2
     assert proc.stderr == f"tracer: error: {two}: holds 2 ranks already (a whole job in one file): read it without --job\n"
     with pytest.raises(tracer.errors.UsageError, match="holds 2 ranks already"):

@@ -22,7 +22,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer.analysis.lanes import lane_stats
 from tracer.analysis.overlap import device_overlap
 from tracer.parsers import load_trace
@@ -388,11 +388,11 @@ def test_begin_end_pairs_become_intervals():
 def test_empty_trace_is_an_empty_summary(tmp_path, text):
     p = tmp_path / "empty.json"
     p.write_text(text)
-    proc = run_cli("summary", str(p))
+    proc = cli_main("summary", str(p))
     assert proc.returncode == 0, proc.stderr
     assert "no gpu work in this trace" in proc.stdout.lower()
     assert "holds no events" in proc.stderr and "Traceback" not in proc.stderr
-    out = json.loads(run_cli("summary", "--json", str(p)).stdout)
+    out = json.loads(cli_main("summary", "--json", str(p)).stdout)
     assert (out["devices"], out["events"]) == ({}, 0)
 
 
@@ -401,31 +401,26 @@ def test_summary_names_skipped_events_and_strict_refuses_them(tmp_path):
     p = tmp_path / "soon.json"
     p.write_bytes(raw_trace(kernel_json('"soon"', "1", corr=1), kernel_json('"later"', "1", corr=2),
                             kernel_json("true", "1", corr=3), kernel_json("5", "1", corr=4)))
-    proc = run_cli("summary", str(p))
+    proc = cli_main("summary", str(p))
     assert proc.returncode == 0
     assert proc.stderr.strip().splitlines() == [f"tracer: warning: {p}: 3 events skipped: ts not a number"]
-    out = json.loads(run_cli("summary", "--json", str(p)).stdout)
+    out = json.loads(cli_main("summary", "--json", str(p)).stdout)
     assert out["meta"]["skipped"] == {"ts not a number": 3}
     assert out["devices"]["0"]["kernels"] == 1
-    strict = run_cli("summary", "--strict", str(p))
+    strict = cli_main("summary", "--strict", str(p))
     assert strict.returncode == 2 and strict.stdout == ""
     assert strict.stderr.strip().splitlines() == [
         f"tracer: error: {p}: 3 events skipped: ts not a number (--strict)"
     ]
-    clean = run_cli("summary", "--strict", str(REPRO / "epoch_us.json"))
+    clean = cli_main("summary", "--strict", str(REPRO / "epoch_us.json"))
     assert clean.returncode == 0 and clean.stderr == ""
 
 
 @pytest.mark.slow
 def test_rocprofv3_json_is_one_line_that_says_what_to_record_instead(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     p = tmp_path / "results.json"
     p.write_text('{"rocprofiler-sdk-tool": [{"metadata": {"pid": 1}, "buffer_records": {"kernel_dispatch": []}}]}')
-    exe = Path(sys.executable).with_name("tracer")
-    proc = subprocess.run([str(exe), "summary", str(p)], capture_output=True, text=True)
+    proc = cli_main("summary", str(p))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "rocprofv3" in lines[0] and "torch.profiler" in lines[0]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, cli_main
 from tracer.analysis.launches import launch_table
 from tracer.parsers import load_trace
 
@@ -125,10 +125,10 @@ def test_a_graph_launch_counts_once_its_own_rows_are_not_ahead_of_it_and_a_skewe
 
 @pytest.mark.slow
 def test_summary_shows_and_writes_the_launch_figures() -> None:
-    proc = run_cli("summary", str(DATA / "mlp_train_200.json.gz"))
+    proc = cli_main("summary", str(DATA / "mlp_train_200.json.gz"))
     assert proc.returncode == 0, proc.stderr
     assert "Launches: how far the host ran ahead of each GPU" in proc.stdout
-    doc = json.loads(run_cli("summary", "--json", str(DATA / "mlp_train_200.json.gz")).stdout)
+    doc = json.loads(cli_main("summary", "--json", str(DATA / "mlp_train_200.json.gz")).stdout)
     assert doc["launches"]["0"]["launches"] == 3600 and doc["launches"]["0"]["unlinked"] == 0
 
 

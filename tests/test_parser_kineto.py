@@ -174,25 +174,25 @@ def test_importing_parsers_and_cli_does_not_import_dash():
 def test_ts_beyond_int64_ns_is_skipped_and_counted_not_a_wrong_number(tmp_path):
     """Regression: ts 1e20 µs used to become a garbage start and a 0-ns kernel that was still counted. Since
     issue 14 the event is left out and counted (the rest of the trace is still read); --strict refuses it."""
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
     p = tmp_path / "huge.json"
     p.write_bytes(trace(kernel(1e20, 5.0), kernel(1.0, 2.0, corr=2)))
-    proc = run_cli("summary", "--json", str(p))
+    proc = cli_main("summary", "--json", str(p))
     assert proc.returncode == 0
     assert orjson.loads(proc.stdout)["devices"]["0"]["kernels"] == 1
     assert proc.stderr == f"tracer: warning: {p}: 1 event skipped: ts beyond int64 ns\n"
-    proc = run_cli("summary", "--strict", str(p))
+    proc = cli_main("summary", "--strict", str(p))
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "ts beyond int64 ns (--strict)" in proc.stderr
 
 
 def test_base_time_overflow_is_an_error(tmp_path):
-    from tests.conftest import run_cli
+    from tests.conftest import cli_main
 
     p = tmp_path / "base.json"
     p.write_bytes(trace(kernel(9e15 - 10, 1.0), baseTimeNanoseconds=9_000_000_000_000_000_000))
-    proc = run_cli("summary", str(p))
+    proc = cli_main("summary", str(p))
     assert proc.returncode == 2 and "int64" in proc.stderr
 
 

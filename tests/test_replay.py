@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DATA, run_cli
+from tests.conftest import DATA, cli_main
 from tracer.explain import build_graph
 from tracer.explain.occupancy import demand_of, kernel_demand, overlap_demand
 from tracer.explain.replay import Plan, issued_nodes, parse_plan, replay
@@ -154,12 +154,12 @@ def test_parse_plan_combines():
 @pytest.mark.slow
 def test_cli_what_if_json_and_bad_plan():
     path = str(DATA / "copy_nonblocking_same_stream.json.gz")
-    proc = run_cli("explain", "--json", "--what-if", "side-stream", path, module=True)
+    proc = cli_main("explain", "--json", "--what-if", "side-stream", path)
     assert proc.returncode == 0, proc.stderr
     w = json.loads(proc.stdout)["what_if"]
     assert w["plan"] == "side-stream" and w["predicted_ns"] < 0.8 * w["measured_ns"]
     assert abs(w["unchanged_ns"] / w["measured_ns"] - 1) < 0.02
-    proc = run_cli("explain", "--what-if", "streams=zero", path, module=True)
+    proc = cli_main("explain", "--what-if", "streams=zero", path)
     err = [line for line in proc.stderr.splitlines() if line.startswith("tracer: error:")]
     assert proc.returncode == 2 and len(err) == 1 and "streams" in err[0] and "Traceback" not in proc.stderr
     assert proc.stderr.strip() == err[0]  # refused before the trace is read: no note about it first
@@ -201,8 +201,8 @@ def test_kineto_demand_typed_read_equals_the_loose_one_and_refuses_a_bomb(tmp_pa
 @pytest.mark.slow
 def test_cli_what_if_streams_reads_the_ranges_chains():
     run = EXAMPLES / "dependency-graph-streams-20261202-161236"
-    proc = run_cli("explain", "--range", "dependency-graph/serial", "--what-if", "streams=4", "--what-if", "warm",
-                   "--top", "0", str(run), module=True)
+    proc = cli_main("explain", "--range", "dependency-graph/serial", "--what-if", "streams=4", "--what-if", "warm",
+                   "--top", "0", str(run))
     assert proc.returncode == 0, proc.stderr
     out = " ".join(proc.stdout.split())
     assert "What if streams=4 + warm" in out and "9 chains from the window's child ranges" in out

@@ -16,7 +16,7 @@ import orjson
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import cli_main
 from tracer import parsers
 from tracer.analysis.summary import summarize
 from tracer.errors import TraceFormatError, UsageError
@@ -58,12 +58,12 @@ def test_bytes_near_2_63_are_skipped_not_summed_into_a_negative_total(tmp_path: 
     """Regression: two copies of 2**63 - 10 bytes summed to -9.2e18 bytes (-5.9e12 GB/s), exit 0."""
     p = tmp_path / "wrap.json"
     p.write_bytes(trace(memcpy(10, 5, 2**63 - 10, 1), memcpy(20, 5, 2**63 - 10, 2), memcpy(30, 5, 1000, 3)))
-    proc = run_cli("summary", "--json", str(p))
+    proc = cli_main("summary", "--json", str(p))
     assert proc.returncode == 0
     assert proc.stderr == f"tracer: warning: {p}: 2 events skipped: bytes over 256 TiB\n"
     (copy,) = orjson.loads(proc.stdout)["copies"]
     assert (copy["count"], copy["bytes"], copy["gb_per_s"]) == (1, 1000, 0.2)
-    one_line_error(run_cli("summary", "--strict", str(p)), p, "bytes over 256 TiB (--strict)")
+    one_line_error(cli_main("summary", "--strict", str(p)), p, "bytes over 256 TiB (--strict)")
 
 
 @pytest.mark.parametrize(
@@ -122,10 +122,10 @@ def test_the_loader_drops_impossible_rows_of_any_format_and_counts_them(tmp_path
         "bytes negative": 1, "bytes over 256 TiB": 1, "end before start": 1, "time beyond ±2**62 ns": 2,
     }
     assert tl.events[["start_ns", "end_ns"]].values.tolist() == [[0, 1000]]
-    proc = run_cli("summary", "--json", str(p))
+    proc = cli_main("summary", "--json", str(p))
     assert proc.returncode == 0 and orjson.loads(proc.stdout)["copies"][0]["bytes"] == 100
     assert proc.stderr.startswith(f"tracer: warning: {p}: 5 events skipped: bytes negative (1), ")
-    assert run_cli("summary", "--strict", str(p)).returncode == 2
+    assert cli_main("summary", "--strict", str(p)).returncode == 2
 
 
 def test_a_total_beyond_int64_is_refused_not_printed(tmp_path: Path) -> None:
@@ -136,7 +136,7 @@ def test_a_total_beyond_int64_is_refused_not_printed(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="beyond what any trace can mean"):
         summarize(load_trace(_parquet(tmp_path / "a.parquet", rows)))
     p = _parquet(tmp_path / "b.parquet", rows)
-    one_line_error(run_cli("summary", str(p)), p, "copy time (ns) of 2.77e+19 is beyond what any trace can mean")
+    one_line_error(cli_main("summary", str(p)), p, "copy time (ns) of 2.77e+19 is beyond what any trace can mean")
 
 
 # 2. one rule for a duplicated "traceEvents", whatever the file's size ---------------------------------------
@@ -160,7 +160,7 @@ def test_two_trace_events_arrays_are_refused_by_both_decoders(tmp_path: Path, pa
             parse_kineto_bytes(other, "t")
     p = tmp_path / "dup.json"
     p.write_bytes(body)
-    one_line_error(run_cli("summary", str(p)), p, "two 'traceEvents' arrays at the top level")
+    one_line_error(cli_main("summary", str(p)), p, "two 'traceEvents' arrays at the top level")
 
 
 def test_a_trace_events_key_nested_in_args_is_not_a_duplicate() -> None:
@@ -210,11 +210,11 @@ def test_an_untouched_trace_is_served_from_the_cache_without_hashing_it(tmp_path
 @pytest.mark.slow
 def test_summary_says_once_that_it_wrote_a_cache_and_no_cache_writes_none(tmp_path: Path) -> None:
     p = _big_trace(tmp_path / "t.json", 2)
-    proc = run_cli("summary", "--no-cache", "--json", str(p))
+    proc = cli_main("summary", "--no-cache", "--json", str(p))
     assert proc.returncode == 0 and proc.stderr == "" and not cache_path(p).exists()
-    proc = run_cli("summary", "--json", str(p))
+    proc = cli_main("summary", "--json", str(p))
     assert proc.stderr == f"tracer: note: cached the parsed timeline at {cache_path(p)}; --no-cache to skip\n"
-    proc = run_cli("summary", "--json", str(p))  # read from the cache: nothing more to say
+    proc = cli_main("summary", "--json", str(p))  # read from the cache: nothing more to say
     assert proc.returncode == 0 and proc.stderr == ""
 
 
@@ -224,7 +224,7 @@ def test_diff_and_export_say_too_that_they_wrote_a_cache(tmp_path: Path, command
     # Regression: only summary and sql passed the note; diff and export wrote the hidden file without a word.
     p = _big_trace(tmp_path / "t.json", 2)
     args = [str(p), str(p)] if command == "diff" else [str(p), "-o", str(tmp_path / "t.parquet")]
-    proc = run_cli(command, *args)
+    proc = cli_main(command, *args)
     assert proc.returncode == 0, proc.stderr
     note = f"tracer: note: cached the parsed timeline at {cache_path(p)}; --no-cache to skip"
     assert proc.stderr.splitlines().count(note) == 1
@@ -263,7 +263,7 @@ def test_no_cache_where_the_directory_is_not_writable(tmp_path: Path, monkeypatc
 def test_json_nested_1000_deep_is_one_line_not_a_recursion_error(tmp_path: Path, body: bytes) -> None:
     p = tmp_path / "deep.json"
     p.write_bytes(body)
-    one_line_error(run_cli("summary", str(p)), p, "nested too deeply")
+    one_line_error(cli_main("summary", str(p)), p, "nested too deeply")
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -281,7 +281,7 @@ def test_whitespace_only_files_say_so(tmp_path: Path) -> None:
     for name, body in (("ws.json.gz", gzip.compress(b" \n" * 5_000_000)), ("ws.json", b"\xef\xbb\xbf  \n\t ")):
         p = tmp_path / name
         p.write_bytes(body)
-        one_line_error(run_cli("summary", str(p)), p, "holds nothing but whitespace")
+        one_line_error(cli_main("summary", str(p)), p, "holds nothing but whitespace")
 
 
 HOSTILE = [
