@@ -21,6 +21,7 @@ import pandas as pd
 from tracer.errors import TracerError
 from tracer.explain.graph import EDGE_TYPES, Graph
 from tracer.timeline import Timeline
+from tracer.vocabulary import GPU_WORK_KINDS
 
 #: What a piece of the path is, in the order breakdowns list them.
 LABELS: tuple[str, ...] = (
@@ -276,8 +277,9 @@ class Walker:
         return out
 
 
-def _has_gpu_work(nodes: pd.DataFrame) -> bool:
-    return bool(nodes["kind"].astype(str).isin(("kernel", "memcpy", "memset")).any())
+def has_gpu_work(nodes: pd.DataFrame) -> bool:
+    """Whether graph ``nodes`` hold GPU work (kernels, copies, memsets): a host-only trace's have none."""
+    return bool(nodes["kind"].astype(str).isin(GPU_WORK_KINDS).any())
 
 
 def critical_path(graph: Graph, window: Window | None = None, span: tuple[int, int] | None = None) -> CriticalPath:
@@ -303,7 +305,7 @@ def critical_path(graph: Graph, window: Window | None = None, span: tuple[int, i
     t, stop = walked.start_ns, int(ends[last])
     out_s, out_e, out_label, out_node, out_edge = walked.s, walked.e, walked.label, walked.node, walked.edge
     whole = span is not None and window.start_ns is None and window.end_ns is None
-    if whole and not _has_gpu_work(nodes):
+    if whole and not has_gpu_work(nodes):
         # A host-only trace: Python threads hand work to each other (futures, joins, queues) through nothing the
         # trace records, so a walk stops where a thread's chain began. Before it, the work that ended last is
         # what the host did before (the time between, a host gap): the path goes on from there, to the start.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from tracer.errors import TracerError
-from tracer.explain.critical import CriticalPath, Window, critical_path, window_of_range
+from tracer.explain.critical import CriticalPath, Window, critical_path, has_gpu_work, window_of_range
 from tracer.explain.findings import MIN_GAP_NS, findings, group_findings
 from tracer.explain.findings import to_dict as findings_dict
 from tracer.explain.graph import Graph, build_graph
@@ -67,7 +67,7 @@ class Explanation:
     @property
     def host_only(self) -> bool:
         """Whether the trace has no GPU work (kernels, copies, memsets): its findings speak of the host alone."""
-        return not bool(self.graph.nodes["kind"].astype(str).isin(("kernel", "memcpy", "memset")).any())
+        return not has_gpu_work(self.graph.nodes)
 
     def groups(self) -> pd.DataFrame:
         """The findings by kind, ranked (:func:`tracer.explain.group_findings`)."""

@@ -631,11 +631,12 @@ def _host_part_edges(s: _Setup, seg: pd.DataFrame) -> tuple[int, int]:
     return len(l_src), len(set(dst))
 
 
-def _has_pageable_copies(s: _Setup) -> bool:
-    nodes = s.nodes
-    copy = (nodes["kind"].astype(str) == "memcpy").to_numpy()
-    pageable = ((nodes["src_mem"].astype(str) == "pageable") | (nodes["dst_mem"].astype(str) == "pageable")).to_numpy()
-    return bool((copy & pageable).any())
+def _pageable_copies(nodes: pd.DataFrame) -> np.ndarray:
+    """Which nodes are copies from or to pageable memory (synchronous to the host whatever their stream)."""
+    kind = nodes["kind"].astype(str).to_numpy()
+    pageable: np.ndarray = (kind == "memcpy") & ((nodes["src_mem"].astype(str) == "pageable") |
+                                                 (nodes["dst_mem"].astype(str) == "pageable")).to_numpy()
+    return pageable
 
 
 def _apply_side_stream(s: _Setup) -> None:
@@ -693,9 +694,7 @@ def _apply_side_stream(s: _Setup) -> None:
 def _apply_pinned(s: _Setup, gbps: float | None, pinned_rate: dict[str, float],
                   reference: tuple[dict[str, float], str | None] = ({}, None)) -> None:
     nodes = s.nodes
-    kind = nodes["kind"].astype(str).to_numpy()
-    pageable = (kind == "memcpy") & ((nodes["src_mem"].astype(str) == "pageable") |
-                                     (nodes["dst_mem"].astype(str) == "pageable")).to_numpy()
+    pageable = _pageable_copies(nodes)
     if not pageable.any():
         s.notes.append("pinned: the window has no pageable copies; nothing changed")
         return
@@ -1050,7 +1049,7 @@ def replay(graph: Graph, plan: Plan | None = None, *, start_ns: int | None = Non
         _apply_pinned(s, plan.pinned_gbps, pinned_bandwidth(graph), reference_pinned(graph))
     if plan.side_stream:
         _apply_side_stream(s)
-        if not plan.pinned and _has_pageable_copies(s):
+        if not plan.pinned and _pageable_copies(s.nodes).any():
             # (a copy from or to pageable memory is synchronous to the host whatever its stream: moved alone it
             # still blocks, which is why the real side-stream variant copies into pinned memory)
             s.notes.append("side-stream: pageable copies stay synchronous on any stream; pinned+side-stream "
