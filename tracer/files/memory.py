@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracer.files.env_limits import env_limit
+
 #: The environment variable that sets the inflate budget, in MB (0: none).
 INFLATE_ENV = "TRACER_MAX_INFLATED_MB"
 #: The share of the available memory one trace may inflate to (parsing takes about twice that again).
@@ -59,14 +61,9 @@ def available_bytes() -> int | None:
 def inflate_budget() -> Budget | None:
     """The most bytes a compressed trace may inflate to now (None: no bound, ``TRACER_MAX_INFLATED_MB=0`` or no
     way to tell the memory)."""
-    raw = os.environ.get(INFLATE_ENV)
-    if raw:
-        try:
-            mb = float(raw)
-        except ValueError:
-            mb = -1.0
-        if mb >= 0:
-            return Budget(int(mb * 1e6), f"{INFLATE_ENV}={raw}") if mb else None
+    mb = env_limit(INFLATE_ENV)
+    if mb is not None:
+        return Budget(int(mb * 1e6), f"{INFLATE_ENV}={os.environ[INFLATE_ENV]}") if mb else None
     free = available_bytes()
     if free is None:
         return None

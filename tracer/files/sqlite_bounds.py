@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from tracer.errors import TraceFormatError
+from tracer.files.env_limits import env_limit
 
 #: The environment variable that sets the time budget of one file's read, in seconds (0: none).
 BUDGET_ENV = "TRACER_SQLITE_MAX_SECONDS"
@@ -47,14 +48,9 @@ _VIRTUAL = re.compile(r"\s*CREATE\s+VIRTUAL\b", re.IGNORECASE)
 
 def read_budget_s(size_bytes: int) -> float | None:
     """The seconds a read of a file of ``size_bytes`` may take (None: no limit, ``TRACER_SQLITE_MAX_SECONDS=0``)."""
-    raw = os.environ.get(BUDGET_ENV)
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1.0
-        if value >= 0:
-            return value or None
+    value = env_limit(BUDGET_ENV)
+    if value is not None:
+        return value or None
     return float(round(BUDGET_FLOOR_S + BUDGET_S_PER_MB * size_bytes / 1e6))  # (whole seconds: said in errors)
 
 
