@@ -82,9 +82,10 @@ def dashboard(
     _check_host(host, port)
     if token is not None and (no_token or len(token) < 8):
         raise UsageError("--token", "needs 8 characters or more, and not with --no-token")
-    if token is None and not no_token and not is_loopback(host):
+    exposed = not is_loopback(host)  # (one name lookup)
+    if token is None and not no_token and exposed:
         token = new_token()  # (off loopback every machine that reaches the port could read every run)
-    if token is None and not is_loopback(host):
+    if token is None and exposed:
         typer.echo(f"tracer: warning: serving on {host} without a token (--no-token): anyone who can reach port "
                    f"{port} sees every run and upload", err=True)
     paths = list(paths or [])
