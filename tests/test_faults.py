@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import DATA, cli_main
 from tracer.cli import main
 from tracer.files.atomic import publish_dir
+from tracer.sigterm import Terminated
 
 TRACE = DATA / "two_streams.json.gz"
 FORMATS = ("out.sqlite", "out.json", "out.json.gz", "out.nvtxt", "out.parquet")
@@ -407,19 +408,23 @@ def test_a_ctrl_c_while_the_command_starts_is_not_lost(tmp_path: Path, capsys: p
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # tracer's own handler back
 
 
-def test_a_ctrl_c_after_the_run_is_published_says_it_was_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    # was "tracer: interrupted", exit 130, with the complete run in place (Ctrl-C while the report was printed)
+@pytest.mark.parametrize("signal_exc, rc, said", [(KeyboardInterrupt, 130, "interrupted"),
+                                                  (Terminated, 143, "terminated (SIGTERM)")])
+def test_a_signal_after_the_run_is_published_says_it_was_kept(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        signal_exc: type[BaseException], rc: int, said: str) -> None:
+    # was "tracer: interrupted" (exit 130) or "tracer: terminated (SIGTERM)" (exit 143), with the complete run in
+    # place (the signal came while the report was printed)
     import tracer.cli.record
 
     def interrupt(*_args: object, **_kwargs: object) -> None:
-        raise KeyboardInterrupt
+        raise signal_exc
 
     monkeypatch.setattr(tracer.cli.record, "render_run", interrupt)
-    assert main(["record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), *SMALL]) == 130
+    assert main(["record", "independent-ops", "-d", "cpu", "-o", str(tmp_path), *SMALL]) == rc
     [run] = list(tmp_path.iterdir())
     assert _one_line(capsys.readouterr().err) == (
-        f"tracer: interrupted after the run was written (it is complete and kept): {run}")
+        f"tracer: {said} after the run was written (it is complete and kept): {run}")
     assert (run / "meta.json").is_file() and (run / "timeline.parquet").is_file()
 
 

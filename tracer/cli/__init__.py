@@ -223,13 +223,14 @@ def _root(
     """A group callback, so that every command is a subcommand even while only one exists."""
 
 
-def interrupted_line(published_before: int) -> str:
-    """What Ctrl-C says: "interrupted" where nothing was written, else which run was written, whole, before it
-    came (a run published and then "interrupted" read as if it had been lost)."""
+def interrupted_line(published_before: int, what: str = "interrupted") -> str:
+    """What Ctrl-C (``what`` "interrupted") or SIGTERM ("terminated (SIGTERM)") says: that alone where nothing
+    was written, else which run was written, whole, before it came (a run published and then "interrupted" or
+    "terminated" read as if it had been lost)."""
     kept = atomic.published[published_before:]
     if kept:
-        return f"tracer: interrupted after the run was written (it is complete and kept): {kept[-1]}"
-    return "tracer: interrupted"
+        return f"tracer: {what} after the run was written (it is complete and kept): {kept[-1]}"
+    return f"tracer: {what}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_raises(Terminated):
             rc = app(args=args, prog_name="tracer", standalone_mode=False, obj=obj)
     except Terminated:
-        print("tracer: terminated (SIGTERM)", file=sys.stderr)
+        print(interrupted_line(published_before, "terminated (SIGTERM)"), file=sys.stderr)
         return 128 + signal.SIGTERM
     except SystemExit as exc:
         code = exc.code
