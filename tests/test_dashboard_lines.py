@@ -370,3 +370,9 @@ def test_a_job_s_lines_are_per_rank_with_a_rank_column(tmp_path):
     assert set(ranks[view.src[lines.members(0)]].tolist()) == {0}
     assert set(ranks[view.src[lines.members(5)]].tolist()) == {1}
     assert "on 2 ranks" in lines_view.heading(lines, True)
+
+
+@pytest.mark.parametrize(("line", "ids_"), [({"run": "trace", "row": 3}, ["3"]), (None, []), ({"row": True}, []),
+                                            ({"row": -1}, []), ("3", [])])
+def test_the_chosen_line_s_row_is_marked_in_the_table(line, ids_):
+    assert timeline.marked_rows(line) == {"ids": ids_}

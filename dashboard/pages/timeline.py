@@ -503,6 +503,14 @@ def register(app: Dash, store: RunStore) -> None:
             return (None, no_update) if clear else (no_update, no_update)  # (drawn anew, not clicked)
         return choose_line(store, state, current, cell)
 
+    @app.callback(
+        Output(ids.TL_LINES_TABLE, "selectedRows"),
+        Input(ids.TL_LINE, "data"),
+        prevent_initial_call=True,
+    )
+    def _mark_line(line):
+        return marked_rows(line)
+
     for table, zoom in ((ids.TL_COLL_TABLE, zoom_to_collective), (ids.TL_FIND_TABLE, zoom_to_finding)):
         _register_row_zoom(app, store, table, zoom)
 
@@ -568,6 +576,13 @@ def choose_line(store: RunStore, state: Any, current: Any, cell: Any) -> tuple[A
     if isinstance(current, dict) and current.get("run") == key and current.get("row") == i:
         return None, no_update
     return {"run": key, "row": i}, no_update
+
+
+def marked_rows(line: Any) -> dict[str, list[str]]:
+    """The lines table's ``selectedRows`` for a ``TL_LINE`` value: the chosen line's row marked, or none."""
+    row = line.get("row") if isinstance(line, dict) else None
+    ok = isinstance(row, int) and not isinstance(row, bool) and row >= 0
+    return {"ids": [str(row)] if ok else []}
 
 
 def explain_run(store: RunStore, state: Any) -> tuple[Any, Any]:
