@@ -703,11 +703,15 @@ def outline_trace(
     in ``window`` on a row shown (``row_of``: view row -> y), as one line trace of NaN-separated rectangles, with
     the number of those intervals. Intervals narrower than a few pixels merge as the lanes' do
     (:func:`tracer.dashboard.lod.merge_blocks`), so the trace holds at most a few blocks per pixel of a row
-    however many intervals the line launched. The trace is empty (not None) where there is nothing to outline."""
+    however many intervals the line launched. Where there is nothing to outline the trace is still there, one gap
+    point."""
     t0, t1 = window
     ns_per_px = (t1 - t0) / max(width_px, 50)
     pos = np.asarray(positions, dtype=np.int64)
-    x = y = np.zeros(0)
+    # nothing to outline: one gap point, which draws nothing yet keeps the trace's group in the plot (an empty
+    # trace gets none, and whatever counts the drawn traces against the figure's would wait for it forever)
+    x: Any = [None]
+    y: Any = [None]
     n = 0
     if pos.size and row_of:
         y_of_row = np.full(len(view.rows), -1, dtype=np.int64)

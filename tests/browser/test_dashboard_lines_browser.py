@@ -21,7 +21,9 @@ pytestmark = pytest.mark.browser
 OUTLINE_JS = f"""() => {{
     const gd = {GRAPH_JS};
     const t = gd._fullData[gd._fullData.length - 1];
-    return {{name: t.name, points: t.x ? t.x.length : 0, traces: gd.data.length}};
+    const points = (t.x || []).filter(v => v !== null && v !== undefined && !Number.isNaN(v)).length;
+    const drawn = gd.querySelectorAll('.scatterlayer .trace').length;  // (the empty outline too: a gap point)
+    return {{name: t.name, points: points, traces: gd.data.length, drawn: drawn}};
 }}"""
 
 
@@ -44,6 +46,7 @@ def test_a_click_on_a_line_outlines_its_intervals_and_a_kernel_click_names_its_l
     settle(page)
     before = page.evaluate(OUTLINE_JS)
     assert before["name"] == "source line" and before["points"] == 0  # (drawn empty: there for a patch)
+    assert before["drawn"] == before["traces"]  # (every trace has its group: scripts count them to know it drew)
     rows = page.locator(f"#{ids.TL_LINES_TABLE} .ag-center-cols-container .ag-row")
     assert rows.count() == 5
     loop = page.locator(f"#{ids.TL_LINES_TABLE} .ag-center-cols-container .ag-row[row-id='2']")
