@@ -13,19 +13,23 @@ its lines outlines on the timeline, and the user's frame of a clicked interval.
   frames above it, innermost first.
 
 The user's files are read from the trace's folder (a run directory itself) and the run's working directory
-(meta.json's ``cwd``), as ``tracer lines`` does without ``--source-root``.
+(meta.json's ``cwd``), as ``tracer lines`` does without ``--source-root``, and only from there
+(:class:`ConfinedSourceFiles`): the page shows a line's text to whoever can open it, and an uploaded trace names
+whatever files it likes.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 from dash import html
 
+from tracer.analysis.source_code import SourceFiles
 from tracer.dashboard import ids, row_table
 from tracer.dashboard.figures import fmt_duration
 from tracer.dashboard.model import TimelineView
@@ -76,22 +80,46 @@ class Lines:
         return f"rank {int(r['rank'])} · {where}" if self.table["rank"].nunique() > 1 else where
 
 
+class ConfinedSourceFiles(SourceFiles):
+    """:class:`tracer.analysis.source_code.SourceFiles` that reads only files inside its roots: a frame's absolute
+    path outside every root, or a relative one that leaves its root (``../``, a link out), is not read (its line is
+    its function's first). ``tracer lines`` reads what the user's own trace names; a dashboard shows the text to
+    whoever can open the page, and an uploaded trace could name any Python file on the server."""
+
+    def find(self, file: str) -> Path | None:
+        p = Path(file)  # (no ~ expansion: a trace's name, not the user's)
+        roots = []
+        for r in self.roots:
+            try:
+                roots.append(r.resolve())
+            except OSError:
+                continue
+        for c in [p] if p.is_absolute() else [r / p for r in roots]:
+            try:
+                real = c.resolve()
+                if any(real.is_relative_to(r) for r in roots) and real.is_file():
+                    return real
+            except (OSError, RuntimeError):  # (a loop of links)
+                continue
+        return None
+
+
 _lock = threading.Lock()
 
 
 def sources_of(view: TimelineView) -> Sources:
     """Each host call's user frame and line in the run (:func:`tracer.explain.lines.read_sources` with the default
-    rule, the user's files looked for beside the trace and in its working directory), computed once per run and
+    rule, the user's files read only from beside the trace and its working directory), computed once per run and
     kept on ``view``."""
     cache = view.__dict__
     if "_sources" not in cache:
         with _lock:
             if "_sources" not in cache:
                 from tracer.analysis.source import SourceRule
-                from tracer.analysis.source_code import SourceFiles
                 from tracer.explain.lines import read_sources, source_folders
 
-                files = SourceFiles(source_folders(view.timeline, view.source)) if view.source is not None else None
+                files = (ConfinedSourceFiles(source_folders(view.timeline, view.source))
+                         if view.source is not None else None)
                 cache["_sources"] = read_sources(view.timeline, SourceRule(), files)
     found: Sources = cache["_sources"]
     return found

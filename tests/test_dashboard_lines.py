@@ -376,3 +376,31 @@ def test_a_job_s_lines_are_per_rank_with_a_rank_column(tmp_path):
                                             ({"row": -1}, []), ("3", [])])
 def test_the_chosen_line_s_row_is_marked_in_the_table(line, ids_):
     assert timeline.marked_rows(line) == {"ids": ids_}
+
+
+def test_the_page_reads_no_file_outside_the_trace_s_folder_and_working_directory(tmp_path):
+    """An uploaded trace names whatever files it likes: the dashboard shows the text of those under the trace's
+    folder (or the run's working directory) only; elsewhere a line is its function's first, as without the file."""
+    inside, outside = tmp_path / "runs", tmp_path / "elsewhere"
+    inside.mkdir()
+    outside.mkdir()
+    path = write_planted(inside)
+    (outside / "train.py").write_text((inside / "train.py").read_text())
+    raw = path.read_text()
+    for name, where in (("far.json", f"{outside}/train.py("), ("up.json", "../elsewhere/train.py(")):
+        (inside / name).write_text(raw.replace("train.py(", where))
+        t = load_trace(inside / name, cache=False)
+        # (tracer lines, the user's own command, reads it: the file is there)
+        assert "out = model(x)" in set(read_sources(t, files=SourceFiles([inside])).sites.calls["text"])
+        store = RunStore([inside / name], examples=False, runs_dir=None)
+        lines = explain_view.explained(store.view(store.runs()[0].key)).lines
+        mine = lines.table[lines.table["file"] != ""]
+        assert len(mine) and (mine["text"] == "").all() and not mine["exact"].any(), name
+    # a file under the trace's folder is read, by an absolute path too
+    (inside / "near.json").write_text(raw.replace("train.py(", f"{inside}/train.py("))
+    store = RunStore([inside / "near.json"], examples=False, runs_dir=None)
+    lines = explain_view.explained(store.view(store.runs()[0].key)).lines
+    assert "out = model(x)" in set(lines.table["text"])
+    files = lines_view.ConfinedSourceFiles([inside])
+    assert files.find("train.py") == (inside / "train.py").resolve() and files.find("/etc/passwd") is None
+    assert files.find("../elsewhere/train.py") is None and files.find(str(outside / "train.py")) is None
