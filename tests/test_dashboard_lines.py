@@ -404,3 +404,17 @@ def test_the_page_reads_no_file_outside_the_trace_s_folder_and_working_directory
     files = lines_view.ConfinedSourceFiles([inside])
     assert files.find("train.py") == (inside / "train.py").resolve() and files.find("/etc/passwd") is None
     assert files.find("../elsewhere/train.py") is None and files.find(str(outside / "train.py")) is None
+
+
+def test_a_click_made_with_the_line_s_change_still_draws_the_whole_chart(planted):
+    """The patch is for the line alone: a host call clicked at the same time (no arrow: the bars are the same) still
+    needs its frame said under the chart, so the figure and the launch text are drawn again."""
+    store, key, _ = planted
+    view = store.view(key)
+    explain_view.explained(view)
+    state = _state(store, key)
+    item = _pos(view, view.timeline.events["name"].astype(str).to_numpy() == "aten::item")[0]
+    fig, _, _, launch, new_state = timeline.update(store, state, None, None, {"points": [{"customdata": item}]},
+                                                   None, line={"run": key, "row": 3})
+    assert fig.data[-1].name == OUTLINE_NAME and fig.layout.meta["outlined"] == 32  # (a whole figure, outlined)
+    assert "train.py:10" in "".join(_texts(_find(launch, ids.TL_FRAME))) and new_state["line"] == 3

@@ -386,7 +386,7 @@ def _update(
     outline = lines.members(chosen) if lines is not None and chosen is not None else NO_LINE
     label = lines.label(chosen) if lines is not None and chosen is not None else None
     drawn = state.get("drawn")
-    if (isinstance(drawn, dict) and drawn.get("key") == drawn_key(view, window, shown, highlight, path_on, width)
+    if (isinstance(drawn, dict) and drawn.get("key") == drawn_key(view, window, shown, src, path_on, width)
             and state.get("line") != chosen):
         # only the line changed: replace the outline trace (the figure's last), not the whole chart
         return outline_only(view, state, window, shown, width, outline, label, chosen)
@@ -401,7 +401,7 @@ def _update(
     minimap["layout"]["selections"] = []
     frame = lines_view.frame_of(view, src) if src is not None else None
     new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight, "path": path_on,
-                 "line": chosen, "drawn": drawn_of(view, window, shown, highlight, path_on, width, fig)}
+                 "line": chosen, "drawn": drawn_of(view, window, shown, src, path_on, width, fig)}
     return fig, minimap, status_text(fig, label), launch_text(view, link, frame, src), new_state
 
 
@@ -424,21 +424,22 @@ def chosen_line(view: TimelineView, key: str, line: Any) -> int | None:
     return lines_view.line_of_request(line, key, len(explain_view.explained(view).lines.table))
 
 
-def drawn_key(view: TimelineView, window: Window, shown: list[str] | None, highlight: int | None, path_on: bool,
+def drawn_key(view: TimelineView, window: Window, shown: list[str] | None, clicked: int | None, path_on: bool,
               width: int) -> str:
-    """A digest of what the chart is drawn from, but the source line: the window, the lanes, the clicked work,
-    the path toggle and the width (equal digests: the same bars, path and arrow)."""
+    """A digest of what the chart and the lines under it are drawn from, but the source line: the window, the
+    lanes, the clicked interval, the path toggle and the width (equal digests: the same bars, path, arrow and
+    launch text)."""
     lanes = shown if shown is not None else [k for k, _ in view.lanes]
-    raw = orjson.dumps([int(window[0]), int(window[1]), lanes, highlight, path_on, width])
+    raw = orjson.dumps([int(window[0]), int(window[1]), lanes, clicked, path_on, width])
     return hashlib.blake2b(raw, digest_size=12).hexdigest()
 
 
-def drawn_of(view: TimelineView, window: Window, shown: list[str] | None, highlight: int | None, path_on: bool,
+def drawn_of(view: TimelineView, window: Window, shown: list[str] | None, clicked: int | None, path_on: bool,
              width: int, fig: Any) -> dict[str, Any]:
     """What the page's state keeps of a drawn chart: its :func:`drawn_key`, and the bar counts the status line
     says (so that a patch of the outline alone can say them again)."""
     meta = fig.layout.meta or {}
-    return {"key": drawn_key(view, window, shown, highlight, path_on, width), "blocks": int(meta.get("blocks", 0)),
+    return {"key": drawn_key(view, window, shown, clicked, path_on, width), "blocks": int(meta.get("blocks", 0)),
             "intervals": int(meta.get("intervals", 0))}
 
 
