@@ -1,5 +1,6 @@
 """``tracer explain`` on the timeline page: the findings panel (why work did not overlap, ranked; a click zooms the
-timeline to a finding's intervals) and the critical path drawn over the lanes (:class:`PathPieces`).
+timeline to a finding's intervals), the critical path drawn over the lanes (:class:`PathPieces`), and under the
+findings the run's source lines (:mod:`tracer.dashboard.lines_view`), computed with them from the same graph and path.
 
 Explain runs once per run, when the page first needs it (:func:`explained`), and its result is kept on the run's
 cached :class:`TimelineView`; traces over :data:`EAGER_EVENTS` events get a button instead of an automatic run,
@@ -19,8 +20,9 @@ import numpy as np
 import pandas as pd
 from dash import html
 
-from tracer.dashboard import ids, row_table
+from tracer.dashboard import ids, lines_view, row_table
 from tracer.dashboard.figures import PathPieces, fmt_duration
+from tracer.dashboard.lines_view import Lines
 from tracer.dashboard.model import TimelineView
 from tracer.dashboard.row_table import clickable_table
 from tracer.errors import TracerError
@@ -54,6 +56,7 @@ class Explained:
     path: PathPieces  # the critical path's pieces
     breakdown: pd.DataFrame  # label, ns, share
     seconds: float  # what computing it took
+    lines: Lines  # the "by source line" table, from the same graph and path (dashboard/lines_view.py)
 
 
 _lock = threading.Lock()
@@ -75,20 +78,36 @@ def is_computed(view: TimelineView) -> bool:
     return "_explained" in view.__dict__
 
 
-def _empty(reason: str | None, seconds: float = 0.0) -> Explained:
+def _empty(reason: str | None, lines: Lines, seconds: float = 0.0) -> Explained:
     from tracer.explain.findings import FINDING_COLUMNS, GROUP_COLUMNS  # (tracer.explain: only by compute, see there)
 
     e = np.zeros(0, np.int64)
     none = PathPieces(e, e, e, np.zeros(0, object), np.zeros(0, object))
     return Explained(reason, pd.DataFrame({c: [] for c in FINDING_COLUMNS}),
                      pd.DataFrame({c: [] for c in GROUP_COLUMNS}), none,
-                     pd.DataFrame({"label": [], "ns": [], "share": []}), seconds)
+                     pd.DataFrame({"label": [], "ns": [], "share": []}), seconds, lines)
+
+
+def _lines_without_path(view: TimelineView) -> Lines:
+    """The lines of a run explain cannot run on: their GPU figures, no path or sync time (as ``tracer lines``)."""
+    try:
+        return lines_view.compute(view, lines_view.sources_of(view), None, None)
+    except Exception as exc:  # noqa: BLE001 - as in compute: one line, not a page down
+        return _no_lines(exc)
+
+
+def _no_lines(exc: Exception) -> Lines:
+    from tracer.explain.lines import LINE_COLUMNS
+
+    return Lines(f"source lines failed on this trace ({type(exc).__name__}: {str(exc)[:200]})",
+                 pd.DataFrame({c: [] for c in LINE_COLUMNS}), gpu=False)
 
 
 def compute(view: TimelineView) -> Explained:
     """Explain the whole trace as ``tracer explain`` does (:func:`tracer.explain.explain`: the graph, the critical
-    path, the findings with the kernels' demand read from the trace file), without replaying the fixes (no cache:
-    see :func:`explained`). A trace explain cannot run on gets its one-line ``reason``."""
+    path, the findings with the kernels' demand read from the trace file and each finding's source line), without
+    replaying the fixes (no cache: see :func:`explained`), and the lines of ``tracer lines`` from the same graph and
+    path. A trace explain cannot run on gets its one-line ``reason`` (and its lines without path times)."""
     # (tracer.explain and the trace's launch figures, ~40 ms, when a run is first explained: not at the app's start)
     from tracer.explain import explain
     from tracer.parsers.demand import read_launch_figures
@@ -99,11 +118,17 @@ def compute(view: TimelineView) -> Explained:
         # the kernels' launch figures (in the trace file, not the timeline): tell a full GPU from kernels that were
         # merely serialised, as `tracer explain` does
         launches = read_launch_figures(view.source) if view.source is not None else ()
-        result = explain(view.timeline, launches=launches, fix_replays=False)
+        sources = lines_view.sources_of(view)
+        result = explain(view.timeline, launches=launches, fix_replays=False, sources=sources)
     except TracerError as exc:
-        return _empty(exc.problem)
+        return _empty(exc.problem, _lines_without_path(view))
     except Exception as exc:  # noqa: BLE001 - an analysis bug must not take the page down: say it in one line
-        return _empty(f"explain failed on this trace ({type(exc).__name__}: {str(exc)[:200]})")
+        return _empty(f"explain failed on this trace ({type(exc).__name__}: {str(exc)[:200]})",
+                      _lines_without_path(view))
+    try:  # (the whole trace's graph and path, as `tracer lines` walks them)
+        lines = lines_view.compute(view, sources, result.graph, result.path)
+    except Exception as exc:  # noqa: BLE001 - the findings stay; the lines say they failed
+        lines = _no_lines(exc)
     path, found = result.path, result.findings
     p = path.pieces
     pos = ev.index.get_indexer(p["row"].to_numpy())  # timeline row labels -> positions (the view's src)
@@ -114,7 +139,7 @@ def compute(view: TimelineView) -> Explained:
         label=p["label"].astype(str).to_numpy(dtype=object),
         name=p["name"].astype(str).to_numpy(dtype=object),
     )
-    return Explained(None, found, result.groups(), pieces, path.breakdown(), time.perf_counter() - t)
+    return Explained(None, found, result.groups(), pieces, path.breakdown(), time.perf_counter() - t, lines)
 
 
 def finding_window(view: TimelineView, result: Explained, i: int) -> tuple[int, int]:
@@ -138,9 +163,11 @@ def table_rows(view: TimelineView, result: Explained, limit: int = MAX_ROWS) -> 
     out = []
     for i, r in enumerate(f.itertuples(index=False)):
         where = where_text(int(r.device), int(r.stream))
+        src = getattr(r, "source", None)
         out.append({
             "id": i,
             "reason": r.reason,
+            **({"line": f"{src['file']}:{src['line']}" + ("" if src["exact"] else "*")} if src else {}),
             "path_ms": round(r.path_ns / 1e6, 3),
             "cost_ms": round(r.cost_ns / 1e6, 3),
             "where": f"rank {r.rank} · {where}" if multi else where,
@@ -149,6 +176,15 @@ def table_rows(view: TimelineView, result: Explained, limit: int = MAX_ROWS) -> 
             "evidence": r.evidence,
         })
     return out
+
+
+def columns(result: Explained) -> list[tuple[str, str, str]]:
+    """The findings table's columns: :data:`COLUMNS`, and the line of the user's code that caused each finding
+    where the trace has Python stacks (after the reason)."""
+    src = result.findings["source"] if "source" in result.findings.columns else pd.Series([], dtype=object)
+    if not src.notna().any():
+        return list(COLUMNS)
+    return [COLUMNS[0], ("line", "Your line", "text"), *COLUMNS[1:]]
 
 
 def where_text(device: int, stream: int) -> str:
@@ -205,12 +241,14 @@ def section_title(view: TimelineView) -> str:
 
 def panel(view: TimelineView, result: Explained) -> list[Any]:
     """The findings panel's contents: the one-line reason where explain cannot run; else the path's breakdown,
-    the kinds ranked and the costliest findings (a click zooms the timeline to one)."""
+    the kinds ranked and the costliest findings (a click zooms the timeline to one); then the run's source lines
+    (:func:`tracer.dashboard.lines_view.section_children`: a click outlines a line's intervals)."""
+    lines = html.Div(lines_view.section_children(view, result.lines), id=ids.TL_LINES, className="lines-part")
     if result.reason is not None:
-        return [html.P(f"No findings: {result.reason}.", className="muted", id=ids.TL_FIND_REASON)]
+        return [html.P(f"No findings: {result.reason}.", className="muted", id=ids.TL_FIND_REASON), lines]
     head = html.P(path_line(result), className="muted small")
     if result.findings.empty:
-        return [head, html.P(no_findings_text(view), className="muted", id=ids.TL_FIND_NONE)]
+        return [head, html.P(no_findings_text(view), className="muted", id=ids.TL_FIND_NONE), lines]
     rows = table_rows(view, result)
     shown = "" if len(rows) == len(result.findings) else f" (the {len(rows):,} costliest shown)"
     return [
@@ -219,7 +257,8 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
         html.P(f"{len(result.findings):,} findings{shown}, costliest on the critical path first; each kind's fix is in "
                "the table above. Click a row to show its intervals above; `tracer explain` prints the same.",
                className="muted small"),
-        clickable_table(ids.TL_FIND_TABLE, COLUMNS, rows, page_size=PAGE_SIZE, wrap=True),
+        clickable_table(ids.TL_FIND_TABLE, columns(result), rows, page_size=PAGE_SIZE, wrap=True),
+        lines,
     ]
 
 

@@ -135,6 +135,12 @@ def _shown_rows(view: TimelineView, lanes: list[str] | None) -> list[int]:
     return [i for i, r in enumerate(view.rows) if r.lane in keep]
 
 
+def rows_shown(view: TimelineView, lanes: list[str] | None) -> dict[int, int]:
+    """View row -> y of each row :func:`timeline_figure` draws for ``lanes`` (its ``Drawn.row_of``), without
+    drawing anything."""
+    return {r: y for y, r in enumerate(_shown_rows(view, lanes))}
+
+
 def _select(view: TimelineView, rows: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The sorted arrays restricted to ``rows`` (slices of whole groups: no mask over every interval)."""
     if len(rows) == len(view.rows):
@@ -564,12 +570,16 @@ def timeline_figure(
     highlight: int | None = None,
     uirevision: str | None = None,
     path: PathPieces | None = None,
+    outline: np.ndarray | None = None,
 ) -> go.Figure:
     """The Gantt chart of one run over ``window`` (ns since its first event; default: all of it).
 
     ``lanes`` keeps only those lane keys; ``highlight`` is an events row of GPU work whose launching host
     call gets outlined and linked by an arrow; ``path`` is drawn as a thin line along the rows its pieces lie on
-    (:func:`path_trace`). ``layout.meta`` says what was drawn (window, blocks, intervals, path blocks).
+    (:func:`path_trace`); ``outline`` (positions in the view's sorted interval arrays: a source line's intervals)
+    is outlined by :func:`outline_trace`, the figure's last trace, there even when empty so that a page can
+    replace it alone. ``layout.meta`` says what was drawn (window, blocks, intervals, path blocks, and
+    ``outlined``: the outlined intervals in the window).
     """
     if isinstance(view, Timeline):
         view = prepare(view)
@@ -591,6 +601,10 @@ def timeline_figure(
             fig.add_trace(line)
             path_blocks = len(line.x) // 3
             path_crossed = rows_crossed(line)
+    outlined = 0
+    if outline is not None:  # (last: the timeline page replaces this trace alone when only the line changes)
+        trace, outlined = outline_trace(view, drawn.row_of, outline, window, width_px)
+        fig.add_trace(trace)
     if not drawn.rows:
         annotations.append(
             dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
@@ -610,7 +624,7 @@ def timeline_figure(
         uirevision=uirevision,
         meta=dict(
             window_ns=list(window), blocks=drawn.blocks, intervals=drawn.intervals, rows=len(drawn.rows),
-            path_blocks=path_blocks, path_rows_crossed=path_crossed,
+            path_blocks=path_blocks, path_rows_crossed=path_crossed, outlined=outlined,
         ),
     )
     return fig
@@ -674,6 +688,51 @@ def path_trace(
         showlegend=True,
         uid="y-critical-path",
     )
+
+
+#: The outline of a chosen source line's intervals: the diff table's highlight colour (dashboard/diff_view.py), a
+#: magenta far from every lane colour and from the black of the path and the launch arrow.
+OUTLINE_COLOR = "#e6007e"
+OUTLINE_NAME = "source line"
+
+
+def outline_trace(
+    view: TimelineView, row_of: dict[int, int], positions: np.ndarray, window: Window, width_px: int
+) -> tuple[go.Scatter, int]:
+    """An outline around each of the intervals at ``positions`` (in the view's sorted arrays, ascending) that lies
+    in ``window`` on a row shown (``row_of``: view row -> y), as one line trace of NaN-separated rectangles, with
+    the number of those intervals. Intervals narrower than a few pixels merge as the lanes' do
+    (:func:`tracer.dashboard.lod.merge_blocks`), so the trace holds at most a few blocks per pixel of a row
+    however many intervals the line launched. Where there is nothing to outline the trace is still there, one gap
+    point."""
+    t0, t1 = window
+    ns_per_px = (t1 - t0) / max(width_px, 50)
+    pos = np.asarray(positions, dtype=np.int64)
+    # nothing to outline: one gap point, which draws nothing yet keeps the trace's group in the plot (an empty
+    # trace gets none, and whatever counts the drawn traces against the figure's would wait for it forever)
+    x: Any = [None]
+    y: Any = [None]
+    n = 0
+    if pos.size and row_of:
+        y_of_row = np.full(len(view.rows), -1, dtype=np.int64)
+        y_of_row[list(row_of)] = list(row_of.values())
+        pos = pos[y_of_row[view.group[pos] // N_CLASSES] >= 0]
+        # (ascending positions are sorted by (group, start), as merge_blocks needs)
+        blocks = merge_blocks(view.start_ns[pos], view.end_ns[pos], view.group[pos], t0, t1, ns_per_px)
+        n = blocks.n_in_window
+        if len(blocks):
+            x0 = blocks.start_ns.astype(np.float64)
+            x1 = np.maximum(blocks.end_ns.astype(np.float64), x0 + ns_per_px) / 1e6  # at least a pixel wide
+            x0 /= 1e6
+            yy = y_of_row[blocks.group // N_CLASSES].astype(np.float64)
+            nan = np.full(len(blocks), np.nan)
+            x = np.column_stack([x0, x1, x1, x0, x0, nan]).ravel()
+            y = np.column_stack([yy - 0.46, yy - 0.46, yy + 0.46, yy + 0.46, yy - 0.46, nan]).ravel()
+    trace = go.Scatter(
+        x=x, y=y, mode="lines", line=dict(color=OUTLINE_COLOR, width=2), hoverinfo="skip", showlegend=False,
+        name=OUTLINE_NAME, cliponaxis=True, uid="y-source-line",
+    )
+    return trace, n
 
 
 def rows_crossed(line: go.Scatter) -> int:

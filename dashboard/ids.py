@@ -24,7 +24,8 @@ TL_LANES = "timeline-lanes"
 TL_RESET = "timeline-reset"
 TL_STATUS = "timeline-status"
 TL_LAUNCH = "timeline-launch"
-#: store: {"run": key, "window": [lo, hi], "highlight": src | None, "path": bool} (drawn)
+#: store: {"run": key, "window": [lo, hi], "highlight": src | None, "path": bool, "line": i | None, "drawn": {...}}
+#: (what the chart shows; "drawn": the rest of what it was drawn from, and its bar counts)
 TL_STATE = "timeline-state"
 #: store: the window asked for: {"relayout": {...}} | {"range_ms": [a, b]} | {"whole": n_clicks}; or
 #: {"path": bool}: the critical path overlay on or off, the window as it is
@@ -45,6 +46,13 @@ TL_FIND_GROUPS = "timeline-findings-groups"  # table: one row per kind of findin
 TL_FIND_TABLE = "timeline-findings-table"  # AG Grid: one row per finding; a click zooms to its intervals
 TL_FIND_REASON = "timeline-findings-reason"  # the one line saying why explain cannot run on this trace
 TL_FIND_NONE = "timeline-findings-none"  # the line saying what an empty findings table means for the run
+TL_LINES = "timeline-lines"  # the "by source line" part under the findings (dashboard/lines_view.py)
+TL_LINES_TABLE = "timeline-lines-table"  # AG Grid: one row per line of the user's code; a click outlines its intervals
+TL_LINES_NOTE = "timeline-lines-note"  # the one line saying why there are no source lines (no Python stacks ...)
+TL_LINE_CLEAR = "timeline-line-clear"  # button: no line outlined
+#: store: the line outlined on the timeline, {"run": key, "row": i} (a row of the lines table), or None
+TL_LINE = "timeline-line"
+TL_FRAME = "timeline-frame"  # the clicked interval's user frame and the chain above it (under the chart)
 
 # compare page
 CMP_GRAPH = "compare-graph"

@@ -28,12 +28,13 @@ ROW_ID = re.compile(r"0|[1-9][0-9]{0,17}")
 
 def clickable_table(table_id: str, columns: Sequence[tuple[str, str, str]], rows: list[dict[str, Any]], *,
                     page_size: int, wrap: bool = False,
-                    column_style: dict[str, dict[str, str]] | None = None) -> Any:
+                    column_style: dict[str, dict[str, str]] | None = None, marked: bool = False) -> Any:
     """An AG Grid of ``rows`` (each with an int ``id``: its row's index on the server) under ``columns`` (id,
     name, type: ``"numeric"`` ones sort as numbers), sorted and paged in the browser; its ``cellClicked`` names
     the row clicked (:func:`row_of_cell`). The table fills its width, a column's share the square root of its
     typical text's length (a median cell, or its header if longer; numbers kept on one line); ``wrap``: long
-    texts wrap (else they are cut); ``column_style``: a style for every cell of a column, by its id."""
+    texts wrap (else they are cut); ``column_style``: a style for every cell of a column, by its id; ``marked``: one
+    row can be shown chosen, by the server (its ``selectedRows``: ``{"ids": [row id]}``), never by a click alone."""
     column_style = column_style or {}
     column_defs = []
     for c, name, t in columns:
@@ -63,6 +64,9 @@ def clickable_table(table_id: str, columns: Sequence[tuple[str, str, str]], rows
             "domLayout": "autoHeight",  # as tall as its page of rows: no scrolling inside the table
             "suppressColumnVirtualisation": True,  # (every column drawn: a few, and all on the page's width)
             "theme": THEME,
+            # (the server marks the chosen row; a click only sends cellClicked)
+            **({"rowSelection": {"mode": "singleRow", "checkboxes": False, "enableClickSelection": False}}
+               if marked else {}),
         },
         style={"height": None},  # (domLayout sets it)
     )

@@ -335,8 +335,9 @@ def test_timeline_callback_draws_everything_asked_whatever_changed_last():
     click = {"points": [{"customdata": kernel}]}
     want = {"relayout": {"xaxis.range[0]": 1.0, "xaxis.range[1]": 130.0}}
     fig, _, _, launch, new_state = timeline.update(store, state, want, None, click, None)
-    assert new_state == {"run": "copy_side_stream", "window": [1_000_000, 130_000_000], "highlight": kernel,
-                         "path": False}
+    assert {k: v for k, v in new_state.items() if k != "drawn"} == {
+        "run": "copy_side_stream", "window": [1_000_000, 130_000_000], "highlight": kernel, "path": False, "line": None}
+    assert set(new_state["drawn"]) == {"key", "blocks", "intervals"}  # (what was drawn: a patch can say it again)
     assert "correlation" in str(launch)
     assert any(t.name == "launch → work" for t in fig.data)
     # nothing asked yet (Dash's call when the page appears): the page stays as its layout drew it

@@ -239,7 +239,7 @@ def test_requests_naming_unknown_runs_leave_memory_flat_and_log_nothing(quiet_lo
 
     def hit(i: int) -> None:
         state = {"run": f"{i:08d}" + "x" * 100_000, "window": None, "highlight": None}
-        resp = client.post("timeline-graph", [{"whole": 1}, None, None, None, None, state, None])
+        resp = client.post("timeline-graph", [{"whole": 1}, None, None, None, None, None, state, None])
         assert resp.status_code == 200
         assert "no such run in this dashboard" in _status_text(resp, ids.TL_STATUS)
         assert len(resp.get_data()) < 2000  # the key is quoted, cut: not echoed back in full
@@ -348,7 +348,7 @@ def test_a_zoom_to_no_window_is_a_message_in_the_status_line(quiet_log, want, me
     store = _store(SIDE)
     client = DashClient(create_app(store=store))
     state = {"run": RUN, "window": None, "highlight": None}
-    resp = client.post("timeline-graph", [want, None, None, None, None, state, None])
+    resp = client.post("timeline-graph", [want, None, None, None, None, None, state, None])
     assert resp.status_code == 200
     assert message in _status_text(resp, ids.TL_STATUS)
     assert set(resp.get_json()["response"]) == {ids.TL_STATUS}  # the chart stays as it was
@@ -363,7 +363,7 @@ def test_a_forged_page_state_is_a_message_or_the_whole_run(quiet_log, state):
     store = _store(SIDE)
     client = DashClient(create_app(store=store))
     click = {"points": [{"customdata": 1e300}]}
-    resp = client.post("timeline-graph", [None, ["no-such-lane"], click, None, None, state, "x"])
+    resp = client.post("timeline-graph", [None, ["no-such-lane"], click, None, None, None, state, "x"])
     assert resp.status_code == 200
     out = resp.get_json()["response"]
     if isinstance(state, dict) and state.get("run") == RUN:  # a bad window: drawn whole, nothing to say
@@ -383,7 +383,7 @@ def test_a_bad_rank_filter_is_one_line_in_the_status(quiet_log, ranks, folded):
     store = _store(SIDE)
     client = DashClient(create_app(store=store))
     state = {"run": RUN, "window": None, "highlight": None}
-    resp = client.post("timeline-graph", [{"whole": 1}, None, None, ranks, folded, state, None])
+    resp = client.post("timeline-graph", [{"whole": 1}, None, None, ranks, folded, None, state, None])
     assert resp.status_code == 200
     text = _status_text(resp, ids.TL_STATUS)
     assert "rank numbers" in text and "\\n" not in text
@@ -394,7 +394,7 @@ def test_ranks_a_run_does_not_have_draw_what_it_has(quiet_log):
     store = _store(SIDE)
     client = DashClient(create_app(store=store))
     state = {"run": RUN, "window": None, "highlight": None}
-    resp = client.post("timeline-graph", [{"whole": 1}, None, None, [0, 5, 2**40], [-1, 9], state, None])
+    resp = client.post("timeline-graph", [{"whole": 1}, None, None, [0, 5, 2**40], [-1, 9], None, state, None])
     assert resp.status_code == 200
     assert resp.get_json()["response"][ids.TL_GRAPH]["figure"]["layout"]["meta"]["rows"] == len(
         [r for r in store.view(RUN).rows if not r.folded])
@@ -463,7 +463,7 @@ def test_compare_zooms_and_states_that_are_no_window(quiet_log, relayout, state,
 
 def test_a_request_dash_cannot_dispatch_is_a_400_in_one_line(quiet_log):
     client = DashClient(create_app(store=_store(SIDE)))
-    body = client.body("timeline-graph", [None, None, None, None, None, {"run": RUN}, None])
+    body = client.body("timeline-graph", [None, None, None, None, None, None, {"run": RUN}, None])
     body["output"] = "no-such-output.children"
     resp = client.client.post("/_dash-update-component", json=body)
     assert resp.status_code == 400
@@ -631,12 +631,12 @@ def test_the_explain_button_with_a_forged_state_is_a_message(quiet_log, state):
 def test_a_forged_critical_path_toggle_is_a_message(quiet_log, path):
     client = DashClient(create_app(store=_store(SIDE)))
     state = {"run": RUN, "window": None, "highlight": None, "path": "forged: read as off"}
-    resp = client.post("timeline-graph", [{"path": path}, None, None, None, None, state, None])
+    resp = client.post("timeline-graph", [{"path": path}, None, None, None, None, None, state, None])
     assert resp.status_code == 200
     assert "expected the toggle's state" in _status_text(resp, ids.TL_STATUS)
     assert set(resp.get_json()["response"]) == {ids.TL_STATUS}
     # a forged "path" in the page's state is off, not an error
-    resp = client.post("timeline-graph", [{"whole": 1}, None, None, None, None, state, None])
+    resp = client.post("timeline-graph", [{"whole": 1}, None, None, None, None, None, state, None])
     out = resp.get_json()["response"]
     assert out[ids.TL_STATE]["data"]["path"] is False
     assert all(t.get("name") != "critical path" for t in out[ids.TL_GRAPH]["figure"]["data"])

@@ -14,16 +14,23 @@ tests' flake). Now:
    on the overview strip, **Whole run**) into ``ids.TL_WANT`` and ignores the rest, in the browser;
 2. the server callback is a pure function of its inputs (that window request, the lanes, the last click),
    never of which one changed: a request that replaces a dropped one still draws everything asked for.
+
+A click on a row of the source lines table (:mod:`tracer.dashboard.lines_view`) sets ``ids.TL_LINE``, one more
+input of the server callback: where nothing else changed since the chart was drawn (the state's ``drawn``
+digest), its answer is a patch that replaces the outline trace alone, not the whole figure.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import Any, Literal
 
-from dash import Dash, Input, Output, Patch, State, dcc, html, no_update
+import numpy as np
+import orjson
+from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 
-from tracer.dashboard import collectives_view, explain_view, ids
+from tracer.dashboard import collectives_view, explain_view, ids, lines_view
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import (
     PathPieces,
@@ -34,6 +41,8 @@ from tracer.dashboard.figures import (
     launch_of,
     minimap_figure,
     minimap_shapes,
+    outline_trace,
+    rows_shown,
     timeline_figure,
 )
 from tracer.dashboard.model import TimelineView
@@ -67,14 +76,14 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     lanes = [k for k, _ in view.lanes]
     collectives = collectives_view.section(view) if view.multi_rank else None
     path_on = len(view.timeline.events) <= explain_view.EAGER_EVENTS  # (big traces: off until asked)
-    fig = timeline_figure(view, window, width_px=width, uirevision=key, path=path_of(view, path_on))
+    fig = timeline_figure(view, window, width_px=width, uirevision=key, path=path_of(view, path_on), outline=NO_LINE)
     path_why = None
     crossed = fig.layout.meta["path_rows_crossed"]
     if crossed > PATH_DEFAULT_MAX_ROWS_CROSSED:  # a busy run's path would hide its bars
         path_on = False
         path_why = (f"Off at first: over the whole run the path's line crosses {crossed:,} rows and would hide the "
                     "bars; tick to draw it, or zoom in first")
-        fig = timeline_figure(view, window, width_px=width, uirevision=key)
+        fig = timeline_figure(view, window, width_px=width, uirevision=key, outline=NO_LINE)
     minimap_config: dcc.Graph.Config = {
         **GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False
     }
@@ -118,8 +127,11 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
             html.Div(launch_text(view, None), id=ids.TL_LAUNCH, className="launch muted"),
             explain_view.section(view),
             *([collectives] if collectives is not None else []),
-            dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None, "path": path_on}),
+            dcc.Store(id=ids.TL_STATE, data={"run": key, "window": list(window), "highlight": None, "path": path_on,
+                                             "line": None,
+                                             "drawn": drawn_of(view, window, None, None, path_on, width, fig)}),
             dcc.Store(id=ids.TL_WANT, data=None),
+            dcc.Store(id=ids.TL_LINE, data=None),
         ],
         className="timeline-page",
     )
@@ -168,10 +180,15 @@ def ranks_from_request(value: Any, what: str = "ranks") -> list[int] | None:
     return value
 
 
-def status_text(fig: Any) -> str:
+def status_text(fig: Any, line: str | None = None) -> str:
     """The window and what was drawn of it, in ms like the time axis. "Bars" are what the heading counts
-    too: the drawn events plus the overlap band's pieces, here only those that touch the window."""
-    meta = fig.layout.meta or {}
+    too: the drawn events plus the overlap band's pieces, here only those that touch the window; ``line``:
+    the source line outlined (its label), and how many of its intervals are in the window."""
+    return status_of(fig.layout.meta or {}, line)
+
+
+def status_of(meta: dict[str, Any], line: str | None = None) -> str:
+    """:func:`status_text` from a figure's ``layout.meta`` (or what the page's state kept of it)."""
     lo, hi = meta.get("window_ns", [0, 0])
     blocks, n = meta.get("blocks", 0), meta.get("intervals", 0)
     if n == 0:
@@ -180,25 +197,40 @@ def status_text(fig: Any) -> str:
         detail = f"all {n:,} bars in this window drawn one by one"
     else:
         detail = f"{n:,} bars in this window merged into {blocks:,} blocks (zoom in to see each)"
+    if line is not None:
+        k = int(meta.get("outlined", 0))
+        detail += f" · outlined {line}: {k:,} of its intervals in this window"
     return f"Window {window_text(lo, hi)} · {detail}"
 
 
-def launch_text(view: TimelineView, link: dict[str, Any] | None) -> Any:
-    """The line under the chart: the clicked GPU work's launch, or what a click would show. A run without GPU
-    work has no launches to show: its line says what a bar's hover tells instead."""
-    if link is None:
+def launch_text(view: TimelineView, link: dict[str, Any] | None, frame: dict[str, Any] | None = None,
+                src: int | None = None) -> Any:
+    """The lines under the chart: the clicked GPU work's launch, and the line of the user's code it came from
+    (``frame``, :func:`tracer.dashboard.lines_view.frame_of`: a GPU interval's launching call's, a host call's
+    own; with the user frames above it), or what a click would show. A run without GPU work has no launches to
+    show: its line says what a bar's hover tells instead."""
+    if link is None and frame is None:
         if not view.devices:
             return "Hover over a bar to see its name, thread, start and duration."
         return "Click a kernel or copy to see the host call that launched it."
-    delay = link["work_start_ns"] - link["launch_start_ns"]
-    return html.Span(
-        [
-            html.B(link["launch_name"]),
-            f" on thread {link['tid']} at {link['launch_start_ns'] / 1e6:.4f} ms launched ",
-            html.B(link["work_name"][:90]),
-            f" (correlation {link['correlation']}), which started {fmt_duration(delay)} later.",
-        ]
-    )
+    parts: list[Any] = []
+    if link is not None:
+        delay = link["work_start_ns"] - link["launch_start_ns"]
+        parts.append(html.Span(
+            [
+                html.B(link["launch_name"]),
+                f" on thread {link['tid']} at {link['launch_start_ns'] / 1e6:.4f} ms launched ",
+                html.B(link["work_name"][:90]),
+                f" (correlation {link['correlation']}), which started {fmt_duration(delay)} later.",
+            ]
+        ))
+    elif src is not None:  # a host call of the user's line: what was clicked
+        row = view.timeline.events.iloc[src]
+        at_ms = (int(row["start_ns"]) - view.t0_ns) / 1e6
+        parts.append(html.Span([html.B(str(row["name"])[:90]), f" on thread {int(row['tid'])} at {at_ms:.4f} ms."]))
+    if frame is not None:
+        parts.append(html.Div(lines_view.frame_text(frame)))
+    return html.Div(parts)
 
 
 #: The main chart's Plotly config: a double-click sets ``xaxis.autorange`` (the y axis is fixed), which the
@@ -296,17 +328,20 @@ def update(
     viewport: Any,
     ranks: Any = None,
     folded: Any = None,
+    line: Any = None,
 ) -> tuple[Any, Any, Any, Any, Any]:
     """The page's server callback, as a plain function: (figure, minimap patch, status, launch text, state).
 
     A pure function of what is asked — the window (``want``, a ``TL_WANT`` value), the lanes, the ranks shown
-    and folded, and the last click — not of which of them changed (see the module's docstring for why).
+    and folded, the last click and the source line outlined (``line``, a ``TL_LINE`` value) — not of which of
+    them changed (see the module's docstring for why). Where only the line differs from what the chart was drawn
+    from (the state's ``drawn``), the figure is a patch that replaces the outline trace alone.
     Whatever a request sends, an unknown run or a window that is no window is a message in the status line,
     never an HTTP 500.
     """
     try:
         return _update(store, state, want, lanes_from_request(lanes), click, viewport,
-                       ranks_from_request(ranks), ranks_from_request(folded, "folded ranks"))
+                       ranks_from_request(ranks), ranks_from_request(folded, "folded ranks"), line)
     except TracerError as exc:
         return failed(error_message(exc))
 
@@ -325,14 +360,16 @@ def _update(
     viewport: Any,
     ranks: list[int] | None = None,
     folded: list[int] | None = None,
+    line: Any = None,
 ) -> tuple[Any, Any, Any, Any, Any]:
     key = run_of_state(state)
     view = store.view(key)
     src = clicked_src(click)
+    chosen = chosen_line(view, key, line)
     if ranks is not None and set(ranks) >= set(view.ranks):
         ranks = None  # every rank: the fast path
     folded = [r for r in folded or () if r in view.fold_lanes]
-    if (want is None and src is None and (lanes is None or lanes == [k for k, _ in view.lanes])
+    if (want is None and src is None and chosen is None and (lanes is None or lanes == [k for k, _ in view.lanes])
             and ranks is None and not folded):
         # Nothing asked yet: the page as its layout drew it. Dash calls this once when the page appears
         # (TL_WANT is another callback's output, so prevent_initial_call does not hold it back); a redraw
@@ -344,17 +381,81 @@ def _update(
     highlight = src if link else None
     shown = view.shown_lanes(lanes, ranks, folded)
     path_on = path_wanted(state, want)
+    width = plot_width(viewport)
+    lines = explain_view.explained(view).lines if chosen is not None else None
+    outline = lines.members(chosen) if lines is not None and chosen is not None else NO_LINE
+    label = lines.label(chosen) if lines is not None and chosen is not None else None
+    drawn = state.get("drawn")
+    if (isinstance(drawn, dict) and drawn.get("key") == drawn_key(view, window, shown, src, path_on, width)
+            and state.get("line") != chosen):
+        # only the line changed: replace the outline trace (the figure's last), not the whole chart
+        return outline_only(view, state, window, shown, width, outline, label, chosen)
     fig = timeline_figure(
-        view, window, width_px=plot_width(viewport), lanes=shown, highlight=highlight, uirevision=key,
-        path=path_of(view, path_on),
+        view, window, width_px=width, lanes=shown, highlight=highlight, uirevision=key,
+        path=path_of(view, path_on), outline=outline,
     )
     # The minimap's heatmap never changes: send only the window's outline, and drop the selection box a
     # drag across it left (the outline now shows where the main chart is).
     minimap = Patch()
     minimap["layout"]["shapes"] = minimap_shapes(view, window)
     minimap["layout"]["selections"] = []
-    new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight, "path": path_on}
-    return fig, minimap, status_text(fig), launch_text(view, link), new_state
+    frame = lines_view.frame_of(view, src) if src is not None else None
+    new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight, "path": path_on,
+                 "line": chosen, "drawn": drawn_of(view, window, shown, src, path_on, width, fig)}
+    return fig, minimap, status_text(fig, label), launch_text(view, link, frame, src), new_state
+
+
+def _count(value: Any) -> int:
+    """A bar count the page's state kept (0 for anything a request made of it that is no count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62 else 0
+
+
+#: No source line outlined: the outline trace is drawn empty (it is always the figure's last trace).
+NO_LINE = np.zeros(0, dtype=np.int64)
+
+
+def chosen_line(view: TimelineView, key: str, line: Any) -> int | None:
+    """The row of the lines table a ``TL_LINE`` value outlines (:func:`tracer.dashboard.lines_view.line_of_request`);
+    None for none. A line of a run not explained yet is refused (its table was never shown)."""
+    if line is None:
+        return None
+    if not explain_view.is_computed(view):
+        raise UsageError("source lines table", "this run is not explained yet; explain it first")
+    return lines_view.line_of_request(line, key, len(explain_view.explained(view).lines.table))
+
+
+def drawn_key(view: TimelineView, window: Window, shown: list[str] | None, clicked: int | None, path_on: bool,
+              width: int) -> str:
+    """A digest of what the chart and the lines under it are drawn from, but the source line: the window, the
+    lanes, the clicked interval, the path toggle and the width (equal digests: the same bars, path, arrow and
+    launch text)."""
+    lanes = shown if shown is not None else [k for k, _ in view.lanes]
+    raw = orjson.dumps([int(window[0]), int(window[1]), lanes, clicked, path_on, width])
+    return hashlib.blake2b(raw, digest_size=12).hexdigest()
+
+
+def drawn_of(view: TimelineView, window: Window, shown: list[str] | None, clicked: int | None, path_on: bool,
+             width: int, fig: Any) -> dict[str, Any]:
+    """What the page's state keeps of a drawn chart: its :func:`drawn_key`, and the bar counts the status line
+    says (so that a patch of the outline alone can say them again)."""
+    meta = fig.layout.meta or {}
+    return {"key": drawn_key(view, window, shown, clicked, path_on, width), "blocks": int(meta.get("blocks", 0)),
+            "intervals": int(meta.get("intervals", 0))}
+
+
+def outline_only(view: TimelineView, state: dict[str, Any], window: Window, shown: list[str] | None, width: int,
+                 outline: np.ndarray, label: str | None, chosen: int | None) -> tuple[Any, Any, Any, Any, Any]:
+    """The callback's outputs when only the source line changed: a patch of the figure that replaces its last
+    trace (the outline, :func:`tracer.dashboard.figures.outline_trace`) and its ``outlined`` count, the status
+    line, and the state with the new line."""
+    trace, n = outline_trace(view, rows_shown(view, shown), outline, window, width)
+    fig = Patch()
+    fig["data"][-1] = trace
+    fig["layout"]["meta"]["outlined"] = n
+    drawn = state["drawn"]
+    meta = {"window_ns": [int(window[0]), int(window[1])], "blocks": _count(drawn.get("blocks")),
+            "intervals": _count(drawn.get("intervals")), "outlined": n}
+    return fig, no_update, status_of(meta, label), no_update, {**state, "line": chosen}
 
 
 def register(app: Dash, store: RunStore) -> None:
@@ -379,13 +480,37 @@ def register(app: Dash, store: RunStore) -> None:
         Input(ids.TL_GRAPH, "clickData"),
         Input(ids.TL_RANKS, "value"),
         Input(ids.TL_FOLD, "value"),
+        Input(ids.TL_LINE, "data"),
         State(ids.TL_STATE, "data"),
         State(ids.VIEWPORT, "data"),
         prevent_initial_call=True,
         on_error=on_error(failed),  # anything update() did not foresee: still a message, not a 500
     )
-    def _update(want, lanes, click, ranks, folded, state, viewport):
-        return update(store, state, want, lanes, click, viewport, ranks, folded)
+    def _update(want, lanes, click, ranks, folded, line, state, viewport):
+        return update(store, state, want, lanes, click, viewport, ranks, folded, line)
+
+    @app.callback(
+        Output(ids.TL_LINE, "data"),
+        Output(ids.TL_STATUS, "children", allow_duplicate=True),
+        Input(ids.TL_LINES_TABLE, "cellClicked"),
+        Input(ids.TL_LINE_CLEAR, "n_clicks"),
+        State(ids.TL_LINE, "data"),
+        State(ids.TL_STATE, "data"),
+        prevent_initial_call=True,
+        on_error=on_error(lambda message: (no_update, alert(message))),
+    )
+    def _choose_line(cell, clear, current, state):
+        if ctx.triggered_id == ids.TL_LINE_CLEAR:
+            return (None, no_update) if clear else (no_update, no_update)  # (drawn anew, not clicked)
+        return choose_line(store, state, current, cell)
+
+    @app.callback(
+        Output(ids.TL_LINES_TABLE, "selectedRows"),
+        Input(ids.TL_LINE, "data"),
+        prevent_initial_call=True,
+    )
+    def _mark_line(line):
+        return marked_rows(line)
 
     for table, zoom in ((ids.TL_COLL_TABLE, zoom_to_collective), (ids.TL_FIND_TABLE, zoom_to_finding)):
         _register_row_zoom(app, store, table, zoom)
@@ -433,6 +558,32 @@ def zoom_to_finding(store: RunStore, state: Any, cell: Any) -> tuple[Any, Any]:
         return no_update, alert(error_message(exc))
     lo, hi = explain_view.finding_window(view, result, i)
     return {"range_ms": [lo / 1e6, hi / 1e6], "finding": i}, no_update
+
+
+def choose_line(store: RunStore, state: Any, current: Any, cell: Any) -> tuple[Any, Any]:
+    """(``TL_LINE`` value, status) for a click on a row of the source lines table: that line is outlined on the
+    timeline (the main callback draws it), or none where it already was (a second click clears). A cell that
+    names no line is a message in the status line."""
+    if cell is None:
+        return no_update, no_update
+    try:
+        key = run_of_state(state)
+        view = store.view(key)
+        if not explain_view.is_computed(view):
+            raise UsageError("source lines table", "this run is not explained yet; explain it first")
+        i = lines_view.row_of_cell(cell, len(explain_view.explained(view).lines.table))
+    except TracerError as exc:
+        return no_update, alert(error_message(exc))
+    if isinstance(current, dict) and current.get("run") == key and current.get("row") == i:
+        return None, no_update
+    return {"run": key, "row": i}, no_update
+
+
+def marked_rows(line: Any) -> dict[str, list[str]]:
+    """The lines table's ``selectedRows`` for a ``TL_LINE`` value: the chosen line's row marked, or none."""
+    row = line.get("row") if isinstance(line, dict) else None
+    ok = isinstance(row, int) and not isinstance(row, bool) and row >= 0
+    return {"ids": [str(row)] if ok else []}
 
 
 def explain_run(store: RunStore, state: Any) -> tuple[Any, Any]:

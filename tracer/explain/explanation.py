@@ -233,5 +233,13 @@ def explain_lines(timeline: Timeline, sources: Sources | None = None, *, name: s
             path = critical_path(graph, Window(), (int(ev["start_ns"].min()), int(ev["end_ns"].max())))
         except TracerError:
             graph = path = None
+    return lines_report(timeline, sources, graph, path)
+
+
+def lines_report(timeline: Timeline, sources: Sources, graph: Graph | None = None,
+                 path: CriticalPath | None = None) -> LinesReport:
+    """The per-line table of ``timeline`` (:func:`tracer.explain.lines.line_table`) from a graph and the whole
+    trace's critical path already built (the dashboard's, from :func:`explain` of the whole trace); None for
+    either: the lines have their GPU figures and no path or sync time."""
     table = line_table(timeline, sources, graph, path)
     return LinesReport(table, sources, path.length_ns if path is not None else 0, gpu_work_ns(timeline))
