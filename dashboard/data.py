@@ -1,9 +1,10 @@
 """The dashboard's data-access layer: the only module that touches disk.
 
 A :class:`RunStore` finds runs (bundled examples, ``./runs``, paths given on the command line, uploads),
-parses them on demand through :func:`tracer.parsers.load_trace`, and keeps the parsed timelines and their
-drawing layout (:class:`tracer.dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The
-browser only ever receives what a figure of the current window needs.
+parses them on demand through :func:`tracer.parsers.load_trace`, each in a child process with a time and a memory
+budget (:mod:`tracer.dashboard.parsing`), and keeps the parsed timelines and their drawing layout
+(:class:`tracer.dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The browser only
+ever receives what a figure of the current window needs.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import orjson
 import tracer
 from tracer.analysis.summary import analyze
 from tracer.dashboard.model import TimelineView, prepare
+from tracer.dashboard.parsing import ParseBusyError, ParseLimits, Parser
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.files import rundir
 from tracer.files.discover import discover, is_run_dir, job_label
@@ -147,7 +149,10 @@ class RunStore:
     """Runs by key, with a server-side cache of parsed timelines and their drawing layout.
 
     Thread-safe: Dash serves callbacks from several threads, and two requests for the same big run must not
-    parse it twice.
+    parse it twice. No lock of the store is held while a trace is parsed: other runs are served meanwhile.
+
+    Every parse runs in a child process under ``parse_limits`` (None: :meth:`ParseLimits.from_env`); with
+    ``isolate=False`` in this process instead, without limits (a test that patches the parser).
     """
 
     def __init__(
@@ -162,6 +167,8 @@ class RunStore:
         max_uploads: int = DEFAULT_MAX_UPLOADS,
         max_kept_upload_bytes: int | None = None,
         jobs: list[list[Path]] | tuple[list[Path], ...] = (),
+        parse_limits: ParseLimits | None = None,
+        isolate: bool = True,
     ) -> None:
         self.paths = [Path(p) for p in paths]
         #: each the rank traces of one job, listed as one run (``tracer dashboard --job``)
@@ -184,6 +191,7 @@ class RunStore:
         self._skipped: set[Path] = set()
         self._scan_lock = threading.Lock()  # one rescan at a time (get() of an unknown key)
         self._last_scan = 0.0  # (monotonic seconds of the last scan: refresh() sets it)
+        self._parser = Parser(parse_limits or ParseLimits.from_env()) if isolate else None
         self.refresh()
 
     # ----- discovery
@@ -296,37 +304,56 @@ class RunStore:
         return key
 
     # ----- parsing and caching
+    @property
+    def parse_limits(self) -> ParseLimits | None:
+        """The budgets each parse runs under (None: parsed in this process, unbounded)."""
+        return self._parser.limits if self._parser is not None else None
+
+    def _parse(self, subject: str, path: Path, *, job_files: tuple[Path, ...] = (), cache: bool) -> TimelineView:
+        """``path`` (or the job's ``job_files``) parsed and laid out: in a child under the limits, or here."""
+        if self._parser is not None:
+            return self._parser.view(subject, path, job_files=job_files, cache=cache)
+        if job_files:
+            from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
+
+            return prepare(load_job(job_files, cache=cache))
+        return prepare(load_trace(path, cache=cache))
+
     def view(self, key: str) -> TimelineView:
         """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped).
 
         An unknown key raises :class:`InputNotFoundError` before anything is recorded: keys come from
-        requests, and a lock kept per key asked for grew without bound."""
+        requests, and a lock kept per key asked for grew without bound. A run being parsed for another request
+        is waited for as long as a parse slot is (:attr:`ParseLimits.wait_s`), then :class:`ParseBusyError`: ten
+        requests for one slow run must not take ten server threads."""
         info = self.get(key)
         with self._lock:
             if key in self._views:
                 self._views.move_to_end(key)
                 return self._views[key]
             lock = self._key_locks.setdefault(key, threading.Lock())
-        with lock:
+        if not lock.acquire(timeout=self._parser.limits.wait_s if self._parser is not None else -1):
+            raise ParseBusyError(str(info.path), "not opened now: it is being parsed for another request; try again "
+                                                 "in a moment")
+        try:
             with self._lock:
                 if key in self._views:
                     return self._views[key]
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
-            if info.job_files:
-                from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
-
-                view = prepare(load_job(info.job_files))
-            else:
-                view = prepare(load_trace(info.path, cache=info.origin != "upload"))
+            view = self._parse(str(info.path), info.path, job_files=info.job_files, cache=info.origin != "upload")
             view.source = Path(info.path)
+            # (summarised before the store's lock is taken: the analyses of a big trace take seconds, and every
+            # request, for any run, takes that lock)
+            if info.summary is None:
+                info.summary = _summarize(view.timeline)
+            info.trace_ns = trace_time_ns(view.timeline)
             with self._lock:
                 self._views[key] = view
                 while len(self._views) > self.cache_size:
                     self._views.popitem(last=False)
-                if info.summary is None:
-                    info.summary = _summarize(view.timeline)
-                info.trace_ns = trace_time_ns(view.timeline)
+        finally:
+            lock.release()
         return view
 
     def timeline(self, key: str) -> Timeline:
@@ -344,6 +371,8 @@ class RunStore:
             return None
         try:
             self.view(key)
+        except ParseBusyError:
+            return None  # (not the run's fault: the next page load tries again)
         except TracerError as exc:
             info.error = str(exc)
         return info.summary
@@ -380,7 +409,7 @@ class RunStore:
         size = len(data)
         del data  # the parser reads the file: holding the bytes too would add their size to the peak
         try:
-            view = prepare(load_trace(path, cache=False))
+            view = self._parse(name, path, cache=False)
         except TracerError as exc:
             _remove_upload(path)
             raise TraceFormatError(name, exc.problem) from None
@@ -448,8 +477,11 @@ class RunStore:
         return self._upload_dir
 
     def close(self) -> None:
-        """Remove every upload from disk (the whole temporary folder, when the store made it). Safe twice;
-        the serving command calls it on every way out (Ctrl-C, SIGTERM, exit)."""
+        """Stop the parses under way (their child processes are killed) and remove every upload from disk (the
+        whole temporary folder, when the store made it). Safe twice; the serving command calls it on every way
+        out (Ctrl-C, SIGTERM, exit)."""
+        if self._parser is not None:
+            self._parser.close()
         with self._lock:
             for key, (path, _) in list(self._uploads.items()):
                 _remove_upload(path)
