@@ -309,30 +309,32 @@ class RunStore:
         """The budgets each parse runs under (None: parsed in this process, unbounded)."""
         return self._parser.limits if self._parser is not None else None
 
-    def _parse(self, subject: str, path: Path, *, job_files: tuple[Path, ...] = (), cache: bool) -> TimelineView:
+    def _parse(
+        self, subject: str, path: Path, *, job_files: tuple[Path, ...] = (), cache: bool, wait: bool = True
+    ) -> TimelineView:
         """``path`` (or the job's ``job_files``) parsed and laid out: in a child under the limits, or here."""
         if self._parser is not None:
-            return self._parser.view(subject, path, job_files=job_files, cache=cache)
+            return self._parser.view(subject, path, job_files=job_files, cache=cache, wait=wait)
         if job_files:
             from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
 
             return prepare(load_job(job_files, cache=cache))
         return prepare(load_trace(path, cache=cache))
 
-    def view(self, key: str) -> TimelineView:
+    def view(self, key: str, *, wait: bool = True) -> TimelineView:
         """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped).
 
         An unknown key raises :class:`InputNotFoundError` before anything is recorded: keys come from
         requests, and a lock kept per key asked for grew without bound. A run being parsed for another request
-        is waited for as long as a parse slot is (:attr:`ParseLimits.wait_s`), then :class:`ParseBusyError`: ten
-        requests for one slow run must not take ten server threads."""
+        is waited for as long as a parse slot is (:attr:`ParseLimits.wait_s`; not at all without ``wait``), then
+        :class:`ParseBusyError`: ten requests for one slow run must not take ten server threads."""
         info = self.get(key)
         with self._lock:
             if key in self._views:
                 self._views.move_to_end(key)
                 return self._views[key]
             lock = self._key_locks.setdefault(key, threading.Lock())
-        if not lock.acquire(timeout=self._parser.limits.wait_s if self._parser is not None else -1):
+        if not lock.acquire(timeout=-1 if self._parser is None else (self._parser.limits.wait_s if wait else 0)):
             raise ParseBusyError(str(info.path), "not opened now: it is being parsed for another request; try again "
                                                  "in a moment")
         try:
@@ -341,7 +343,9 @@ class RunStore:
                     return self._views[key]
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
-            view = self._parse(str(info.path), info.path, job_files=info.job_files, cache=info.origin != "upload")
+            view = self._parse(
+                str(info.path), info.path, job_files=info.job_files, cache=info.origin != "upload", wait=wait
+            )
             view.source = Path(info.path)
             # (summarised before the store's lock is taken: the analyses of a big trace take seconds, and every
             # request, for any run, takes that lock)
@@ -370,7 +374,7 @@ class RunStore:
         if not parse or info.size > parse_max_bytes:
             return None
         try:
-            self.view(key)
+            self.view(key, wait=False)  # (the runs table lists many: it waits for no other request's parse)
         except ParseBusyError:
             return None  # (not the run's fault: the next page load tries again)
         except TracerError as exc:

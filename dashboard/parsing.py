@@ -11,6 +11,7 @@ process of its own, which parses one trace, lays it out (:func:`tracer.dashboard
 - a memory budget (:attr:`ParseLimits.memory_bytes`): the child's ``RLIMIT_DATA`` is set to what it holds at its
   start plus the budget, so that an allocation past it fails (MemoryError, one line) rather than taking the
   machine's memory; the inflate budget of a gzip trace reads the same limit (:mod:`tracer.files.memory`);
+- the kernel's out-of-memory killer takes a parse first (:func:`_first_to_go`);
 - at most :attr:`ParseLimits.slots` parses at once: a request that gets no slot within
   :attr:`ParseLimits.wait_s` is told that the dashboard is busy, instead of holding a server thread while it
   waits. The server's own lock is never held during a parse: a run already parsed is served meanwhile.
@@ -121,11 +122,13 @@ class Parser:
         self._children: set[Any] = set()  # the processes running now (multiprocessing's Process)
         self._closed = False
 
-    def view(self, subject: str, path: Path, *, job_files: Sequence[Path] = (), cache: bool = True) -> TimelineView:
+    def view(
+        self, subject: str, path: Path, *, job_files: Sequence[Path] = (), cache: bool = True, wait: bool = True
+    ) -> TimelineView:
         """``path`` (or the job's ``job_files``) parsed and laid out in a child; ``subject`` names it in errors.
         Raises :class:`TracerError`: the parser's own, or one line for a parse past a budget, a child that died,
-        or no slot free (:class:`ParseBusyError`)."""
-        if not self._slots.acquire(timeout=self.limits.wait_s):
+        or no slot free within :attr:`ParseLimits.wait_s` (at once, without ``wait``): :class:`ParseBusyError`."""
+        if not self._slots.acquire(timeout=self.limits.wait_s if wait else 0):
             raise ParseBusyError(
                 subject,
                 f"not opened now: the dashboard is busy parsing {self.limits.slots} other "
@@ -224,6 +227,7 @@ def _child_main(conn: Connection, request: _Request) -> None:
 
     _let_the_forkserver_go()
     die_with(None)  # (its parent is the forkserver, which ends with the server)
+    _first_to_go()
     for k in [k for k in os.environ if k.startswith("TRACER_") and k not in request.env]:
         del os.environ[k]
     os.environ.update(request.env)
@@ -269,6 +273,17 @@ def _let_the_forkserver_go() -> None:
         except OSError:
             pass
         server._forkserver_alive_fd = None  # type: ignore[union-attr]  # (a forkserver of its own would start)
+
+
+def _first_to_go() -> None:
+    """Linux: make this process the one the kernel's out-of-memory killer picks first (``oom_score_adj`` 1000).
+    Each parse stays within its budget, but two at once (half the machine's memory each, by default) may together
+    pass what the machine has: then a parse should go, not the server or another program."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:  # (not Linux)
+        pass
 
 
 def _limit_memory(budget: int) -> None:

@@ -770,12 +770,14 @@ def test_a_slow_upload_blocks_neither_another_upload_nor_a_run_already_parsed(tm
 
 
 def test_with_every_slot_taken_a_request_is_told_busy_not_kept_waiting(tmp_path, slow_trace):
-    limits = ParseLimits(timeout_s=60.0, slots=1, wait_s=0.3)
+    limits = ParseLimits(timeout_s=60.0, slots=1, wait_s=1.0)
     store = _store(slow_trace, SIDE, upload_dir=tmp_path / "uploads", parse_limits=limits)
     slow_key = next(r.key for r in store.runs() if r.path == slow_trace)
     opening = _InThread(lambda: store.view(slow_key))  # a run on disk, opened in the page
     opening.start()
     (pid,) = _parsing(store)
+    if sys.platform.startswith("linux"):  # (the out-of-memory killer takes a parse first, not the server)
+        _wait_for(lambda: Path(f"/proc/{pid}/oom_score_adj").read_text() == "1000\n", "the child's oom_score_adj")
     t0 = time.monotonic()
     # the same run asked for again: not a second parse, and not a thread held for the first one's minute
     with pytest.raises(ParseBusyError, match="it is being parsed for another request; try again in a moment"):
@@ -783,8 +785,11 @@ def test_with_every_slot_taken_a_request_is_told_busy_not_kept_waiting(tmp_path,
     banner = _said(upload(store, _data_url(SAME.read_bytes()), SAME.name)[0])
     assert ("copy_nonblocking_same_stream.json.gz: not opened now: the dashboard is busy parsing 1 other trace(s); "
             "try again in a moment") in banner
-    assert store.summary(RUN) is None and store.get(RUN).error is None  # the runs table tries again later
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 5.0
+    t0 = time.monotonic()
+    # the runs table, which would parse a small run for its figures, waits for no slot: it tries again later
+    assert store.summary(RUN) is None and store.get(RUN).error is None
+    assert time.monotonic() - t0 < 0.5
     store.close()  # the server stopping: its parse is killed, not waited for
     opening.join(10)
     assert not opening.is_alive() and isinstance(opening.error, TracerError)
