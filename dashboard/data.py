@@ -28,9 +28,8 @@ from typing import Any, NamedTuple, TypeGuard
 import orjson
 
 import tracer
-from tracer.analysis.summary import analyze
 from tracer.dashboard.model import TimelineView, prepare
-from tracer.dashboard.parsing import ParseBusyError, ParseLimits, Parser
+from tracer.dashboard.parsing import ParseBusyError, Parsed, ParseLimits, Parser, summary_of
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.files import rundir
 from tracer.files.discover import discover, is_run_dir, job_label
@@ -310,16 +309,28 @@ class RunStore:
         return self._parser.limits if self._parser is not None else None
 
     def _parse(
-        self, subject: str, path: Path, *, job_files: tuple[Path, ...] = (), cache: bool, wait: bool = True
-    ) -> TimelineView:
-        """``path`` (or the job's ``job_files``) parsed and laid out: in a child under the limits, or here."""
+        self,
+        subject: str,
+        path: Path,
+        *,
+        job_files: tuple[Path, ...] = (),
+        cache: bool,
+        summarize: bool,
+        wait: bool = True,
+    ) -> Parsed:
+        """``path`` (or the job's ``job_files``) parsed, laid out and (with ``summarize``) summarised: in a child
+        under the limits, or here."""
         if self._parser is not None:
-            return self._parser.view(subject, path, job_files=job_files, cache=cache, wait=wait)
+            return self._parser.parse(
+                subject, path, job_files=job_files, cache=cache, summarize=summarize, wait=wait
+            )
         if job_files:
             from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
 
-            return prepare(load_job(job_files, cache=cache))
-        return prepare(load_trace(path, cache=cache))
+            timeline = load_job(job_files, cache=cache)
+        else:
+            timeline = load_trace(path, cache=cache)
+        return Parsed(prepare(timeline), summary_of(timeline) if summarize else None)
 
     def view(self, key: str, *, wait: bool = True) -> TimelineView:
         """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped).
@@ -343,14 +354,19 @@ class RunStore:
                     return self._views[key]
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
-            view = self._parse(
-                str(info.path), info.path, job_files=info.job_files, cache=info.origin != "upload", wait=wait
+            # (summarised where it is parsed, and never under the store's lock: the analyses of a big trace take
+            # seconds and memory, and every request, for any run, takes that lock)
+            view, summary = self._parse(
+                str(info.path),
+                info.path,
+                job_files=info.job_files,
+                cache=info.origin != "upload",
+                summarize=info.summary is None,
+                wait=wait,
             )
             view.source = Path(info.path)
-            # (summarised before the store's lock is taken: the analyses of a big trace take seconds, and every
-            # request, for any run, takes that lock)
             if info.summary is None:
-                info.summary = _summarize(view.timeline)
+                info.summary = summary
             info.trace_ns = trace_time_ns(view.timeline)
             with self._lock:
                 self._views[key] = view
@@ -413,7 +429,7 @@ class RunStore:
         size = len(data)
         del data  # the parser reads the file: holding the bytes too would add their size to the peak
         try:
-            view = self._parse(name, path, cache=False)
+            view, summary = self._parse(name, path, cache=False, summarize=True)
         except TracerError as exc:
             _remove_upload(path)
             raise TraceFormatError(name, exc.problem) from None
@@ -433,7 +449,7 @@ class RunStore:
             self._uploads.move_to_end(info.key)
             evicted = self._evict_uploads(keep=info.key)
         if info.summary is None:
-            info.summary = _summarize(view.timeline)
+            info.summary = summary
         info.trace_ns = trace_time_ns(view.timeline)
         return UploadResult(info, evicted)
 
@@ -535,13 +551,6 @@ def _size(p: Path) -> int:
         return p.stat().st_size
     except OSError:
         return 0
-
-
-def _summarize(timeline: Timeline) -> Any:
-    """The run's summary, the same object `tracer summary` prints (a read-only mapping of its JSON, as
-    summary.json reads). Its ranges are computed only if asked for, while the timeline is loaded: the runs table
-    does not show them, and the summary must not keep a timeline the view cache let go."""
-    return analyze(timeline, keep_timeline=False)
 
 
 def rank_count(info: RunInfo, summary: dict[str, Any] | None = None) -> int:

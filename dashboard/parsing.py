@@ -3,8 +3,8 @@
 Parsed on a request thread, a trace that is slow or huge to parse held that thread, and its memory, in the server
 for as long as it ran: nine uploads of one endless file pinned every thread and the dashboard stopped answering.
 Here every parse the dashboard makes (an upload, a run opened in the page, the runs table's summaries) runs in a
-process of its own, which parses one trace, lays it out (:func:`tracer.dashboard.model.prepare`), hands the
-:class:`~tracer.dashboard.model.TimelineView` back and ends:
+process of its own, which parses one trace, lays it out (:func:`tracer.dashboard.model.prepare`) and summarises it
+(:func:`summary_of`), hands the :class:`~tracer.dashboard.model.TimelineView` and the summary back and ends:
 
 - a wall-time budget (:attr:`ParseLimits.timeout_s`): past it the child is killed, and the page says so in one
   line;
@@ -34,13 +34,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from tracer import errors
+from tracer.analysis import registry
+from tracer.analysis.summary import analyze
 from tracer.dashboard.model import TimelineView, prepare
 from tracer.errors import TracerError
 from tracer.files.env_limits import env_limit
 from tracer.files.memory import data_bytes, total_bytes
+from tracer.timeline import Timeline
 
 #: The environment variable that sets the time budget of one parse, in seconds (0: none).
 TIMEOUT_ENV = "TRACER_PARSE_TIMEOUT"
@@ -94,6 +97,20 @@ class ParseLimits:
         return cls(timeout_s if 0 < timeout_s < math.inf else None, memory, max(1, slots), max(0.0, wait_s))
 
 
+class Parsed(NamedTuple):
+    """A parse's result: the run's drawing layout, and its summary where it was asked for."""
+
+    view: TimelineView
+    summary: dict[str, Any] | None
+
+
+def summary_of(timeline: Timeline) -> dict[str, Any]:
+    """The run's summary as its summary.json says it, less the analyses computed on demand (ranges, launches: the
+    runs table and the heading show neither, and a page that does computes them from the view). A plain dict: it
+    crosses from the child to the server, and holds no timeline."""
+    return analyze(timeline, keep_timeline=False).to_dict(skip=[a.name for a in registry.analyses() if a.lazy])
+
+
 class ParseBusyError(TracerError):
     """No parse could start now (every slot taken, or this run is being parsed for another request): said on the
     page, never remembered as the run's error."""
@@ -106,6 +123,7 @@ class _Request:
     path: Path
     job_files: tuple[Path, ...] = ()
     cache: bool = True
+    summarize: bool = False
     memory_bytes: int | None = None
     #: the server's TRACER_* variables now: the forkserver's environment is the one it started with
     env: dict[str, str] = field(default_factory=dict)
@@ -122,12 +140,20 @@ class Parser:
         self._children: set[Any] = set()  # the processes running now (multiprocessing's Process)
         self._closed = False
 
-    def view(
-        self, subject: str, path: Path, *, job_files: Sequence[Path] = (), cache: bool = True, wait: bool = True
-    ) -> TimelineView:
-        """``path`` (or the job's ``job_files``) parsed and laid out in a child; ``subject`` names it in errors.
-        Raises :class:`TracerError`: the parser's own, or one line for a parse past a budget, a child that died,
-        or no slot free within :attr:`ParseLimits.wait_s` (at once, without ``wait``): :class:`ParseBusyError`."""
+    def parse(
+        self,
+        subject: str,
+        path: Path,
+        *,
+        job_files: Sequence[Path] = (),
+        cache: bool = True,
+        summarize: bool = False,
+        wait: bool = True,
+    ) -> Parsed:
+        """``path`` (or the job's ``job_files``) parsed, laid out and (with ``summarize``) summarised in a child;
+        ``subject`` names it in errors. Raises :class:`TracerError`: the parser's own, or one line for a parse past
+        a budget, a child that died, or no slot free within :attr:`ParseLimits.wait_s` (at once, without
+        ``wait``): :class:`ParseBusyError`."""
         if not self._slots.acquire(timeout=self.limits.wait_s if wait else 0):
             raise ParseBusyError(
                 subject,
@@ -136,12 +162,14 @@ class Parser:
             )
         try:
             env = {k: v for k, v in os.environ.items() if k.startswith("TRACER_")}
-            request = _Request(Path(path), tuple(Path(p) for p in job_files), cache, self.limits.memory_bytes, env)
+            request = _Request(
+                Path(path), tuple(Path(p) for p in job_files), cache, summarize, self.limits.memory_bytes, env
+            )
             return self._run(subject, request)
         finally:
             self._slots.release()
 
-    def _run(self, subject: str, request: _Request) -> TimelineView:
+    def _run(self, subject: str, request: _Request) -> Parsed:
         ctx = _context()
         with self._lock:
             if self._closed:
@@ -238,12 +266,12 @@ def _child_main(conn: Connection, request: _Request) -> None:
             if request.job_files:
                 from tracer.job.load import load_job  # (a job's reader: for jobs only)
 
-                view = prepare(load_job(request.job_files, cache=request.cache))
+                timeline = load_job(request.job_files, cache=request.cache)
             else:
                 from tracer.parsers import load_trace
 
-                view = prepare(load_trace(request.path, cache=request.cache))
-            _send(conn, view)
+                timeline = load_trace(request.path, cache=request.cache)
+            _send(conn, Parsed(prepare(timeline), summary_of(timeline) if request.summarize else None))
         except MemoryError:
             conn.send(("memory",))
         except TracerError as exc:
@@ -308,8 +336,8 @@ def _limit_memory(budget: int) -> None:
         pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
-def _send(conn: Connection, view: TimelineView) -> None:
-    """Send ``view`` with its arrays as separate messages (pickle protocol 5, out of band): neither side copies
+def _send(conn: Connection, parsed: Parsed) -> None:
+    """Send ``parsed`` with its arrays as separate messages (pickle protocol 5, out of band): neither side copies
     them into one pickle's bytes, so a parse's result costs its size once on each side, not twice."""
     raw: list[memoryview] = []
 
@@ -320,7 +348,7 @@ def _send(conn: Connection, view: TimelineView) -> None:
             return True
         return False
 
-    head = pickle.dumps(view, protocol=5, buffer_callback=out_of_band)
+    head = pickle.dumps(parsed, protocol=5, buffer_callback=out_of_band)
     conn.send(("view", head, [b.nbytes for b in raw]))
     for b in raw:
         conn.send_bytes(b)
@@ -343,10 +371,10 @@ def _receive(conn: Connection) -> tuple[Any, ...]:
     return ("view", pickle.loads(head, buffers=buffers))
 
 
-def _outcome(subject: str, message: tuple[Any, ...], request: _Request) -> TimelineView:
-    """The view a child sent, or the error it said."""
+def _outcome(subject: str, message: tuple[Any, ...], request: _Request) -> Parsed:
+    """What a child sent: the parse's result, or the error it said."""
     kind = message[0]
-    if kind == "view" and isinstance(message[1], TimelineView):
+    if kind == "view" and isinstance(message[1], Parsed):
         return message[1]
     if kind == "memory":
         budget = f"{request.memory_bytes / 1e6:,.0f} MB" if request.memory_bytes else "the memory available"
