@@ -177,7 +177,14 @@ class Parser:
             ours, theirs = ctx.Pipe(duplex=False)
             # not a daemon: a job's child starts worker processes of its own, which a daemon may not
             child = ctx.Process(target=_child_main, args=(theirs, request), name="tracer-dashboard-parse")
-            child.start()
+            try:
+                child.start()
+            except OSError as exc:  # (no more processes, no memory to fork: the machine's state, not the trace's)
+                ours.close()
+                theirs.close()
+                raise TracerError(
+                    subject, f"not opened: cannot start a process to parse it ({exc.strerror or exc})"
+                ) from None
             self._children.add(child)
         theirs.close()  # (ours is then the only read end: a child that dies is an EOF here)
         message: tuple[Any, ...] | None = None

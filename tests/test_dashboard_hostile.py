@@ -879,3 +879,24 @@ def test_a_parse_limit_that_is_none_is_one_line(capsys, option, value):
     assert main(["dashboard", option, value]) == 2
     assert capsys.readouterr().err == f"tracer: error: {option}: {value} is not a limit; give 0 (none) or a number " \
                                       "above it\n"
+
+
+def test_no_process_to_parse_in_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    # (the machine's state, not the trace's: a fork refused for want of processes or memory)
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from tracer.dashboard import parsing
+
+    ctx = multiprocessing.get_context("spawn")
+
+    class Refused(ctx.Process):
+        def start(self) -> None:
+            raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(parsing, "_context", lambda: SimpleNamespace(Pipe=ctx.Pipe, Process=Refused))
+    store = _store(upload_dir=tmp_path)
+    assert _said(upload(store, _data_url(SIDE.read_bytes()), SIDE.name)[0]) == (
+        "Could not open the upload. copy_side_stream.json.gz: not opened: cannot start a process to parse it "
+        "(Resource temporarily unavailable)")
+    assert store.runs() == [] and list(tmp_path.iterdir()) == [] and store._parser.running() == []
