@@ -242,8 +242,9 @@ def _context() -> Any:
 
     Not ``fork``: the server runs threads, and a fork copies their locks mid-use. Not ``spawn``: a fresh
     interpreter importing pandas and the parsers for every parse costs ~0.8 s (measured, docs/reliability.md).
-    A forkserver is a single-threaded process that imported the parsers once (:data:`PRELOAD`); forking a child
-    from it costs milliseconds, and each child parses one trace and ends, so nothing of a parse outlives it (its
+    A forkserver is a process that runs no Python thread but its own and imported the parsers once
+    (:data:`PRELOAD`; the one other thread in it, pyarrow's allocator's, takes care of forks itself); forking a
+    child from it costs milliseconds, and each child parses one trace and ends, so nothing of a parse outlives it (its
     memory, a C extension's state) and the memory limit is that parse's alone. Not a ``ProcessPoolExecutor``
     (``max_tasks_per_child=1`` would give the same children): a task past its time can only be stopped by
     killing its worker, which breaks the pool for every other parse."""
