@@ -1,9 +1,10 @@
 """The dashboard's data-access layer: the only module that touches disk.
 
 A :class:`RunStore` finds runs (bundled examples, ``./runs``, paths given on the command line, uploads),
-parses them on demand through :func:`tracer.parsers.load_trace`, and keeps the parsed timelines and their
-drawing layout (:class:`tracer.dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The
-browser only ever receives what a figure of the current window needs.
+parses them on demand through :func:`tracer.parsers.load_trace`, each in a child process with a time and a memory
+budget (:mod:`tracer.dashboard.parsing`), and keeps the parsed timelines and their drawing layout
+(:class:`tracer.dashboard.model.TimelineView`) in a small server-side LRU cache keyed by run. The browser only
+ever receives what a figure of the current window needs.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from typing import Any, NamedTuple, TypeGuard
 import orjson
 
 import tracer
-from tracer.analysis.summary import analyze
 from tracer.dashboard.model import TimelineView, prepare
+from tracer.dashboard.parsing import ParseBusyError, Parsed, ParseLimits, Parser, summary_of
 from tracer.errors import InputNotFoundError, TraceFormatError, TracerError, UsageError
 from tracer.files import rundir
 from tracer.files.discover import discover, is_run_dir, job_label
@@ -147,7 +148,10 @@ class RunStore:
     """Runs by key, with a server-side cache of parsed timelines and their drawing layout.
 
     Thread-safe: Dash serves callbacks from several threads, and two requests for the same big run must not
-    parse it twice.
+    parse it twice. No lock of the store is held while a trace is parsed: other runs are served meanwhile.
+
+    Every parse runs in a child process under ``parse_limits`` (None: :meth:`ParseLimits.from_env`); with
+    ``isolate=False`` in this process instead, without limits (a test that patches the parser).
     """
 
     def __init__(
@@ -162,6 +166,8 @@ class RunStore:
         max_uploads: int = DEFAULT_MAX_UPLOADS,
         max_kept_upload_bytes: int | None = None,
         jobs: list[list[Path]] | tuple[list[Path], ...] = (),
+        parse_limits: ParseLimits | None = None,
+        isolate: bool = True,
     ) -> None:
         self.paths = [Path(p) for p in paths]
         #: each the rank traces of one job, listed as one run (``tracer dashboard --job``)
@@ -184,6 +190,7 @@ class RunStore:
         self._skipped: set[Path] = set()
         self._scan_lock = threading.Lock()  # one rescan at a time (get() of an unknown key)
         self._last_scan = 0.0  # (monotonic seconds of the last scan: refresh() sets it)
+        self._parser = Parser(parse_limits or ParseLimits.from_env()) if isolate else None
         self.refresh()
 
     # ----- discovery
@@ -296,37 +303,77 @@ class RunStore:
         return key
 
     # ----- parsing and caching
-    def view(self, key: str) -> TimelineView:
+    @property
+    def parse_limits(self) -> ParseLimits | None:
+        """The budgets each parse runs under (None: parsed in this process, unbounded)."""
+        return self._parser.limits if self._parser is not None else None
+
+    def _parse(
+        self,
+        subject: str,
+        path: Path,
+        *,
+        job_files: tuple[Path, ...] = (),
+        cache: bool,
+        summarize: bool,
+        wait: bool = True,
+    ) -> Parsed:
+        """``path`` (or the job's ``job_files``) parsed, laid out and (with ``summarize``) summarised: in a child
+        under the limits, or here."""
+        if self._parser is not None:
+            return self._parser.parse(
+                subject, path, job_files=job_files, cache=cache, summarize=summarize, wait=wait
+            )
+        if job_files:
+            from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
+
+            timeline = load_job(job_files, cache=cache)
+        else:
+            timeline = load_trace(path, cache=cache)
+        return Parsed(prepare(timeline), summary_of(timeline) if summarize else None)
+
+    def view(self, key: str, *, wait: bool = True) -> TimelineView:
         """The run's drawing layout (parsing the trace on first use; cached, least recently used dropped).
 
         An unknown key raises :class:`InputNotFoundError` before anything is recorded: keys come from
-        requests, and a lock kept per key asked for grew without bound."""
+        requests, and a lock kept per key asked for grew without bound. A run being parsed for another request
+        is waited for as long as a parse slot is (:attr:`ParseLimits.wait_s`; not at all without ``wait``), then
+        :class:`ParseBusyError`: ten requests for one slow run must not take ten server threads."""
         info = self.get(key)
         with self._lock:
             if key in self._views:
                 self._views.move_to_end(key)
                 return self._views[key]
             lock = self._key_locks.setdefault(key, threading.Lock())
-        with lock:
+        if not lock.acquire(timeout=-1 if self._parser is None else (self._parser.limits.wait_s if wait else 0)):
+            raise ParseBusyError(str(info.path), "not opened now: it is being parsed for another request; try again "
+                                                 "in a moment")
+        try:
             with self._lock:
                 if key in self._views:
                     return self._views[key]
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
-            if info.job_files:
-                from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
-
-                view = prepare(load_job(info.job_files))
-            else:
-                view = prepare(load_trace(info.path, cache=info.origin != "upload"))
+            # (summarised where it is parsed, and never under the store's lock: the analyses of a big trace take
+            # seconds and memory, and every request, for any run, takes that lock)
+            view, summary = self._parse(
+                str(info.path),
+                info.path,
+                job_files=info.job_files,
+                cache=info.origin != "upload",
+                summarize=info.summary is None,
+                wait=wait,
+            )
             view.source = Path(info.path)
+            if info.summary is None:
+                info.summary = summary
+            info.trace_ns = trace_time_ns(view.timeline)
             with self._lock:
                 self._views[key] = view
                 while len(self._views) > self.cache_size:
                     self._views.popitem(last=False)
-                if info.summary is None:
-                    info.summary = _summarize(view.timeline)
-                info.trace_ns = trace_time_ns(view.timeline)
+        finally:
+            lock.release()
         return view
 
     def timeline(self, key: str) -> Timeline:
@@ -343,7 +390,9 @@ class RunStore:
         if not parse or info.size > parse_max_bytes:
             return None
         try:
-            self.view(key)
+            self.view(key, wait=False)  # (the runs table lists many: it waits for no other request's parse)
+        except ParseBusyError:
+            return None  # (not the run's fault: the next page load tries again)
         except TracerError as exc:
             info.error = str(exc)
         return info.summary
@@ -380,7 +429,7 @@ class RunStore:
         size = len(data)
         del data  # the parser reads the file: holding the bytes too would add their size to the peak
         try:
-            view = prepare(load_trace(path, cache=False))
+            view, summary = self._parse(name, path, cache=False, summarize=True)
         except TracerError as exc:
             _remove_upload(path)
             raise TraceFormatError(name, exc.problem) from None
@@ -400,7 +449,7 @@ class RunStore:
             self._uploads.move_to_end(info.key)
             evicted = self._evict_uploads(keep=info.key)
         if info.summary is None:
-            info.summary = _summarize(view.timeline)
+            info.summary = summary
         info.trace_ns = trace_time_ns(view.timeline)
         return UploadResult(info, evicted)
 
@@ -448,8 +497,11 @@ class RunStore:
         return self._upload_dir
 
     def close(self) -> None:
-        """Remove every upload from disk (the whole temporary folder, when the store made it). Safe twice;
-        the serving command calls it on every way out (Ctrl-C, SIGTERM, exit)."""
+        """Stop the parses under way (their child processes are killed) and remove every upload from disk (the
+        whole temporary folder, when the store made it). Safe twice; the serving command calls it on every way
+        out (Ctrl-C, SIGTERM, exit)."""
+        if self._parser is not None:
+            self._parser.close()
         with self._lock:
             for key, (path, _) in list(self._uploads.items()):
                 _remove_upload(path)
@@ -499,13 +551,6 @@ def _size(p: Path) -> int:
         return p.stat().st_size
     except OSError:
         return 0
-
-
-def _summarize(timeline: Timeline) -> Any:
-    """The run's summary, the same object `tracer summary` prints (a read-only mapping of its JSON, as
-    summary.json reads). Its ranges are computed only if asked for, while the timeline is loaded: the runs table
-    does not show them, and the summary must not keep a timeline the view cache let go."""
-    return analyze(timeline, keep_timeline=False)
 
 
 def rank_count(info: RunInfo, summary: dict[str, Any] | None = None) -> int:

@@ -29,18 +29,18 @@ class Counts:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.scans = 0
         self.parses = 0
-        real_discover, real_load = data.discover, data.load_trace
+        real_discover, real_parse = data.discover, data.RunStore._parse
 
         def discover(*args: Any, **kw: Any) -> Any:
             self.scans += 1
             return real_discover(*args, **kw)
 
-        def load_trace(*args: Any, **kw: Any) -> Any:
+        def parse(*args: Any, **kw: Any) -> Any:  # (the store's one way to parse, in a child process or not)
             self.parses += 1
-            return real_load(*args, **kw)
+            return real_parse(*args, **kw)
 
         monkeypatch.setattr(data, "discover", discover)
-        monkeypatch.setattr(data, "load_trace", load_trace)
+        monkeypatch.setattr(data.RunStore, "_parse", parse)
 
 
 def _folder(tmp_path: Path) -> Path:

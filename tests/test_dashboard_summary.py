@@ -1,5 +1,5 @@
-"""The dashboard reads the summary `tracer summary` prints (issue 12): one object, one shape, ranges lazy; and
-the recorder's plain report reads the same typed per-GPU figures."""
+"""The dashboard reads the summary `tracer summary` prints (issue 12): one shape, less what is computed on demand
+(ranges, launches); and the recorder's plain report reads the same typed per-GPU figures."""
 
 from __future__ import annotations
 
@@ -8,13 +8,16 @@ import weakref
 from dataclasses import replace
 from pathlib import Path
 
+import orjson
 import pytest
 
+from tracer.analysis import registry
 from tracer.analysis.summary import Summary, summarize
-from tracer.dashboard.data import RunInfo, _summarize
+from tracer.dashboard.data import RunInfo
 from tracer.dashboard.figures import fmt_duration
 from tracer.dashboard.model import prepare
 from tracer.dashboard.pages import common, runs
+from tracer.dashboard.parsing import summary_of
 from tracer.parsers import load_trace
 from tracer.record.scenario import plain_report
 from tracer.timeline import Timeline, concat
@@ -36,24 +39,26 @@ def _text(component) -> str:
     return " ".join(walk(component).split())
 
 
-def test_the_dashboard_summary_is_the_cli_s_with_ranges_left_for_later():
+def test_the_dashboard_summary_is_the_cli_s_without_what_is_computed_on_demand():
     t = load_trace(PAIR, cache=False)
-    s = _summarize(t)
-    assert isinstance(s, Summary) and not s.has("ranges")  # the runs table does not pay for ranges
+    s = summary_of(t)
     full = summarize(t)
-    assert s["devices"] == full["devices"] and s.get("span_ns") == full["span_ns"]
-    assert s.ranges is not None and s.to_dict() == full  # one shape: asked for, the ranges are the CLI's
+    # the runs table pays for neither ranges nor launches; everything else is the CLI's, key for key
+    lazy = {registry.owner_of(k).name for k in full.keys() - s.keys()}
+    assert lazy == {a.name for a in registry.analyses() if a.lazy} == {"ranges", "launches"}
+    assert s == {k: v for k, v in full.items() if k in s} and s["devices"] == full["devices"]
     row = runs.run_row(RunInfo("k", PAIR, "pair", "file", {}, s), s)
     assert row["hidden_pct"] == 100.0 * full["devices"]["0"]["overlap_ns"] / full["devices"]["0"]["copy_ns"]
 
 
-def test_the_dashboard_summary_does_not_keep_the_timeline_alive():
+def test_the_dashboard_summary_is_plain_data_that_keeps_no_timeline():
+    # (it crosses from the parse's child process to the server, and outlives the view the cache lets go)
     t = load_trace(PAIR, cache=False)
-    s = _summarize(t)
+    s = summary_of(t)
     ref = weakref.ref(t)
     del t
     gc.collect()
-    assert ref() is None and s["devices"]
+    assert ref() is None and orjson.loads(orjson.dumps(s)) == s
 
 
 def test_cards_of_a_job_name_the_rank():

@@ -4,13 +4,16 @@ the command runs or its --help is asked for, tracer.cli.COMMANDS).
 It is served by waitress, a small pure-Python production WSGI server, rather than Flask's development server:
 no "do not use in production" warning and no line per request. ``--verbose`` logs each request,
 ``--debug`` runs Dash's development server (reloader, error overlay) instead. Uploads live in a temporary
-folder that is removed on every way out: Ctrl-C, SIGTERM, a normal exit.
+folder that is removed on every way out: Ctrl-C, SIGTERM, a normal exit. Every trace is parsed in a child process
+with a time and a memory budget (``--parse-timeout``, ``--parse-memory-mb``: :mod:`tracer.dashboard.parsing`),
+killed on the same ways out.
 """
 
 from __future__ import annotations
 
 import atexit
 import logging
+import math
 import socket
 import sys
 from collections.abc import Callable, Iterable
@@ -26,6 +29,7 @@ from tracer.cli._report import say_skipped_file
 from tracer.dashboard.access import TOKEN_PARAM, is_loopback, new_token, require_token
 from tracer.dashboard.app import create_app
 from tracer.dashboard.data import DEFAULT_MAX_UPLOAD_BYTES, RunStore, request_limit_bytes
+from tracer.dashboard.parsing import DEFAULT_TIMEOUT_S, MEMORY_ENV, MEMORY_SHARE, TIMEOUT_ENV, ParseLimits
 from tracer.errors import InputNotFoundError, UsageError
 from tracer.files.discover import job_traces
 from tracer.sigterm import sigterm_raises
@@ -49,6 +53,18 @@ def dashboard(
         bool, typer.Option("--no-examples", help="Don't list the bundled example runs.")
     ] = False,
     max_upload_mb: Annotated[int, typer.Option(help="Largest trace accepted by drag and drop, MB.")] = 200,
+    parse_timeout: Annotated[
+        float | None, typer.Option(metavar="SECONDS", help="Longest one parse of a trace may take (an upload, a run "
+                                   "opened in the page), in a process of its own; past it the parse is stopped and "
+                                   f"the page says so. 0: no limit. Default: ${TIMEOUT_ENV}, else "
+                                   f"{DEFAULT_TIMEOUT_S:g}.", show_default=False)
+    ] = None,
+    parse_memory_mb: Annotated[
+        float | None, typer.Option(metavar="MB", help="Most memory one parse may take beyond what the parser "
+                                   "holds at its start; past it the parse fails and the page says so. 0: no "
+                                   f"limit. Default: ${MEMORY_ENV}, else 1/{MEMORY_SHARE} of this machine's "
+                                   "memory.", show_default=False)
+    ] = None,
     debug: Annotated[
         bool, typer.Option(help="Dash debug mode: Flask's development server, reloader, error overlay.")
     ] = False,
@@ -79,6 +95,9 @@ def dashboard(
         raise UsageError("--port", f"{port} is not a TCP port; choose one from 1 to 65535")
     if max_upload_mb < 1:
         raise UsageError("--max-upload-mb", f"{max_upload_mb} would refuse every upload; give 1 or more")
+    for name, value in (("--parse-timeout", parse_timeout), ("--parse-memory-mb", parse_memory_mb)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(name, f"{value:g} is not a limit; give 0 (none) or a number above it")
     _check_host(host, port)
     if token is not None and (no_token or len(token) < 8):
         raise UsageError("--token", "needs 8 characters or more, and not with --no-token")
@@ -98,7 +117,8 @@ def dashboard(
             raise UsageError("--job", "give the job's rank traces, a folder of them or its run directory")
         jobs, paths = [job_traces(paths, on_skip=say_skipped_file)], []
 
-    store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000, jobs=jobs)
+    store = RunStore(paths, examples=not no_examples, max_upload_bytes=max_upload_mb * 1000 * 1000, jobs=jobs,
+                     parse_limits=ParseLimits.from_env(parse_timeout, parse_memory_mb))
     atexit.register(store.close)  # uploads go with the process, however it ends (but SIGKILL)
     # SIGTERM stops the server as Ctrl-C does (waitress ends on a KeyboardInterrupt, closing its sockets), exit 0:
     # the way a service manager or `docker stop` ends a server, not a failure
