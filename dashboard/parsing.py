@@ -29,6 +29,7 @@ import os
 import pickle
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -250,9 +251,34 @@ def _context() -> Any:
     killing its worker, which breaks the pool for every other parse."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
+    _short_socket_dir()
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)  # (read when the forkserver starts: the first parse's)
     return ctx
+
+
+#: The longest temporary folder a forkserver's socket can live under: an AF_UNIX path holds at most 107 bytes, and
+#: multiprocessing adds ``/pymp-XXXXXXXX/listener-XXXXXXXX`` (34) to it.
+_MAX_SOCKET_BASE = 70
+
+
+def _short_socket_dir() -> None:
+    """Make multiprocessing's temporary folder (where the forkserver's socket goes; made once per process) one whose
+    path an AF_UNIX socket can take. Under a long $TMPDIR (a CI job's, pytest's) every parse failed with "AF_UNIX
+    path too long"; Python 3.13 falls back to /tmp itself, 3.11 does not."""
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) <= _MAX_SOCKET_BASE:
+        return
+    base = next((d for d in ("/tmp", "/var/tmp", "/dev/shm") if os.access(d, os.W_OK | os.X_OK)), None)
+    if base is None:
+        return  # (the start then fails with one line on the page, as any other)
+    saved = tempfile.tempdir
+    tempfile.tempdir = base  # (the documented override, for the one mkdtemp get_temp_dir makes and keeps)
+    try:
+        util.get_temp_dir()
+    finally:
+        tempfile.tempdir = saved
 
 
 def _child_main(conn: Connection, request: _Request) -> None:

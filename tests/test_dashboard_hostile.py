@@ -550,7 +550,8 @@ def test_the_served_dashboard_removes_its_uploads_when_stopped(tmp_path, sig):
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=120) as resp:
-            assert resp.status == 200 and b"Opened" in resp.read()
+            got = resp.read()
+            assert resp.status == 200 and b"Opened" in got, got.decode()[:3000]
         (folder,) = tmp.glob("tracer-dashboard-uploads-*")
         assert [p.name for p in folder.rglob("*") if p.is_file()] == [SIDE.name]
         proc.send_signal(sig)
@@ -900,3 +901,21 @@ def test_no_process_to_parse_in_is_one_line_and_leaves_nothing(tmp_path, monkeyp
         "Could not open the upload. copy_side_stream.json.gz: not opened: cannot start a process to parse it "
         "(Resource temporarily unavailable)")
     assert store.runs() == [] and list(tmp_path.iterdir()) == [] and store._parser.running() == []
+
+
+@pytest.mark.slow  # (a process started)
+def test_a_parse_opens_under_a_temporary_folder_too_long_for_a_socket(tmp_path):
+    # the forkserver's socket goes under $TMPDIR: under pytest-xdist's (or a CI job's) long one every upload said
+    # "cannot start a process to parse it (AF_UNIX path too long)"
+    long_tmp = tmp_path / ("t" * 60) / ("u" * 60)
+    long_tmp.mkdir(parents=True)
+    code = (
+        "import sys; from pathlib import Path; from tracer.dashboard.data import RunStore; "
+        "from tracer.dashboard.parsing import ParseLimits; "
+        "s = RunStore([], examples=False, runs_dir=None, parse_limits=ParseLimits.from_env()); "
+        "r = s.add_upload(sys.argv[1], 'data:;base64,' + __import__('base64').b64encode("
+        "Path(sys.argv[1]).read_bytes()).decode()); print(r.info.name); s.close()"
+    )
+    proc = subprocess.run([sys.executable, "-c", code, str(SIDE)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(long_tmp)})
+    assert (proc.returncode, proc.stdout.strip()) == (0, SIDE.name), proc.stderr[-2000:]
