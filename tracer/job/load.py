@@ -102,6 +102,28 @@ def summarize_job(
             early.close()
 
 
+def store_job(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    scheduler: str | None = None,
+    ranks: Sequence[int] | None = None,
+    on_rank: Callable[[RankDone], None] | None = None,
+    on_cache_write: Callable[[Path], None] | None = None,
+) -> jobstore.StoredJob | None:
+    """The stored dataset of the job ``paths`` (the ``ranks`` asked, or all), for a view that reads it in place
+    (``tracer sql --job``) rather than the job in one frame: read from where it is stored while its traces are
+    unchanged, else parsed and stored first (as :func:`summarize_job`'s first open: each rank parsed, written and
+    analysed on a worker, only its results sent back, never its timeline). None where the job is not stored: one
+    under the cache's size (:data:`tracer.job.store.CACHE_MIN_BYTES`), a folder that cannot be written, a rank
+    that could not be read. The other arguments are :func:`load_job`'s."""
+    given = [Path(p) for p in paths]
+    if not given:
+        raise UsageError("", "a job needs at least one trace")
+    from tracer.job import read  # (pandas: see the module's docstring)
+
+    return read.job_store(given, scheduler=scheduler, ranks=ranks, on_rank=on_rank, on_cache_write=on_cache_write)
+
+
 def _early_scans(given: Sequence[Path], scheduler: str | None, cache: bool) -> EarlyScans | None:
     """The job's rank files' parts set scanning now, before this process imports pandas
     (:func:`tracer.job.scan.start_early_scans`), where the job will be parsed on local processes as

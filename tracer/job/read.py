@@ -95,6 +95,35 @@ def job_summary(given: list[Path], early: EarlyScans | None, *, scheduler: str |
     return summary.analyze(job), job.meta
 
 
+def job_store(given: list[Path], *, scheduler: str | None, ranks: Sequence[int] | None,
+              on_rank: Callable[[RankDone], None] | None,
+              on_cache_write: Callable[[Path], None] | None) -> jobstore.StoredJob | None:
+    """:func:`tracer.job.load.store_job` of the traces ``given`` (at least one), its arguments as it says."""
+    groups = group_parts(given)
+    resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
+    dataset = jobstore.dataset_of(groups, True)
+    if dataset is None:
+        return None
+    entries = _stored_entries(dataset, given, ranks)
+    if entries is None:
+        # parsed and stored as a summary's first open is: each rank's results come back, never its timeline
+        _open(given, scheduler=scheduler, cache=True, ranks=ranks, skip_bad_ranks=False, on_rank=on_rank,
+              on_cache_write=on_cache_write, on_skip=None, analyze=True)
+        entries = _stored_entries(dataset, given, ranks)
+    return None if entries is None else jobstore.StoredJob(dataset, tuple(entries))
+
+
+def _stored_entries(dataset: Path, given: Sequence[Path], ranks: Sequence[int] | None) -> list[Any] | None:
+    """The entries of ``dataset`` to read for the job ``given`` (:func:`tracer.job.store.valid_entries`), a rank
+    it has not got said in one line."""
+    stored_ranks = jobstore.stored_ranks(dataset, given)
+    if stored_ranks is None:
+        return None
+    if ranks is not None:
+        _check_ranks_exist(given, [RankTrace(Path(""), r, "") for r in stored_ranks], ranks)
+    return jobstore.valid_entries(dataset, given, ranks)
+
+
 @dataclass
 class _Opened:
     """A job read: each kept rank's file, rank and timeline (or, ``analyze``, its results)."""

@@ -138,6 +138,24 @@ def _versions() -> dict[str, int]:
             "parser_version": parsers.KINETO_PARSER_VERSION}
 
 
+@dataclass(frozen=True)
+class StoredJob:
+    """A job's stored dataset, as a view that reads it in place needs it: the folder and the entries of the ranks
+    read (each rank's partition: :func:`partition_file`)."""
+
+    dataset: Path
+    entries: tuple[RankEntry, ...]
+
+    @property
+    def ranks(self) -> list[int]:
+        return [e.rank for e in self.entries]
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Each rank's partition file, in rank order."""
+        return tuple(partition_file(self.dataset, e.rank) for e in sorted(self.entries, key=lambda e: e.rank))
+
+
 def read_manifest(dataset: Path) -> Manifest | None:
     """The manifest of ``dataset``; None where there is none, it is damaged or of another version."""
     try:
