@@ -5,6 +5,7 @@ read as one timeline (that is made to fail too)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -21,6 +22,7 @@ from tracer.sql import Partitions, Session
 
 EXTERNAL = Path(__file__).parent / "data" / "external"
 HTA_RANKS = [EXTERNAL / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
+GLOO_RANKS = [Path(__file__).parent / "data" / "comm" / f"gloo_rank{r}.json.gz" for r in (0, 1)]
 
 
 @pytest.fixture()
@@ -102,3 +104,88 @@ def test_cli_sql_job_without_a_store_reads_the_job_whole(job_dir: Path) -> None:
     fresh = cli_main("sql", "--job", "--no-cache", str(job_dir), q, "--format", "json")
     assert fresh.returncode == 0, fresh.stderr
     assert json.loads(fresh.stdout) == json.loads(stored.stdout)
+
+
+def test_diff_of_two_ranks_of_a_stored_job_reads_their_partitions(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = _files(job_dir)
+    from_traces = cli_main("diff", str(a), str(b), "--json", "--no-cache")
+    assert from_traces.returncode == 0, from_traces.stderr
+    assert store_job(_files(job_dir)) is not None
+
+    from tracer.cli import diff as diff_cli
+
+    parsed: list[Path] = []
+    real = getattr(diff_cli, "load_trace")  # noqa: B009 - (the module's own name for it, replaced below)
+
+    def counted(path: Path, **kw: object) -> object:
+        parsed.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(diff_cli, "load_trace", counted)
+    from_store = cli_main("diff", str(a), str(b), "--json")
+    assert from_store.returncode == 0, from_store.stderr
+    assert json.loads(from_store.stdout) == json.loads(from_traces.stdout)
+    assert parsed == []
+    a.write_bytes(a.read_bytes())  # (the same bytes, a new ctime: the hash decides, and it matches)
+    assert cli_main("diff", str(a), str(b), "--json").returncode == 0 and parsed == []
+    data = json.loads(gzip.decompress(a.read_bytes()))
+    data["traceEvents"] = data["traceEvents"][:-10]
+    a.write_bytes(gzip.compress(json.dumps(data).encode()))  # (changed since: parsed, not served from the store)
+    assert cli_main("diff", str(a), str(b), "--json").returncode == 0
+    assert parsed == [a]
+
+
+def _without_ids(doc: object) -> object:
+    """An explain --json document without the graph's node and timeline row numbers (a job read near a window
+    numbers its nodes and rows among the rows it read) and the job's note of where it was read from."""
+    if isinstance(doc, dict):
+        return {k: _without_ids(v) for k, v in doc.items() if k not in ("node", "nodes", "row", "rows")}
+    if isinstance(doc, list):
+        return [_without_ids(v) for v in doc]
+    return doc
+
+
+@pytest.mark.parametrize("window", ["0:5", "40:60", "100:", ":30", "12:20", "0:2000"])
+def test_explain_of_a_large_job_s_window_reads_its_stored_rows_near_it(
+    job_dir: Path, monkeypatch: pytest.MonkeyPatch, window: str
+) -> None:
+    # (the kernels' launch figures are in the traces, not the dataset: the job read whole is explained without them)
+    monkeypatch.setattr("tracer.cli.explain.read_launches", lambda *_a: ())
+    whole = cli_main("explain", str(job_dir), "--window", window, "--json", "--no-cache")
+    assert whole.returncode == 0, whole.stderr
+    monkeypatch.setattr(jobstore, "LARGE_JOB_BYTES", 0)  # (the HTA pair read as a job too large to read whole)
+    assert store_job(_files(job_dir)) is not None
+    _no_parse_and_no_whole_job(monkeypatch)
+    near = cli_main("explain", str(job_dir), "--window", window, "--json")
+    assert near.returncode == 0, near.stderr
+    assert "read from its stored dataset near the window" in near.stderr
+    a, b = json.loads(whole.stdout), json.loads(near.stdout)
+    assert b["pieces"] > 0 and b["job"]["ranks"] == [0, 1]
+    assert _without_ids(b) == _without_ids(a)
+
+
+@pytest.mark.parametrize("window", ["0:1", "300:330", "330:"])
+def test_explain_of_a_large_gloo_job_s_window_equals_the_whole_job_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, window: str
+) -> None:
+    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
+    for p in GLOO_RANKS:
+        shutil.copy(p, tmp_path / p.name)
+    monkeypatch.setattr("tracer.cli.explain.read_launches", lambda *_a: ())
+    whole = cli_main("explain", str(tmp_path), "--window", window, "--json", "--no-cache")
+    assert whole.returncode == 0, whole.stderr
+    monkeypatch.setattr(jobstore, "LARGE_JOB_BYTES", 0)
+    near = cli_main("explain", str(tmp_path), "--window", window, "--json")
+    assert near.returncode == 0, near.stderr
+    assert _without_ids(json.loads(near.stdout)) == _without_ids(json.loads(whole.stdout))
+
+
+def test_a_large_job_is_explained_a_window_at_a_time(job_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobstore, "LARGE_JOB_BYTES", 0)
+    for extra in ([], ["--range", "ProfilerStep"], ["--window", "0:5", "--clock-fix"]):
+        out = cli_main("explain", str(job_dir), *extra)
+        assert out.returncode == 2, out.stderr
+        assert "explained a window at a time" in out.stderr
+        assert len(out.stderr.strip().splitlines()) == 1

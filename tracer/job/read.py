@@ -113,6 +113,32 @@ def job_store(given: list[Path], *, scheduler: str | None, ranks: Sequence[int] 
     return None if entries is None else jobstore.StoredJob(dataset, tuple(entries))
 
 
+def job_window(given: list[Path], stored: jobstore.StoredJob, window: tuple[int | None, int | None],
+               margin_ns: int) -> tuple[Timeline, int]:
+    """The stored job's rows that bear on the window ``window`` (ns from the job's first interval; None: open) as
+    one timeline on the Unix clock, and that first interval's start (ns): each rank's rows within ``margin_ns`` of
+    the window stretched over the GPU work that ran in it or was launched in it, and every row of its collectives
+    (:func:`tracer.job.partitions.read_near`), read one rank at a time; the job's meta as :func:`job_timeline`
+    gives it."""
+    files = stored.files
+    origin = partitions.first_start(files)
+    if origin is None:
+        raise UsageError(os.path.commonpath([str(p) for p in given]), "the job holds no interval")
+    lo = None if window[0] is None else origin + window[0]
+    hi = None if window[1] is None else origin + window[1]
+    entries = sorted(stored.entries, key=lambda e: e.rank)
+    timelines = [partitions.read_near(f, lo, hi, margin_ns) for f in files]
+    as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
+    firsts = [as_given.get(e.sources[0], Path(e.sources[0])) for e in entries]
+    found = [RankTrace(f, e.rank, e.rank_from) for f, e in zip(firsts, entries)]
+    job = concat(timelines, ranks=[e.rank for e in entries])
+    _job_meta(given, job.meta, found)
+    check_job(job.meta, found, [partitions.bounds(f) for f in files], subset=len(entries) < len(
+        jobstore.read_manifest(stored.dataset).entries))  # type: ignore[union-attr]
+    job.meta.extra["stored_as"] = str(stored.dataset)
+    return job, origin
+
+
 def _stored_entries(dataset: Path, given: Sequence[Path], ranks: Sequence[int] | None) -> list[Any] | None:
     """The entries of ``dataset`` to read for the job ``given`` (:func:`tracer.job.store.valid_entries`), a rank
     it has not got said in one line."""

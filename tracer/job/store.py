@@ -45,6 +45,9 @@ MANIFEST = "_job.json"
 #: parses in about the time a reload takes, and a folder of small traces stays as it was.
 CACHE_MIN_BYTES = 4 * 1024 * 1024
 PART = "part-0.parquet"
+#: A job whose traces hold more than this is not read into memory whole by the views that can read less of it
+#: from its dataset: ``tracer explain --window`` reads the rows near its window, rank by rank.
+LARGE_JOB_BYTES = 2_000_000_000
 
 
 def dataset_path(files: Sequence[Path]) -> Path:
@@ -205,6 +208,29 @@ def valid_entries(dataset: Path, paths: Sequence[Path], ranks: Sequence[int] | N
         if not all(_still_matches(Path(s), k) for s, k in zip(e.sources, e.keys)):
             return None
     return wanted
+
+
+def stored_rank_of(trace: Path) -> tuple[Path, RankEntry] | None:
+    """The stored job dataset that holds the trace ``trace`` as one of its ranks (a rank of one file), and its
+    entry, where that trace is unchanged since (its key): looked for beside the trace and in the folder above (a
+    job's dataset lies in its traces' common folder); None where none does."""
+    try:
+        path = str(trace.resolve())
+        homes = [trace.resolve().parent, trace.resolve().parent.parent]
+    except OSError:
+        return None
+    for home in dict.fromkeys(homes):
+        try:
+            found = sorted(home.glob(".tracer-job-*.parquet"))
+        except OSError:
+            continue
+        for dataset in found:
+            manifest = read_manifest(dataset)
+            entry = next((e for e in manifest.entries if e.sources == (path,)), None) if manifest else None
+            if entry is not None and partition_file(dataset, entry.rank).is_file() \
+                    and _still_matches(trace, entry.keys[0]):
+                return dataset, entry
+    return None
 
 
 def begin(dataset: Path) -> Path | None:
