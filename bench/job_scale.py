@@ -15,7 +15,9 @@ JSON with its own ``distributedInfo`` (:func:`multirank.make_job`, ``bench/synth
                     draws its timeline page (``tracer.dashboard.pages.timeline.layout``, the figure as JSON);
                     wall from the child's start (interpreter and imports included)
     zoom            in that process, ``--zooms`` zooms (windows of 1/2 to 1/1000 of the run, at random places,
-                    seeded), each the page's callback answered as JSON (``timeline.update``); p50 and p95
+                    seeded), each the page's callback answered as JSON (``timeline.update``), with the ranks folded
+                    as the page first shows them (a large job: every rank), then again with rank 0 unfolded; p50
+                    and p95
 
 Peak tree RSS: the sum of the resident sets of the child and every process under it (workers), sampled every
 50 ms by psutil, its largest sum (a forked worker's pages shared with its parent count twice: an upper bound).
@@ -110,27 +112,31 @@ def _dashboard(job: Path, files: list[Path], zooms: int, t_start: float) -> dict
     first = time.perf_counter() - t_start
     view = store.view(key)
     span = view.span_ns
-    rng = random.Random(39)
-    times = []
-    state = {"run": key, "window": [0, span], "highlight": None, "path": False}
-    for _ in range(zooms):
-        width = span / (2 ** rng.uniform(1, 10))
-        lo = rng.uniform(0, span - width)
-        want = {"range_ms": [lo / 1e6, (lo + width) / 1e6]}
-        t0 = time.perf_counter()
-        fig, *_rest, state = timeline.update(store, state, want, None, None, {"width": 1400, "height": 900})
-        pio.to_json(fig)
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    p = (lambda q: times[min(len(times) - 1, int(q * len(times)))]) if times else (lambda q: 0.0)
-    return {
-        "code": 0,
-        "wall_s": first,
-        "first_bytes": len(body),
-        "zoom_p50_s": p(0.5),
-        "zoom_p95_s": p(0.95),
-        "zooms": len(times),
-    }
+    viewport = {"width": 1400, "height": 900}
+
+    def zooms_of(folded: list[int]) -> list[float]:
+        """``zooms`` zooms (seeded: the same windows each time) with the ranks ``folded`` (the page's boxes)."""
+        rng = random.Random(39)
+        state = {"run": key, "window": [0, span], "highlight": None, "path": False}
+        times = []
+        for _ in range(zooms):
+            width = span / (2 ** rng.uniform(1, 10))
+            lo = rng.uniform(0, span - width)
+            want = {"range_ms": [lo / 1e6, (lo + width) / 1e6]}
+            t0 = time.perf_counter()
+            fig, *_rest, state = timeline.update(store, state, want, None, None, viewport, list(view.ranks), folded)
+            pio.to_json(fig)
+            times.append(time.perf_counter() - t0)
+        return sorted(times)
+
+    def q(times: list[float], at: float) -> float:
+        return times[min(len(times) - 1, int(at * len(times)))] if times else 0.0
+
+    folded = zooms_of(list(view.default_folded))
+    one = zooms_of([r for r in view.ranks if r != view.ranks[0]]) if len(view.ranks) > 1 else []
+    return {"code": 0, "wall_s": first, "first_bytes": len(body), "zoom_p50_s": q(folded, 0.5),
+            "zoom_p95_s": q(folded, 0.95), "zooms": len(folded), "one_p50_s": q(one, 0.5), "one_p95_s": q(one, 0.95),
+            "default_folded": len(view.default_folded)}
 
 
 def _find(component: Any, prop: str) -> Any:
@@ -253,7 +259,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             note = (
                 f"first picture {r['wall_s']:.2f} s cold (≤ {FIRST_PICTURE_S:g}); zoom p50 "
                 f"{r['zoom_p50_s'] * 1e3:.0f} ms, p95 {r['zoom_p95_s'] * 1e3:.0f} ms (≤ {ZOOM_P95_MS:g}) "
-                f"over {r['zooms']} zooms"
+                f"over {r['zooms']} zooms, {r['default_folded']} ranks folded (the page's default); rank 0 "
+                f"unfolded: p50 {r['one_p50_s'] * 1e3:.0f} ms, p95 {r['one_p95_s'] * 1e3:.0f} ms"
             )
         store = "yes" if r["from_store"] else f"no ({r['opened']} traces opened)"
         if r["step"] == "first":

@@ -314,9 +314,10 @@ class RunStore:
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
             if info.job_files:
-                from tracer.job.load import load_job  # (the job's reader: ~30 ms of the app's start, for jobs only)
+                # (the job's reader: ~30 ms of the app's start, for jobs only; a large job is drawn from its store)
+                from tracer.dashboard.job_view import open_job
 
-                view = prepare(load_job(info.job_files))
+                view = open_job(info.job_files)
             else:
                 view = prepare(load_trace(info.path, cache=info.origin != "upload"))
             view.source = Path(info.path)
@@ -324,9 +325,9 @@ class RunStore:
                 self._views[key] = view
                 while len(self._views) > self.cache_size:
                     self._views.popitem(last=False)
-                if info.summary is None:
+                if info.summary is None and view.partial is None:  # (a large job's: not read whole for it)
                     info.summary = _summarize(view.timeline)
-                info.trace_ns = trace_time_ns(view.timeline)
+                info.trace_ns = trace_time_ns(view.timeline) if view.partial is None else None
         return view
 
     def timeline(self, key: str) -> Timeline:

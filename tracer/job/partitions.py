@@ -97,6 +97,20 @@ def read_near(path: Path, lo_ns: int | None, hi_ns: int | None, margin_ns: int) 
     return t
 
 
+def read_comm(path: Path) -> Timeline | None:
+    """One rank's stored rows of its collectives (``collective`` set: its communication kernels and the host
+    records of its collectives), the partition's other rows dropped as it is read: what matching a large job's
+    collectives across its ranks needs (a few rows per step); None where it has none (only that column read)."""
+    with pq.ParquetFile(path) as f:
+        comm = _is(f.read(columns=["collective"])["collective"], ("",), negate=True)
+    if not comm.any():
+        return None
+    t = read_timeline_parquet(path, rows=lambda _table: np.flatnonzero(comm))
+    t.meta.extra.pop("stored_as", None)
+    t.meta.extra.pop("job_rank", None)
+    return t
+
+
 def _is(column: Any, values: Sequence[str], *, negate: bool = False) -> Any:
     """Per row of a (dictionary-encoded) string column: whether it is one of ``values`` (``negate``: a value, and
     not one of them); tested once per distinct value, not per row."""

@@ -284,8 +284,10 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Scheduler, with_keys:
             error = f"{p.error[1]}: {p.error[2]}" if p.error else ""
             on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
 
+    # (a job too large for the dashboard to read whole: each rank laid out as it is parsed, beside its partition)
+    large = store is not None and jobstore.total_bytes(groups) > jobstore.LARGE_JOB_BYTES
     task = Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None,
-                         analyze=analyze, shifts=tuple(sorted((shifts or {}).items())))
+                analyze=analyze, shifts=tuple(sorted((shifts or {}).items())), views=large)
     if in_this_process(len(groups), scheduler, jobstore.total_bytes(groups)):
         results = []
         for i, g in enumerate(groups):

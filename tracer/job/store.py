@@ -253,15 +253,31 @@ def part_file(tmp: Path, index: int) -> Path:
     return tmp / f"group-{index}.parquet"
 
 
+def view_file(tmp: Path, index: int, rank: int) -> Path:
+    """Where a worker writes the ``index``-th file group's drawing layout (:mod:`tracer.job.views`), laid out as
+    rank ``rank``: kept by :func:`finish` only where the job numbers the group so."""
+    return tmp / f"view-{index}-{rank}.npz"
+
+
+#: A rank's drawing layout beside its partition (tracer.job.views; "_": not part of the dataset's Parquet).
+VIEW = "_view.npz"
+
+
 def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]]) -> bool:
-    """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition,
-    the manifest written, the folder renamed over any older ``dataset``. False (and ``tmp`` removed) where that
-    fails, for any reason: a cache is never worth failing a job that was read."""
+    """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition
+    (with its drawing layout, where one was laid out for that rank), the manifest written, the folder renamed over
+    any older ``dataset``. False (and ``tmp`` removed) where that fails, for any reason: a cache is never worth
+    failing a job that was read."""
     try:
         for index, e in parts:
             dest = partition_file(tmp, e.rank)
             dest.parent.mkdir()
             os.replace(part_file(tmp, index), dest)
+            view = view_file(tmp, index, e.rank)
+            if view.exists():
+                os.replace(view, dest.parent / VIEW)
+        for stray in tmp.glob("view-*.npz"):  # (laid out as a rank the job numbered otherwise)
+            stray.unlink()
         doc = {**_versions(), "files": list(job_files(paths)), "ranks": [e.to_dict() for _, e in parts]}
         (tmp / MANIFEST).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         _replace_dir(tmp, dataset)
