@@ -120,12 +120,17 @@ class JobView(TimelineView):
 
     @cached_property
     def collectives(self) -> Collectives:
-        """Every collective matched across the ranks, from each partition's own collective rows."""
-        parts = [t for e in self.entries
-                 if (t := partitions.read_comm(jobstore.partition_file(self.dataset, e.rank))) is not None]
+        """Every collective matched across the ranks, from each rank's collective rows (its pack's; else read from
+        its partition, only those rows)."""
+        parts = []
+        for p, e in zip(self.packs, self.entries):
+            t = p.comm_rows if p.comm_rows is not None else partitions.read_comm(
+                jobstore.partition_file(self.dataset, e.rank))
+            if t is not None and len(t.events):
+                parts.append(t)
         if not parts:
             return collectives(empty_events())
-        job = concat([t for t in parts], ranks=[int(t.events["rank"].iloc[0]) for t in parts])
+        job = concat(parts)
         return collectives(job.events)
 
     def shown_lanes(self, lanes: list[str] | None = None, ranks: list[int] | None = None,
@@ -196,13 +201,10 @@ class JobView(TimelineView):
         lv = _level_for(p, ns_per_px)
         lo, hi = self.t0_ns + t0, self.t0_ns + t1
         pos = []
+        where = _groups_of(lv)
         for r in local_rows.tolist():
-            g0, g1 = np.searchsorted(lv.group, [r * N_CLASSES, (r + 1) * N_CLASSES])
-            if g1 <= g0:
-                continue
             # (disjoint within a group: its ends are sorted as its starts are; per colour class of the row)
-            for cls in np.unique(lv.group[g0:g1] % N_CLASSES).tolist():
-                c0, c1 = np.searchsorted(lv.group[g0:g1], [r * N_CLASSES + cls, r * N_CLASSES + cls + 1]) + g0
+            for _cls, (c0, c1) in where.get(r, ()):
                 a = c0 + np.searchsorted(lv.end_ns[c0:c1], lo, side="left")
                 b = c0 + np.searchsorted(lv.start_ns[c0:c1], hi, side="left")
                 if b > a:
@@ -230,10 +232,9 @@ class JobView(TimelineView):
             if not mine.size:
                 continue
             lv = _level_for(p, px / 4)
+            where = _groups_of(lv)
             for r in mine.tolist():
-                g0, g1 = np.searchsorted(lv.group, [r * N_CLASSES, (r + 1) * N_CLASSES])
-                for cls in np.unique(lv.group[g0:g1] % N_CLASSES).tolist():
-                    c0, c1 = np.searchsorted(lv.group[g0:g1], [r * N_CLASSES + cls, r * N_CLASSES + cls + 1]) + g0
+                for cls, (c0, c1) in where.get(r, ()):
                     a = c0 + np.searchsorted(lv.end_ns[c0:c1], lo, side="left")
                     b = c0 + np.searchsorted(lv.start_ns[c0:c1], hi, side="left")
                     share = _busy_share(lv.start_ns[a:b], lv.end_ns[a:b], lv.busy_ns[a:b], lo, hi, bins)
@@ -301,6 +302,29 @@ def _busy_share(s: np.ndarray, e: np.ndarray, busy: np.ndarray, t0: int, t1: int
     covered = np.where(k >= 0, before[kk] + inside, 0.0)
     share: np.ndarray = np.clip(np.diff(covered) / np.diff(edges), 0.0, 1.0)
     return share
+
+
+_GROUPS: dict[int, tuple[Level, dict[int, list[tuple[int, tuple[int, int]]]]]] = {}
+_GROUPS_LOCK = threading.Lock()
+
+
+def _groups_of(lv: Level) -> dict[int, list[tuple[int, tuple[int, int]]]]:
+    """Per row of a level (sorted by group): its colour classes and each one's [start, end) in the level's arrays,
+    found once per level (kept while the level is)."""
+    with _GROUPS_LOCK:
+        got = _GROUPS.get(id(lv))
+        if got is not None and got[0] is lv:
+            return got[1]
+    groups, first = np.unique(lv.group, return_index=True)
+    ends = np.append(first[1:], lv.group.size)
+    out: dict[int, list[tuple[int, tuple[int, int]]]] = {}
+    for g, a, b in zip(groups.tolist(), first.tolist(), ends.tolist()):
+        out.setdefault(g // N_CLASSES, []).append((g % N_CLASSES, (a, b)))
+    with _GROUPS_LOCK:
+        if len(_GROUPS) > 4096:  # (levels of views no longer open)
+            _GROUPS.clear()
+        _GROUPS[id(lv)] = (lv, out)
+    return out
 
 
 def _level_for(p: Pack, ns_per_px: float) -> Level:

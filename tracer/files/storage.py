@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -70,8 +70,10 @@ def read_parquet_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return orjson.loads(raw) if raw else {}
 
 
-def read_timeline_parquet(path: str | os.PathLike[str], *, rows: Callable[[Any], Any] | None = None) -> Timeline:
-    """Read a Parquet timeline written by :func:`write_timeline_parquet` (or any file with its columns). ``rows``:
+def read_timeline_parquet(path: str | os.PathLike[str] | BinaryIO, *,
+                          rows: Callable[[Any], Any] | None = None) -> Timeline:
+    """Read a Parquet timeline written by :func:`write_timeline_parquet` (or any file with its columns; or such a
+    file's bytes, in memory). ``rows``:
     given the file's table (pyarrow), the positions of the rows to keep, in order; their index in the timeline is
     their position in the file (default: every row, indexed from 0)."""
     source = str(path)

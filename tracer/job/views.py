@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import io
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,12 +28,15 @@ from typing import Any
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tracer.analysis.comm import DeviceComm
 from tracer.analysis.drawing import N_CLASSES, Row, TimelineView, prepare
 from tracer.analysis.launches import LaunchStat
 from tracer.analysis.lod import Level, levels
 from tracer.analysis.overlap import DeviceOverlap, shared_work
+from tracer.files.storage import read_timeline_parquet
 from tracer.job import store as jobstore
 from tracer.timeline import Timeline, TraceMeta
 
@@ -63,6 +67,9 @@ class Pack:
     launches: list[LaunchStat]
     meta: TraceMeta
     levels: list[Level]  # coarser levels of the folded lane's intervals
+    #: the rank's rows of its collectives (``collective`` set: a few per step), to match them across the ranks;
+    #: None where the pack does not hold them (read from the partition then)
+    comm_rows: Timeline | None
     #: the folded lane's intervals (each its own: count 1); read from ``path`` on first use (a window finer
     #: than the first level's pixel), where the pack was read from a file
     own: Level | None = None
@@ -98,9 +105,11 @@ def pack_of(view: TimelineView, known: Mapping[str, Any] | None = None) -> Pack:
         comm = list(known["comm"]) if "comm" in known else view.comm
         launches = list(known["launches"]) if "launches" in known else view.launches
     fold = Level(0.0, s, e, g, np.ones(s.size, np.int64), e - s)
-    return Pack(rank, view.t0_ns, view.span_ns, len(view.timeline.events), list(view.rows), list(view.lanes),
+    ev = view.timeline.events
+    comm_rows = Timeline(ev[(ev["collective"].cat.codes.to_numpy() > 0)], view.timeline.meta)
+    return Pack(rank, view.t0_ns, view.span_ns, len(ev), list(view.rows), list(view.lanes),
                 view.fold_lanes.get(rank, f"r{rank}/fold"), list(view.devices), comm, launches, view.timeline.meta,
-                levels(s, e, g), own=fold)
+                levels(s, e, g), comm_rows, own=fold)
 
 
 def write_pack(pack: Pack, path: Path) -> bool:
@@ -114,6 +123,10 @@ def write_pack(pack: Pack, path: Path) -> bool:
     }
     arrays: dict[str, np.ndarray] = {"doc": np.frombuffer(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY),
                                                           dtype=np.uint8)}
+    if pack.comm_rows is not None:  # (Parquet, in memory: the timeline's own columns and dtypes, no pickle)
+        buf = io.BytesIO()
+        pq.write_table(pa.Table.from_pandas(pack.comm_rows.events, preserve_index=False), buf)
+        arrays["comm_rows"] = np.frombuffer(buf.getvalue(), dtype=np.uint8)
     for name, lv in (("fold", pack.fold), *((f"level{i}", lv) for i, lv in enumerate(pack.levels))):
         for field in ("start_ns", "end_ns", "group", "count", "busy_ns"):
             arrays[f"{name}.{field}"] = np.asarray(getattr(lv, field), dtype=np.int64)
@@ -143,7 +156,9 @@ def read_pack(path: Path) -> Pack | None:
                 [Row(*r) for r in doc["rows"]], [(str(k), str(v)) for k, v in doc["lanes"]], str(doc["fold_lane"]),
                 [DeviceOverlap(**d) for d in doc["devices"]], [DeviceComm(**c) for c in doc["comm"]],
                 [LaunchStat(**x) for x in doc["launches"]], TraceMeta.from_dict(doc["meta"]),
-                [_level(z, f"level{i}", float(px)) for i, px in enumerate(doc["levels"])], path=path,
+                [_level(z, f"level{i}", float(px)) for i, px in enumerate(doc["levels"])],
+                read_timeline_parquet(io.BytesIO(z["comm_rows"].tobytes())) if "comm_rows" in z.files else None,
+                path=path,
             )
     except Exception:  # noqa: BLE001 - a missing or damaged pack is laid out again, never an error
         return None
