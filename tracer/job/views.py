@@ -38,7 +38,7 @@ from tracer.analysis.lod import Level, levels
 from tracer.analysis.overlap import DeviceOverlap, shared_work
 from tracer.files.storage import read_timeline_parquet
 from tracer.job import store as jobstore
-from tracer.timeline import Timeline, TraceMeta
+from tracer.timeline import Timeline, TraceMeta, empty_events
 
 #: Raise when what a pack holds changes meaning: an older pack is then laid out again, not misread.
 PACK_VERSION = 1
@@ -121,12 +121,14 @@ def write_pack(pack: Pack, path: Path) -> bool:
         "comm": [dataclasses.asdict(c) for c in pack.comm], "launches": [dataclasses.asdict(x) for x in pack.launches],
         "meta": pack.meta.to_dict(), "levels": [lv.ns_per_px for lv in pack.levels],
     }
-    arrays: dict[str, np.ndarray] = {"doc": np.frombuffer(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY),
-                                                          dtype=np.uint8)}
-    if pack.comm_rows is not None:  # (Parquet, in memory: the timeline's own columns and dtypes, no pickle)
+    arrays: dict[str, np.ndarray] = {}
+    doc["comm_rows"] = None if pack.comm_rows is None else len(pack.comm_rows.events)
+    if pack.comm_rows is not None and len(pack.comm_rows.events):
+        # (Parquet, in memory: the timeline's own columns and dtypes, no pickle)
         buf = io.BytesIO()
         pq.write_table(pa.Table.from_pandas(pack.comm_rows.events, preserve_index=False), buf)
         arrays["comm_rows"] = np.frombuffer(buf.getvalue(), dtype=np.uint8)
+    arrays["doc"] = np.frombuffer(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), dtype=np.uint8)
     for name, lv in (("fold", pack.fold), *((f"level{i}", lv) for i, lv in enumerate(pack.levels))):
         for field in ("start_ns", "end_ns", "group", "count", "busy_ns"):
             arrays[f"{name}.{field}"] = np.asarray(getattr(lv, field), dtype=np.int64)
@@ -157,11 +159,21 @@ def read_pack(path: Path) -> Pack | None:
                 [DeviceOverlap(**d) for d in doc["devices"]], [DeviceComm(**c) for c in doc["comm"]],
                 [LaunchStat(**x) for x in doc["launches"]], TraceMeta.from_dict(doc["meta"]),
                 [_level(z, f"level{i}", float(px)) for i, px in enumerate(doc["levels"])],
-                read_timeline_parquet(io.BytesIO(z["comm_rows"].tobytes())) if "comm_rows" in z.files else None,
+                _comm_rows(z, doc.get("comm_rows"), TraceMeta.from_dict(doc["meta"])),
                 path=path,
             )
     except Exception:  # noqa: BLE001 - a missing or damaged pack is laid out again, never an error
         return None
+
+
+def _comm_rows(z: Any, count: int | None, meta: TraceMeta) -> Timeline | None:
+    """A pack's collective rows: none at all (nothing read), or read; None where the pack does not say (written
+    before it kept them)."""
+    if count is None:
+        return read_timeline_parquet(io.BytesIO(z["comm_rows"].tobytes())) if "comm_rows" in z.files else None
+    if not count:
+        return Timeline(empty_events(), meta)
+    return read_timeline_parquet(io.BytesIO(z["comm_rows"].tobytes()))
 
 
 def _level(z: Any, name: str, px: float) -> Level:
