@@ -134,9 +134,17 @@ def _dashboard(job: Path, files: list[Path], zooms: int, t_start: float) -> dict
 
     folded = zooms_of(list(view.default_folded))
     one = zooms_of([r for r in view.ranks if r != view.ranks[0]]) if len(view.ranks) > 1 else []
-    return {"code": 0, "wall_s": first, "first_bytes": len(body), "zoom_p50_s": q(folded, 0.5),
-            "zoom_p95_s": q(folded, 0.95), "zooms": len(folded), "one_p50_s": q(one, 0.5), "one_p95_s": q(one, 0.95),
-            "default_folded": len(view.default_folded)}
+    return {
+        "code": 0,
+        "wall_s": first,
+        "first_bytes": len(body),
+        "zoom_p50_s": q(folded, 0.5),
+        "zoom_p95_s": q(folded, 0.95),
+        "zooms": len(folded),
+        "one_p50_s": q(one, 0.5),
+        "one_p95_s": q(one, 0.95),
+        "default_folded": len(view.default_folded),
+    }
 
 
 def _find(component: Any, prop: str) -> Any:

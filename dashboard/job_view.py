@@ -48,8 +48,9 @@ MAX_UNFOLDED = 4
 class JobView(TimelineView):
     """A stored large job as the dashboard draws it (see the module's docstring). Built by :meth:`open`."""
 
-    def __init__(self, dataset: Path, entries: Sequence[jobstore.RankEntry], packs: Sequence[Pack],
-                 source: Path | None) -> None:
+    def __init__(
+        self, dataset: Path, entries: Sequence[jobstore.RankEntry], packs: Sequence[Pack], source: Path | None
+    ) -> None:
         order = sorted(range(len(packs)), key=lambda i: packs[i].rank)
         self.packs = [packs[i] for i in order]
         self.entries = [sorted(entries, key=lambda e: e.rank)[i] for i in range(len(order))]
@@ -74,10 +75,24 @@ class JobView(TimelineView):
             devices += p.devices
             self.event_offset[i + 1] = self.event_offset[i] + p.events
         e = np.empty(0, dtype=np.int64)
-        super().__init__(Timeline(empty_events(), meta), t0, span, rows, lanes, e, e, e, e, devices,
-                         {p.rank: p.fold_lane for p in self.packs}, source)
-        self.partial = (f"a job of {len(self.packs)} ranks read rank by rank from its stored dataset "
-                        f"({self.event_offset[-1]:,} events)")
+        super().__init__(
+            Timeline(empty_events(), meta),
+            t0,
+            span,
+            rows,
+            lanes,
+            e,
+            e,
+            e,
+            e,
+            devices,
+            {p.rank: p.fold_lane for p in self.packs},
+            source,
+        )
+        self.partial = (
+            f"a job of {len(self.packs)} ranks read rank by rank from its stored dataset "
+            f"({self.event_offset[-1]:,} events)"
+        )
         self.__dict__["multi_rank"] = len(self.packs) > 1
         self._ranks_in_order = [p.rank for p in self.packs]
         self._index_of = {p.rank: i for i, p in enumerate(self.packs)}
@@ -93,8 +108,9 @@ class JobView(TimelineView):
             path = views.pack_file(stored.dataset, e.rank)
             pack = views.read_pack(path)
             if pack is None:
-                rank_view = views.lay_out_rank(partitions.read_partition(jobstore.partition_file(stored.dataset,
-                                                                                                 e.rank)))
+                rank_view = views.lay_out_rank(
+                    partitions.read_partition(jobstore.partition_file(stored.dataset, e.rank))
+                )
                 pack = views.pack_of(rank_view)
                 views.write_pack(pack, path)
             packs.append(pack)
@@ -124,8 +140,11 @@ class JobView(TimelineView):
         its partition, only those rows)."""
         parts = []
         for p, e in zip(self.packs, self.entries):
-            t = p.comm_rows if p.comm_rows is not None else partitions.read_comm(
-                jobstore.partition_file(self.dataset, e.rank))
+            t = (
+                p.comm_rows
+                if p.comm_rows is not None
+                else partitions.read_comm(jobstore.partition_file(self.dataset, e.rank))
+            )
             if t is not None and len(t.events):
                 parts.append(t)
         if not parts:
@@ -133,8 +152,9 @@ class JobView(TimelineView):
         job = concat(parts)
         return collectives(job.events)
 
-    def shown_lanes(self, lanes: list[str] | None = None, ranks: list[int] | None = None,
-                    folded: list[int] | None = None) -> list[str] | None:
+    def shown_lanes(
+        self, lanes: list[str] | None = None, ranks: list[int] | None = None, folded: list[int] | None = None
+    ) -> list[str] | None:
         """As a job's view's (:meth:`TimelineView.shown_lanes`), every rank folded unless ``folded`` says (None:
         :attr:`default_folded`), and at most :data:`MAX_UNFOLDED` ranks unfolded: the first of those asked."""
         fold = set(self.default_folded if folded is None else folded)
@@ -183,21 +203,38 @@ class JobView(TimelineView):
             view = self.rank_view(p.rank)
             shift = view.t0_ns - self.t0_ns
             b, src = view.blocks_in(mine.tolist(), t0 - shift, t1 - shift, ns_per_px)
-            parts.append((Blocks(b.group + off * N_CLASSES, b.start_ns + shift, b.end_ns + shift, b.count,
-                                 b.busy_ns, b.first, b.n_in_window),
-                          np.where(src >= 0, src + self.event_offset[i], -1)))
+            parts.append(
+                (
+                    Blocks(
+                        b.group + off * N_CLASSES,
+                        b.start_ns + shift,
+                        b.end_ns + shift,
+                        b.count,
+                        b.busy_ns,
+                        b.first,
+                        b.n_in_window,
+                    ),
+                    np.where(src >= 0, src + self.event_offset[i], -1),
+                )
+            )
         if not parts:
             e = np.empty(0, dtype=np.int64)
             return Blocks(e, e, e, e, e, e, 0), e
         cat = np.concatenate
-        blocks = Blocks(cat([b.group for b, _ in parts]), cat([b.start_ns for b, _ in parts]),
-                        cat([b.end_ns for b, _ in parts]), cat([b.count for b, _ in parts]),
-                        cat([b.busy_ns for b, _ in parts]), cat([b.first for b, _ in parts]),
-                        sum(b.n_in_window for b, _ in parts))
+        blocks = Blocks(
+            cat([b.group for b, _ in parts]),
+            cat([b.start_ns for b, _ in parts]),
+            cat([b.end_ns for b, _ in parts]),
+            cat([b.count for b, _ in parts]),
+            cat([b.busy_ns for b, _ in parts]),
+            cat([b.first for b, _ in parts]),
+            sum(b.n_in_window for b, _ in parts),
+        )
         return blocks, cat([s for _, s in parts])
 
-    def _fold_blocks(self, p: Pack, local_rows: np.ndarray, t0: int, t1: int, ns_per_px: float,
-                     off: int) -> tuple[Blocks, np.ndarray]:
+    def _fold_blocks(
+        self, p: Pack, local_rows: np.ndarray, t0: int, t1: int, ns_per_px: float, off: int
+    ) -> tuple[Blocks, np.ndarray]:
         lv = _level_for(p, ns_per_px)
         lo, hi = self.t0_ns + t0, self.t0_ns + t1
         pos = []
@@ -213,8 +250,16 @@ class JobView(TimelineView):
             e = np.empty(0, dtype=np.int64)
             return Blocks(e, e, e, e, e, e, 0), e
         at = np.concatenate(pos)
-        b = merge_disjoint(lv.start_ns[at] - self.t0_ns, lv.end_ns[at] - self.t0_ns, lv.group[at] + off * N_CLASSES,
-                           lv.count[at], lv.busy_ns[at], t0, t1, ns_per_px)
+        b = merge_disjoint(
+            lv.start_ns[at] - self.t0_ns,
+            lv.end_ns[at] - self.t0_ns,
+            lv.group[at] + off * N_CLASSES,
+            lv.count[at],
+            lv.busy_ns[at],
+            t0,
+            t1,
+            ns_per_px,
+        )
         return b, np.full(len(b), -1, dtype=np.int64)
 
     def fold_grid(self, rows: list[int], t0: int, t1: int, bins: int) -> list[tuple[int, list[int], np.ndarray]]:

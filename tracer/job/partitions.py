@@ -53,8 +53,9 @@ def bounds(path: Path) -> tuple[int, int] | None:
         out = []
         for name, pick in (("start_ns", min), ("end_ns", max)):
             at = pf.schema_arrow.get_field_index(name)
-            stats = [md.row_group(g).column(at).statistics for g in range(md.num_row_groups)
-                     if md.row_group(g).num_rows]
+            stats = [
+                md.row_group(g).column(at).statistics for g in range(md.num_row_groups) if md.row_group(g).num_rows
+            ]
             if all(st is not None and st.has_min_max for st in stats):
                 out.append(int(pick(int(st.min if pick is min else st.max) for st in stats)))
             else:

@@ -98,8 +98,13 @@ def pack_of(view: TimelineView, known: Mapping[str, Any] | None = None) -> Pack:
     s = view.start_ns[on_fold] + view.t0_ns
     e = view.end_ns[on_fold] + view.t0_ns
     g = view.group[on_fold]
-    rank = view.rows[0].rank if view.rows else int(view.timeline.events["rank"].iloc[0]) if len(
-        view.timeline.events) else 0
+    rank = (
+        view.rows[0].rank
+        if view.rows
+        else int(view.timeline.events["rank"].iloc[0])
+        if len(view.timeline.events)
+        else 0
+    )
     known = known or {}
     with shared_work():
         comm = list(known["comm"]) if "comm" in known else view.comm
@@ -107,19 +112,40 @@ def pack_of(view: TimelineView, known: Mapping[str, Any] | None = None) -> Pack:
     fold = Level(0.0, s, e, g, np.ones(s.size, np.int64), e - s)
     ev = view.timeline.events
     comm_rows = Timeline(ev[(ev["collective"].cat.codes.to_numpy() > 0)], view.timeline.meta)
-    return Pack(rank, view.t0_ns, view.span_ns, len(ev), list(view.rows), list(view.lanes),
-                view.fold_lanes.get(rank, f"r{rank}/fold"), list(view.devices), comm, launches, view.timeline.meta,
-                levels(s, e, g), comm_rows, own=fold)
+    return Pack(
+        rank,
+        view.t0_ns,
+        view.span_ns,
+        len(ev),
+        list(view.rows),
+        list(view.lanes),
+        view.fold_lanes.get(rank, f"r{rank}/fold"),
+        list(view.devices),
+        comm,
+        launches,
+        view.timeline.meta,
+        levels(s, e, g),
+        comm_rows,
+        own=fold,
+    )
 
 
 def write_pack(pack: Pack, path: Path) -> bool:
     """Write ``pack`` to ``path`` (whole or not at all); False where it could not be written."""
     doc = {
-        "version": PACK_VERSION, "rank": pack.rank, "t0_ns": pack.t0_ns, "span_ns": pack.span_ns,
-        "events": pack.events, "rows": [dataclasses.astuple(r) for r in pack.rows], "lanes": pack.lanes,
-        "fold_lane": pack.fold_lane, "devices": [dataclasses.asdict(d) for d in pack.devices],
-        "comm": [dataclasses.asdict(c) for c in pack.comm], "launches": [dataclasses.asdict(x) for x in pack.launches],
-        "meta": pack.meta.to_dict(), "levels": [lv.ns_per_px for lv in pack.levels],
+        "version": PACK_VERSION,
+        "rank": pack.rank,
+        "t0_ns": pack.t0_ns,
+        "span_ns": pack.span_ns,
+        "events": pack.events,
+        "rows": [dataclasses.astuple(r) for r in pack.rows],
+        "lanes": pack.lanes,
+        "fold_lane": pack.fold_lane,
+        "devices": [dataclasses.asdict(d) for d in pack.devices],
+        "comm": [dataclasses.asdict(c) for c in pack.comm],
+        "launches": [dataclasses.asdict(x) for x in pack.launches],
+        "meta": pack.meta.to_dict(),
+        "levels": [lv.ns_per_px for lv in pack.levels],
     }
     arrays: dict[str, np.ndarray] = {}
     doc["comm_rows"] = None if pack.comm_rows is None else len(pack.comm_rows.events)
@@ -154,10 +180,17 @@ def read_pack(path: Path) -> Pack | None:
             if doc.get("version") != PACK_VERSION:
                 return None
             return Pack(
-                int(doc["rank"]), int(doc["t0_ns"]), int(doc["span_ns"]), int(doc["events"]),
-                [Row(*r) for r in doc["rows"]], [(str(k), str(v)) for k, v in doc["lanes"]], str(doc["fold_lane"]),
-                [DeviceOverlap(**d) for d in doc["devices"]], [DeviceComm(**c) for c in doc["comm"]],
-                [LaunchStat(**x) for x in doc["launches"]], TraceMeta.from_dict(doc["meta"]),
+                int(doc["rank"]),
+                int(doc["t0_ns"]),
+                int(doc["span_ns"]),
+                int(doc["events"]),
+                [Row(*r) for r in doc["rows"]],
+                [(str(k), str(v)) for k, v in doc["lanes"]],
+                str(doc["fold_lane"]),
+                [DeviceOverlap(**d) for d in doc["devices"]],
+                [DeviceComm(**c) for c in doc["comm"]],
+                [LaunchStat(**x) for x in doc["launches"]],
+                TraceMeta.from_dict(doc["meta"]),
                 [_level(z, f"level{i}", float(px)) for i, px in enumerate(doc["levels"])],
                 _comm_rows(z, doc.get("comm_rows"), TraceMeta.from_dict(doc["meta"])),
                 path=path,
@@ -191,5 +224,11 @@ def write_rank_pack(timeline: Timeline, path: Path, known: Mapping[str, Any] | N
 
 def json_of(pack: Pack) -> dict[str, Any]:
     """What a pack says of its rank, for a test or a reader: its rank, rows, lanes and figures."""
-    return {"rank": pack.rank, "rows": len(pack.rows), "lanes": len(pack.lanes), "events": pack.events,
-            "fold": int(pack.fold.start_ns.size), "levels": [int(lv.start_ns.size) for lv in pack.levels]}
+    return {
+        "rank": pack.rank,
+        "rows": len(pack.rows),
+        "lanes": len(pack.lanes),
+        "events": pack.events,
+        "fold": int(pack.fold.start_ns.size),
+        "levels": [int(lv.start_ns.size) for lv in pack.levels],
+    }

@@ -152,8 +152,9 @@ def _small_int(n: int) -> type[np.signedinteger[Any]]:
     return np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
 
 
-def lay_out(events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = None, *,
-            multi_rank: bool | None = None) -> Layout:
+def lay_out(
+    events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = None, *, multi_rank: bool | None = None
+) -> Layout:
     """The lanes of ``events``' rows (only those where ``rows`` is true, when given), in display order;
     ``multi_rank``: titled as a job's lanes are (each with its rank), or not (default: as ``events`` hold several
     ranks or one).
