@@ -35,6 +35,7 @@ from tracer.files import rundir
 from tracer.files.discover import discover, is_run_dir, job_label
 from tracer.files.formats import GZIP_MAGIC, not_a_regular_file, stem
 from tracer.files.rundir import RunMeta, as_run_meta
+from tracer.job.store import is_large_job
 from tracer.parsers import GZIP_RATIO_FLOOR, iter_inflated, load_trace
 from tracer.timeline import CLOCK_UNIX, Timeline
 
@@ -354,20 +355,28 @@ class RunStore:
                     return self._views[key]
             # An upload is never cached (its folder is removed whole, and a cache beside it would outlive the
             # upload unseen by the upload bounds); a run or trace of the user's keeps the usual cache.
-            # (summarised where it is parsed, and never under the store's lock: the analyses of a big trace take
-            # seconds and memory, and every request, for any run, takes that lock)
-            view, summary = self._parse(
-                str(info.path),
-                info.path,
-                job_files=info.job_files,
-                cache=info.origin != "upload",
-                summarize=info.summary is None,
-                wait=wait,
-            )
+            if info.job_files and is_large_job(info.job_files):
+                # A job too large to read whole is drawn from its store: its ranks are parsed by the job's own
+                # worker processes (each bounded), and this process reads each rank's small pack; a JobView holds
+                # a lock and its open partitions, so it could not come back from a parse child anyway.
+                from tracer.dashboard.job_view import open_job
+
+                view, summary = open_job(info.job_files), None
+            else:
+                # (summarised where it is parsed, and never under the store's lock: the analyses of a big trace
+                # take seconds and memory, and every request, for any run, takes that lock)
+                view, summary = self._parse(
+                    str(info.path),
+                    info.path,
+                    job_files=info.job_files,
+                    cache=info.origin != "upload",
+                    summarize=info.summary is None,
+                    wait=wait,
+                )
             view.source = Path(info.path)
             if info.summary is None:
-                info.summary = summary
-            info.trace_ns = trace_time_ns(view.timeline)
+                info.summary = summary  # (None for a large job's: not read whole for it)
+            info.trace_ns = trace_time_ns(view.timeline) if view.partial is None else None
             with self._lock:
                 self._views[key] = view
                 while len(self._views) > self.cache_size:

@@ -113,6 +113,13 @@ def compute(view: TimelineView) -> Explained:
     from tracer.parsers.demand import read_launch_figures
 
     t = time.perf_counter()
+    if view.partial is not None:
+        from tracer.explain.lines import LINE_COLUMNS
+
+        not_here = Lines(f"no source lines here: {view.partial}", pd.DataFrame({c: [] for c in LINE_COLUMNS}),
+                         gpu=False)
+        return _empty(f"not explained here: {view.partial}; `tracer explain JOB --window START:END` explains a "
+                      "window of it", not_here)
     ev = view.timeline.events
     try:
         # the kernels' launch figures (in the trace file, not the timeline): tell a full GPU from kernels that were
@@ -265,7 +272,14 @@ def panel(view: TimelineView, result: Explained) -> list[Any]:
 def section(view: TimelineView) -> html.Div:
     """The page's findings section: the panel when explain is cheap or already done, else a button that runs it
     (:func:`findings_children` answers it)."""
-    events = len(view.timeline.events)
+    events = view.n_events
+    if view.partial is not None:  # (a large job read rank by rank: its graph needs the job whole)
+        return html.Div(
+            [html.H3(section_title(view)),
+             html.P(f"Not explained here: {view.partial}. `tracer explain JOB --window START:END` explains a "
+                    "window of it, reading only the rows near the window.", className="muted small"),
+             html.Div(id=ids.TL_FINDINGS), html.Button(id=ids.TL_FIND_RUN, style={"display": "none"})],
+            id=ids.TL_FIND_SECTION, className="collectives-section")
     if events <= EAGER_EVENTS or is_computed(view):
         children = panel(view, explained(view))
     else:

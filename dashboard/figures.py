@@ -142,27 +142,16 @@ def rows_shown(view: TimelineView, lanes: list[str] | None) -> dict[int, int]:
 
 
 def _select(view: TimelineView, rows: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The sorted arrays restricted to ``rows`` (slices of whole groups: no mask over every interval)."""
-    if len(rows) == len(view.rows):
-        return view.start_ns, view.end_ns, view.group, np.arange(view.group.size)
-    bounds = view.group_bounds.reshape(len(view.rows), N_CLASSES, 2)[rows]
-    lo, hi = bounds[..., 0].ravel(), bounds[..., 1].ravel()
-    n = hi - lo
-    if n.sum() == 0:
-        e = np.empty(0, dtype=np.int64)
-        return e, e, e, e
-    pos = np.repeat(lo, n) + (np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n))
-    return view.start_ns[pos], view.end_ns[pos], view.group[pos], pos
+    """The sorted arrays restricted to ``rows`` (:meth:`TimelineView.select`)."""
+    return view.select(rows)
 
 
 def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.ndarray) -> list[str]:
     """One hover text per block: the interval's details when it is alone, else what the block merges."""
-    ev = view.timeline.events
     single = (blocks.count == 1) & (src >= 0)
     details: dict[int, str] = {}
     if single.any():
-        rows = src[single]
-        sub = ev.iloc[rows]
+        sub = view.event_rows(src[single])
         names = sub["name"].astype(str).to_numpy()
         kinds = sub["kind"].astype(str).to_numpy()
         copy_kinds = sub["copy_kind"].astype(str).to_numpy()
@@ -255,8 +244,10 @@ def lane_traces(
     ns_per_px = (t1 - t0) / max(width_px, 50)
     shown = _shown_rows(view, lanes)
     row_of = {r: y for y, r in enumerate(shown)}
-    s, e, g, pos = _select(view, shown)
-    blocks = merge_blocks(s, e, g, t0, t1, ns_per_px)
+    # a large job's folded lanes: busy share per pixel column (heatmap rows), not blocks (tracer.dashboard.job_view)
+    grid = [r for r in shown if view.rows[r].folded] if hasattr(view, "fold_grid") else []
+    drawn_as_blocks = [r for r in shown if not view.rows[r].folded] if grid else shown
+    blocks, src = view.blocks_in(drawn_as_blocks, t0, t1, ns_per_px)
     traces: list[go.Scatter] = []
     if len(blocks):
         row = blocks.group // N_CLASSES
@@ -266,7 +257,6 @@ def lane_traces(
         y = y_of_row[row].astype(np.float64)
         x0 = blocks.start_ns.astype(np.float64)
         x1 = np.maximum(blocks.end_ns.astype(np.float64), x0 + ns_per_px)  # at least a pixel wide
-        src = view.src[pos[blocks.first]]
         for k in np.unique(cls):
             m = cls == k
             c = CLASSES[int(k)]
@@ -303,7 +293,38 @@ def lane_traces(
         if names is not None:
             traces.append(names)
         traces.append(_hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis))
-    return Drawn(traces, [view.rows[i] for i in shown], len(blocks), blocks.n_in_window, row_of)
+    cells = 0
+    if grid:
+        heatmaps, cells = _fold_heatmaps(view, grid, row_of, window, width_px, xaxis, yaxis)
+        traces += heatmaps
+    return Drawn(traces, [view.rows[i] for i in shown], len(blocks) + cells, blocks.n_in_window + cells, row_of)
+
+
+def _fold_heatmaps(view: Any, rows: list[int], row_of: dict[int, int], window: Window, width_px: int, xaxis: str,
+                   yaxis: str) -> tuple[list[Any], int]:
+    """A large job's folded lanes over ``window``: per colour class, one heatmap of the busy share of each pixel
+    column (:meth:`tracer.dashboard.job_view.JobView.fold_grid`) on the rows that have it; and the cells drawn
+    (not empty)."""
+    bins = max(int(width_px), 50)
+    out: list[Any] = []
+    cells = 0
+    x = np.linspace(window[0], window[1], bins + 1) / 1e6
+    for k, class_rows, share in view.fold_grid(rows, int(window[0]), int(window[1]), bins):
+        ys = np.array([row_of[r] for r in class_rows], dtype=np.int64)
+        lo, hi = int(ys.min()), int(ys.max())
+        z = np.zeros((hi - lo + 1, bins), dtype=np.uint8)
+        z[ys - lo] = share
+        cells += int(np.count_nonzero(share))
+        c = CLASSES[int(k)]
+        r, g, b = (int(c.color[i : i + 2], 16) for i in (1, 3, 5))
+        out.append(go.Heatmap(
+            z=z, x=x, y=np.arange(lo, hi + 2) - 0.5, zmin=0, zmax=100, showscale=False, ygap=3,
+            colorscale=[[0, f"rgba({r},{g},{b},0)"], [0.005, f"rgba({r},{g},{b},0.25)"], [1, f"rgb({r},{g},{b})"]],
+            hovertemplate=f"<b>{escape_label(c.label)}</b> (a folded rank)<br>%{{x:.4f}} ms: busy %{{z}}%"
+                          "<extra></extra>",
+            name=f"{c.label} (folded)", xaxis=xaxis, yaxis=yaxis, uid=f"{yaxis}-fold-{c.key}",
+        ))
+    return out, cells
 
 
 def fit_label(name: str, width_px: float, char_px: float = LABEL_CHAR_PX) -> str | None:
@@ -342,7 +363,7 @@ def _range_names(
     )
     if not pick.size:
         return None
-    names = view.timeline.events["name"].iloc[src[pick]].astype(str).to_numpy()
+    names = view.event_rows(src[pick])["name"].astype(str).to_numpy()
     xs, ys, texts = [], [], []
     # Ranges of one sub-row may overlap (a thread's deepest nesting levels share the last one, and a job's ranks'
     # gloo ranges): the widest bars are named first, and a name that would cover one already placed on its row is
@@ -449,14 +470,13 @@ def _lane_shapes(rows: list[Row], yref: str, xref: str) -> list[dict[str, Any]]:
 def launch_of(view: TimelineView, src: int) -> dict[str, Any] | None:
     """The host call that launched GPU work row ``src`` (the timeline's launch join: same rank, process and
     correlation id), or None."""
-    ev = view.timeline.events
-    if src < 0 or src >= len(ev):
+    if src < 0 or src >= view.n_events:
         return None
-    launch = int(view.launch_src[src])
+    launch = view.launch_pos(src)
     if launch < 0:
         return None
-    row = ev.iloc[src]
-    lrow = ev.iloc[launch]
+    both = view.event_rows(np.array([src, launch], dtype=np.int64))
+    row, lrow = both.iloc[0], both.iloc[1]
     return {
         "work_src": int(src),
         "work_name": str(row["name"]),

@@ -87,7 +87,7 @@ def device_cards(view: TimelineView) -> list[Any]:
     if not view.devices:
         return host_cards(view)
     names = view.timeline.meta.gpu_names
-    multi_rank = view.timeline.multi_rank
+    multi_rank = view.multi_rank
     comm = {c.key: c for c in view.comm}
     launches = {(x.rank, x.device): x for x in view.launches}
     cards = [
@@ -312,6 +312,8 @@ def trace_counts(view: TimelineView) -> str:
     """How the trace's events become the chart's bars: every drawn event is one bar, the bands (compute ∩ copy,
     compute ∩ comm) and a job's folded lanes add pieces of their own (not events), each named only where the run
     has it, and kinds without a lane (e.g. gpu_range) are not drawn."""
+    if view.partial is not None:  # (a large job read rank by rank: its events are counted, not at hand)
+        return f"{view.n_events:,} events in {len(view.ranks)} ranks, drawn from the job's stored dataset"
     ev = view.timeline.events
     drawn = int(np.count_nonzero(view.src >= 0))
     pieces = piece_counts(view)

@@ -45,6 +45,7 @@ from tracer.dashboard.figures import (
     rows_shown,
     timeline_figure,
 )
+from tracer.dashboard.job_view import MAX_UNFOLDED, JobView
 from tracer.dashboard.model import TimelineView
 from tracer.dashboard.pages.common import (
     GRAPH_CONFIG,
@@ -75,15 +76,18 @@ def layout(store: RunStore, key: str | None, viewport: dict[str, Any] | None = N
     window = full_window(view)
     lanes = [k for k, _ in view.lanes]
     collectives = collectives_view.section(view) if view.multi_rank else None
-    path_on = len(view.timeline.events) <= explain_view.EAGER_EVENTS  # (big traces: off until asked)
-    fig = timeline_figure(view, window, width_px=width, uirevision=key, path=path_of(view, path_on), outline=NO_LINE)
+    # (big traces: off until asked; a large job read rank by rank: none, its path needs the job whole)
+    path_on = view.n_events <= explain_view.EAGER_EVENTS and view.partial is None
+    shown = view.shown_lanes(None, None, view.default_folded) if view.default_folded else None
+    fig = timeline_figure(view, window, width_px=width, uirevision=key, path=path_of(view, path_on), lanes=shown,
+                          outline=NO_LINE)
     path_why = None
     crossed = fig.layout.meta["path_rows_crossed"]
     if crossed > PATH_DEFAULT_MAX_ROWS_CROSSED:  # a busy run's path would hide its bars
         path_on = False
         path_why = (f"Off at first: over the whole run the path's line crosses {crossed:,} rows and would hide the "
                     "bars; tick to draw it, or zoom in first")
-        fig = timeline_figure(view, window, width_px=width, uirevision=key, outline=NO_LINE)
+        fig = timeline_figure(view, window, width_px=width, uirevision=key, lanes=shown, outline=NO_LINE)
     minimap_config: dcc.Graph.Config = {
         **GRAPH_CONFIG, "scrollZoom": False, "doubleClick": False, "displayModeBar": False
     }
@@ -156,7 +160,11 @@ def rank_controls(view: TimelineView) -> html.Div:
             html.Span("Fold into one lane:", className="muted small",
                       title="A folded rank shows one lane: per sub-row, the union of its GPU compute, "
                       "communication, copies and host work"),
-            dcc.Checklist(id=ids.TL_FOLD, options=options, value=[], inline=True, className="rank-fold"),
+            dcc.Checklist(id=ids.TL_FOLD, options=options, value=list(view.default_folded), inline=True,
+                          className="rank-fold"),
+            *([html.Div(f"{view.partial[0].upper()}{view.partial[1:]}: every rank starts folded; untick a rank "
+                        f"to draw its lanes (at most {MAX_UNFOLDED} at once).", className="muted small")]
+              if view.partial else []),
         ],
         id=ids.TL_RANK_CONTROLS,
         className="controls rank-controls",
@@ -305,7 +313,7 @@ def path_wanted(state: Any, want: Any) -> bool:
 def path_of(view: TimelineView, on: bool) -> PathPieces | None:
     """The critical path to draw (explained once per run, :func:`tracer.dashboard.explain_view.explained`), or
     None when it is off or the trace cannot give one (the findings panel says why)."""
-    if not on:
+    if not on or view.partial is not None:  # (a large job read rank by rank: its path needs the job whole)
         return None
     result = explain_view.explained(view)
     return result.path if result.reason is None else None
@@ -370,7 +378,7 @@ def _update(
         ranks = None  # every rank: the fast path
     folded = [r for r in folded or () if r in view.fold_lanes]
     if (want is None and src is None and chosen is None and (lanes is None or lanes == [k for k, _ in view.lanes])
-            and ranks is None and not folded):
+            and ranks is None and sorted(folded) == sorted(view.default_folded)):
         # Nothing asked yet: the page as its layout drew it. Dash calls this once when the page appears
         # (TL_WANT is another callback's output, so prevent_initial_call does not hold it back); a redraw
         # here would replace the figure just drawn, under the user's first click.
@@ -402,7 +410,12 @@ def _update(
     frame = lines_view.frame_of(view, src) if src is not None else None
     new_state = {"run": key, "window": [int(window[0]), int(window[1])], "highlight": highlight, "path": path_on,
                  "line": chosen, "drawn": drawn_of(view, window, shown, src, path_on, width, fig)}
-    return fig, minimap, status_text(fig, label), launch_text(view, link, frame, src), new_state
+    status = status_text(fig, label)
+    beyond = view.unfolded_beyond(ranks, folded) if isinstance(view, JobView) else 0
+    if beyond:
+        status += (f" · {beyond} more rank{'s' if beyond > 1 else ''} asked unfolded drawn folded: at most "
+                   f"{MAX_UNFOLDED} at once in a job this large")
+    return fig, minimap, status, launch_text(view, link, frame, src), new_state
 
 
 def _count(value: Any) -> int:

@@ -138,8 +138,15 @@ def items_csv(d: Any) -> str:
 
 
 def _load(path: Path, no_cache: bool) -> Any:
-    """One of the two traces, what its parser left out said on stderr."""
-    timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
+    """One of the two traces, what its parser left out said on stderr; a rank of a stored job (``tracer summary
+    --job``) is read from the job's dataset, not parsed again."""
+    timeline = None
+    if not no_cache and path.is_file():
+        from tracer.job.load import read_stored_rank  # (a job's front door: no pandas, no Dask)
+
+        timeline = read_stored_rank(path)
+    if timeline is None:
+        timeline = load_trace(path, cache=not no_cache, on_cache_write=say_cached)
     warn_left_out(path, timeline.meta.extra)
     return timeline
 

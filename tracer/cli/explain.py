@@ -16,7 +16,7 @@ from tracer.analysis.source import SourceRule
 from tracer.analysis.source_code import SourceFiles
 from tracer.cli import TracerCommand, app
 from tracer.cli._job import parse_ranks
-from tracer.cli._read import read_timeline
+from tracer.cli._read import read_large_job_window, read_timeline
 from tracer.cli._report import warn_left_out
 from tracer.cli._tables import wrap_name
 from tracer.errors import TracerError
@@ -251,19 +251,32 @@ def explain(
         parse_plan(what_if)  # a plan that is not one: refused before the trace is read
     job_options = {"scheduler": scheduler, "skip_bad_ranks": skip_bad_ranks,
                    "ranks": parse_ranks(ranks) if ranks is not None else None}
-    path, timeline = read_timeline(paths, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
+    near = read_large_job_window(paths, window=window, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
+    origin = None
+    if near is not None:  # (a job too large to read whole: its stored rows near the window)
+        path, timeline, origin = near
+    else:
+        path, timeline = read_timeline(paths, no_cache=no_cache, clock_fix=clock_fix, job=job_options)
     warn_left_out(path, timeline.meta.extra)
 
     def say_note(note: str) -> None:
         print(f"tracer: note: {path}: {note}", file=sys.stderr)
+
+    if near is not None:
+        launches: Any = ()
+        say_note("read from its stored dataset near the window; the kernels' launch figures (in its traces, not "
+                 "the dataset) are not read, so a kernel that filled its GPU is not told from kernels that merely "
+                 "ran one at a time")
+    else:
+        launches = read_launches(path, timeline.meta.extra)
 
     roots = tuple(source_root or ())
     sources = read_sources(timeline, SourceRule(roots),
                            SourceFiles(source_folders(timeline, Path(paths[0]), roots)))
     explained = explain_timeline(timeline, window=window, range_name=range_name, instance=instance,
                                  min_gap_ns=round(min_gap_us * 1e3), what_if=what_if,
-                                 launches=read_launches(path, timeline.meta.extra), name=str(path),
-                                 on_note=say_note, sources=sources)
+                                 launches=launches, name=str(path), on_note=say_note, sources=sources,
+                                 origin_ns=origin)
     job = None if explained.job is None else {**explained.job, "clock": clock_text(timeline, clock_fix)}
     if json:
         out = explained.to_dict(top=max(top, 0))

@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from tracer.cli import TracerCommand, app
 from tracer.cli._report import say_cached, say_skipped_file
-from tracer.errors import TracerError, UsageError
+from tracer.errors import InputNotFoundError, TracerError, UsageError
 from tracer.sql.session import Session
 
 
@@ -257,6 +257,29 @@ def prompt(session: Any, fmt: Format, max_rows: int, console: Any) -> int:
     return 2 if failed and not interactive else 0
 
 
+def _job_source(paths: list[Path], no_cache: bool) -> Any:
+    """The job ``paths`` stand for as one source: its stored dataset's partitions, scanned in place (stored first
+    where it is not: a first open), or, for a job that is not stored (small, ``--no-cache``, a folder that
+    cannot be written), the job read as one timeline."""
+    from tracer.cli._job import job_progress, say_job_cached
+    from tracer.files.discover import job_label, job_traces
+    from tracer.job.load import load_job, store_job
+    from tracer.sql import Partitions
+
+    for p in paths:
+        if not p.exists():
+            raise InputNotFoundError(p, "no such file or directory")
+    traces = job_traces(paths, on_skip=say_skipped_file)
+    label = str(job_label(traces))
+    progress = job_progress(traces, Console(stderr=True))
+    stored = None if no_cache else store_job(traces, on_rank=progress, on_cache_write=say_job_cached)
+    if stored is not None:
+        return Partitions(label, stored.files)
+    timeline = load_job(traces, cache=not no_cache, on_rank=progress, on_cache_write=say_job_cached)
+    timeline.meta.source = label
+    return timeline
+
+
 @app.command(cls=TracerCommand)
 def sql(
     args: Annotated[
@@ -288,6 +311,11 @@ def sql(
         str | None, typer.Option("--memory-limit", metavar="SIZE", help="DuckDB's memory limit (4GB, 500MB, 50%); "
                                  "a query needing more fails in one line. Default: half the memory available.")
     ] = None,
+    job: Annotated[
+        bool, typer.Option("--job", help="Read every trace found in the TARGETs as the ranks of ONE job (as `tracer "
+                           "summary --job` does): one source, named by the job's folder, whose views scan the job's "
+                           "stored dataset in place (parsed and stored first where it is not).")
+    ] = False,
 ) -> None:
     """Read-only SQL (DuckDB) over a run's timeline.
 
@@ -312,7 +340,8 @@ def sql(
         timeout = 0 if query is None and sys.stdin.isatty() else TIMEOUT_S
 
     console = Console()
-    with Session(targets, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file,
+    sources: list[Any] = [_job_source([Path(t) for t in targets], no_cache)] if job else targets
+    with Session(sources, cache=not no_cache, on_cache_write=say_cached, on_skip=say_skipped_file,
                  timeout_s=timeout, memory_limit=memory_limit) as session:
         if query is not None:
             _run(session, query, fmt, max_rows, console)

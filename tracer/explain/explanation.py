@@ -121,14 +121,16 @@ def parse_window(text: str, origin_ns: int) -> tuple[int | None, int | None]:
 
 
 def choose_window(timeline: Timeline, *, window: str | None = None, range_name: str | None = None,
-                  instance: int | None = None) -> Window:
+                  instance: int | None = None, origin_ns: int | None = None) -> Window:
     """What the path is asked for: the ``instance``-th (default the first) of the range or operator
     ``range_name`` (:func:`tracer.explain.window_of_range`), else ``window`` (``START:END`` in ms from the
-    trace's first interval, :func:`parse_window`), else the whole trace."""
+    trace's first interval, :func:`parse_window`; ``origin_ns``: that interval's start where ``timeline`` is only
+    the part of a trace near the window), else the whole trace."""
     if range_name is not None:
         return window_of_range(timeline, range_name, instance or 0)
     if window is not None:
-        lo, hi = parse_window(window, int(timeline.events["start_ns"].min()))
+        origin = int(timeline.events["start_ns"].min()) if origin_ns is None else origin_ns
+        lo, hi = parse_window(window, origin)
         return Window(lo, hi, f"the window {window} ms")
     return Window()
 
@@ -163,7 +165,8 @@ def job_facts(timeline: Timeline, graph: Graph) -> dict[str, Any] | None:
 def explain(timeline: Timeline, *, window: str | None = None, range_name: str | None = None,
             instance: int | None = None, min_gap_ns: int = MIN_GAP_NS, what_if: Sequence[str] | None = None,
             launches: Launches = (), fix_replays: bool = True, name: str | None = None,
-            on_note: Callable[[str], None] | None = None, sources: Sources | None = None) -> Explanation:
+            on_note: Callable[[str], None] | None = None, sources: Sources | None = None,
+            origin_ns: int | None = None) -> Explanation:
     """Explain ``timeline``: build its graph (:func:`explainable_graph`), walk the critical path of the window
     asked for (:func:`choose_window`: ``range_name`` and its ``instance``, or ``window``, else the whole trace),
     read the findings (idle gaps and waits of at least ``min_gap_ns``) with the kernels' demand made from
@@ -175,13 +178,16 @@ def explain(timeline: Timeline, *, window: str | None = None, range_name: str | 
     rule and the folders the user's files are read from); default: read with the default rule and no file (each
     finding's line is then its function's first).
 
+    ``origin_ns``: where ``window``'s times count from, when ``timeline`` is only the part of a trace that bears on
+    the window (a large job's rows near it, :func:`tracer.job.load.read_job_window`): the trace's first interval.
+
     ``name`` (default: the timeline's source) is the subject of the errors about the trace as a whole;
     ``on_note`` hears the graph's notes as soon as the findings are read (before a replay can fail). Raises
     :class:`TracerError` where the trace cannot be explained, the range or window is not in it or holds no
     work, or a what-if plan needs what the trace lacks."""
     name = name if name is not None else (timeline.meta.source or "trace")
     graph = explainable_graph(timeline, name)
-    chosen = choose_window(timeline, window=window, range_name=range_name, instance=instance)
+    chosen = choose_window(timeline, window=window, range_name=range_name, instance=instance, origin_ns=origin_ns)
     ev = timeline.events
     # (the whole trace's path covers the trace's span, as the summary gives it: every interval, ranges included)
     span = (int(ev["start_ns"].min()), int(ev["end_ns"].max())) if len(ev) else None

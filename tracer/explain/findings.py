@@ -28,7 +28,7 @@ Pure functions of a :class:`Graph` and a :class:`CriticalPath`: no printing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,9 +152,17 @@ def findings(graph: Graph, path: CriticalPath | None = None, *, min_gap_ns: int 
     nd = _Nodes.of(nodes)
     kdem = kernel_demand_of(nodes, demand)
     is_gpu = nodes["kind"].astype(str).isin(_GPU).to_numpy() & (nodes["device"].to_numpy() >= 0)
+    threads: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def host_threads() -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        # (once for all the GPUs: a job's 64 GPUs each sorting every host node cost 20 s of 32)
+        if not threads:
+            threads.update(_threads(nodes))
+        return threads
+
     for _key, dev in nodes[is_gpu].groupby(["rank", "device"], observed=True, sort=True):
         rows += _copy_findings(nd, edges, dev, s_src, s_type)
-        rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns)
+        rows += _gap_findings(nd, edges, dev, s_src, s_type, min_gap_ns, host_threads)
         rows += _full_findings(nd, dev, s_src, s_ready, s_type, min_gap_ns, kdem)
         rows += _one_stream_findings(nd, dev, s_src, s_type, min_gap_ns, kdem)
         rows += _exposed_comm_findings(nd, dev, min_gap_ns)
@@ -357,7 +365,9 @@ def covered(starts: np.ndarray, ends: np.ndarray, cover: iv.Intervals) -> np.nda
 
 
 def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.ndarray,
-                  s_type: np.ndarray, min_gap_ns: int) -> list[dict[str, Any]]:
+                  s_type: np.ndarray, min_gap_ns: int,
+                  host_threads: Callable[[], dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]],
+                  ) -> list[dict[str, Any]]:
     busy = iv.union(dev["start_ns"].to_numpy(np.int64), dev["end_ns"].to_numpy(np.int64))
     gap_s, gap_e = busy[1][:-1], busy[0][1:]
     big = (gap_e - gap_s) > min_gap_ns
@@ -367,7 +377,7 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
     first_start = order["start_ns"].to_numpy(np.int64)
     ids = order.index.to_numpy(np.int64)
     start, end, blocking = nd.start, nd.end, nd.blocking
-    threads = _threads(nd.frame)
+    threads = host_threads()
     types = list(EDGE_TYPES)
     ew = edges[(edges["type"] == "event_wait").to_numpy()]
     inferred = dict(zip(zip(ew["src"].tolist(), ew["dst"].tolist()), ew["inferred"].tolist()))
@@ -413,7 +423,7 @@ def _gap_findings(nd: _Nodes, edges: pd.DataFrame, dev: pd.DataFrame, s_src: np.
 def _threads(nodes: pd.DataFrame) -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Host nodes per thread (rank, pid, tid): ids, starts and ends in time order (a thread's slices do not
     overlap, so both are sorted)."""
-    host = nodes[nodes["kind"].astype(str).isin(HOST_KINDS).to_numpy()]
+    host = nodes[nodes["kind"].isin(HOST_KINDS).to_numpy()]
     host = host.sort_values(["rank", "pid", "tid", "start_ns", "end_ns"], kind="stable")
     out = {}
     for key, h in host.groupby(["rank", "pid", "tid"], sort=False, observed=True):

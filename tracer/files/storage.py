@@ -7,7 +7,8 @@ Arrow schema's key-value metadata under ``tracer``.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -69,8 +70,12 @@ def read_parquet_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return orjson.loads(raw) if raw else {}
 
 
-def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
-    """Read a Parquet timeline written by :func:`write_timeline_parquet` (or any file with its columns)."""
+def read_timeline_parquet(path: str | os.PathLike[str] | BinaryIO, *,
+                          rows: Callable[[Any], Any] | None = None) -> Timeline:
+    """Read a Parquet timeline written by :func:`write_timeline_parquet` (or any file with its columns; or such a
+    file's bytes, in memory). ``rows``:
+    given the file's table (pyarrow), the positions of the rows to keep, in order; their index in the timeline is
+    their position in the file (default: every row, indexed from 0)."""
     source = str(path)
     try:
         # ParquetFile rather than pq.read_table: the same read without importing pyarrow.dataset (cloud file
@@ -89,8 +94,13 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
     missing = [c for c in COLUMNS if c not in table.column_names and c not in ADDED_COLUMNS]
     if missing:
         raise TraceFormatError(source, f"Parquet file is not a tracer timeline (missing columns {missing})")
+    table = table.select([c for c in COLUMNS if c in table.column_names])
+    kept = None
+    if rows is not None:
+        kept = np.asarray(rows(table), dtype=np.int64)
+        table = table.take(pa.array(kept))
     # split_blocks: one array per column rather than 2-D blocks that pandas would copy into and out of.
-    df = table.select([c for c in COLUMNS if c in table.column_names]).to_pandas(split_blocks=True)
+    df = table.to_pandas(split_blocks=True)
     del table
     # Parquet keeps categories only as far as the data used them; restore the canonical dtypes. (copy=False:
     # columns whose dtype is already right are taken as they are, not copied once more.)
@@ -101,6 +111,8 @@ def read_timeline_parquet(path: str | os.PathLike[str]) -> Timeline:
         columns.update(_added_columns(columns, absent))
         columns = {c: columns[c] for c in COLUMNS}
     df = pd.DataFrame(columns, copy=False)
+    if kept is not None:
+        df.index = pd.Index(kept)
     if "collective" in absent:
         df = mark_by_name(df)  # (schema < 3: communication from the names, as a parse of the trace would say)
     if version < 4:

@@ -102,6 +102,59 @@ def summarize_job(
             early.close()
 
 
+def store_job(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    scheduler: str | None = None,
+    ranks: Sequence[int] | None = None,
+    on_rank: Callable[[RankDone], None] | None = None,
+    on_cache_write: Callable[[Path], None] | None = None,
+) -> jobstore.StoredJob | None:
+    """The stored dataset of the job ``paths`` (the ``ranks`` asked, or all), for a view that reads it in place
+    (``tracer sql --job``) rather than the job in one frame: read from where it is stored while its traces are
+    unchanged, else parsed and stored first (as :func:`summarize_job`'s first open: each rank parsed, written and
+    analysed on a worker, only its results sent back, never its timeline). None where the job is not stored: one
+    under the cache's size (:data:`tracer.job.store.CACHE_MIN_BYTES`), a folder that cannot be written, a rank
+    that could not be read. The other arguments are :func:`load_job`'s."""
+    given = [Path(p) for p in paths]
+    if not given:
+        raise UsageError("", "a job needs at least one trace")
+    from tracer.job import read  # (pandas: see the module's docstring)
+
+    return read.job_store(given, scheduler=scheduler, ranks=ranks, on_rank=on_rank, on_cache_write=on_cache_write)
+
+
+def read_job_window(
+    paths: Sequence[str | os.PathLike[str]], stored: jobstore.StoredJob, window: tuple[int | None, int | None],
+    margin_ns: int,
+) -> tuple[Timeline, int]:
+    """The part of the stored job ``stored`` (of the traces ``paths``: :func:`store_job`) that bears on the window
+    ``window`` (ns from the job's first interval; None: an open side), as one timeline, and the job's first
+    interval's start (ns, Unix clock): every rank's rows that run in the window or within ``margin_ns`` of it
+    (the work its first intervals waited for, the work after it that ends its last idle gaps), and all of its
+    collectives' rows (matched across ranks), one rank's partition read at a time. What
+    ``tracer explain --window`` of a job too large to read whole reads (:data:`tracer.job.store.LARGE_JOB_BYTES`)."""
+    from tracer.job import read  # (pandas: see the module's docstring)
+
+    return read.job_window([Path(p) for p in paths], stored, window, margin_ns)
+
+
+def read_stored_rank(trace: str | os.PathLike[str]) -> Timeline | None:
+    """The trace ``trace`` read from the stored dataset of a job it is a rank of (its partition: as parsed, on the
+    Unix clock, with its rank), where one holds it and it is unchanged since; None otherwise (parse it). For the
+    commands that take one rank's trace of a large job (``tracer diff``): a partition reads in a fraction of the
+    parse's time and memory."""
+    found = jobstore.stored_rank_of(Path(trace))
+    if found is None:
+        return None
+    from tracer.job import partitions  # (pandas: see the module's docstring)
+
+    dataset, entry = found
+    timeline = partitions.read_partition(jobstore.partition_file(dataset, entry.rank))
+    timeline.meta.source = str(trace)
+    return timeline
+
+
 def _early_scans(given: Sequence[Path], scheduler: str | None, cache: bool) -> EarlyScans | None:
     """The job's rank files' parts set scanning now, before this process imports pandas
     (:func:`tracer.job.scan.start_early_scans`), where the job will be parsed on local processes as

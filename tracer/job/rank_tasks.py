@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 import tracer.errors as errors
+from tracer.analysis.overlap import shared_work
 from tracer.analysis.ranked import rank_results
 from tracer.errors import TracerError
 from tracer.files import digests
-from tracer.job import handoff
+from tracer.job import handoff, views
 from tracer.job import store as jobstore
 from tracer.job.partitions import read_partition, write_part
 from tracer.job.ranks import one_rank, rank_of
@@ -48,6 +49,9 @@ class Task:
     #: (rank, ns) pairs: a rank's times moved by ns before it is analysed (``--clock-fix``); what is stored is
     #: the rank as its trace has it
     shifts: tuple[tuple[int, int], ...] = ()
+    #: lay the rank out for drawing and write its pack beside its partition (tracer.job.views): a job too large
+    #: for the dashboard to read whole
+    views: bool = False
 
 
 @dataclass
@@ -139,9 +143,17 @@ def _rank(index: int, paths: Sequence[str], task: Task, load: Callable[[_Keys | 
             storing = side.submit(write_part, timeline, Path(task.store), index)
             clock.lap("store")
         results = None
-        if rank is not None:
-            results = rank_results(shifted(timeline, dict(task.shifts).get(rank, 0)), rank)
-            clock.lap("analyze")
+        with shared_work():  # (the rank's GPU sets found once for the analyses and the layout)
+            if rank is not None:
+                results = rank_results(shifted(timeline, dict(task.shifts).get(rank, 0)), rank)
+                clock.lap("analyze")
+            if task.views and task.store is not None:
+                # (laid out as the rank the job will number it, where nothing else fails: finish keeps it only then)
+                laid = rank if rank is not None else rank_of(timeline.meta, paths[0], index)[0]
+                views.write_rank_pack(timeline if rank is not None else with_rank(timeline, laid),
+                                      jobstore.view_file(Path(task.store), index, laid),
+                                      known=results.parts if results is not None else None)
+                clock.lap("lay out")
         source_keys = keys.result() if keys is not None else None
         stored = storing.result() if storing is not None else False
         clock.lap("side thread")

@@ -95,6 +95,61 @@ def job_summary(given: list[Path], early: EarlyScans | None, *, scheduler: str |
     return summary.analyze(job), job.meta
 
 
+def job_store(given: list[Path], *, scheduler: str | None, ranks: Sequence[int] | None,
+              on_rank: Callable[[RankDone], None] | None,
+              on_cache_write: Callable[[Path], None] | None) -> jobstore.StoredJob | None:
+    """:func:`tracer.job.load.store_job` of the traces ``given`` (at least one), its arguments as it says."""
+    groups = group_parts(given)
+    resolve_scheduler(scheduler)  # (a bad address is refused whether or not it is needed)
+    dataset = jobstore.dataset_of(groups, True)
+    if dataset is None:
+        return None
+    entries = _stored_entries(dataset, given, ranks)
+    if entries is None:
+        # parsed and stored as a summary's first open is: each rank's results come back, never its timeline
+        _open(given, scheduler=scheduler, cache=True, ranks=ranks, skip_bad_ranks=False, on_rank=on_rank,
+              on_cache_write=on_cache_write, on_skip=None, analyze=True)
+        entries = _stored_entries(dataset, given, ranks)
+    return None if entries is None else jobstore.StoredJob(dataset, tuple(entries))
+
+
+def job_window(given: list[Path], stored: jobstore.StoredJob, window: tuple[int | None, int | None],
+               margin_ns: int) -> tuple[Timeline, int]:
+    """The stored job's rows that bear on the window ``window`` (ns from the job's first interval; None: open) as
+    one timeline on the Unix clock, and that first interval's start (ns): each rank's rows within ``margin_ns`` of
+    the window stretched over the GPU work that ran in it or was launched in it, and every row of its collectives
+    (:func:`tracer.job.partitions.read_near`), read one rank at a time; the job's meta as :func:`job_timeline`
+    gives it."""
+    files = stored.files
+    origin = partitions.first_start(files)
+    if origin is None:
+        raise UsageError(os.path.commonpath([str(p) for p in given]), "the job holds no interval")
+    lo = None if window[0] is None else origin + window[0]
+    hi = None if window[1] is None else origin + window[1]
+    entries = sorted(stored.entries, key=lambda e: e.rank)
+    timelines = [partitions.read_near(f, lo, hi, margin_ns) for f in files]
+    as_given = {str(p.resolve()): p for p in given}  # (the manifest holds resolved paths)
+    firsts = [as_given.get(e.sources[0], Path(e.sources[0])) for e in entries]
+    found = [RankTrace(f, e.rank, e.rank_from) for f, e in zip(firsts, entries)]
+    job = concat(timelines, ranks=[e.rank for e in entries])
+    _job_meta(given, job.meta, found)
+    check_job(job.meta, found, [partitions.bounds(f) for f in files], subset=len(entries) < len(
+        jobstore.read_manifest(stored.dataset).entries))  # type: ignore[union-attr]
+    job.meta.extra["stored_as"] = str(stored.dataset)
+    return job, origin
+
+
+def _stored_entries(dataset: Path, given: Sequence[Path], ranks: Sequence[int] | None) -> list[Any] | None:
+    """The entries of ``dataset`` to read for the job ``given`` (:func:`tracer.job.store.valid_entries`), a rank
+    it has not got said in one line."""
+    stored_ranks = jobstore.stored_ranks(dataset, given)
+    if stored_ranks is None:
+        return None
+    if ranks is not None:
+        _check_ranks_exist(given, [RankTrace(Path(""), r, "") for r in stored_ranks], ranks)
+    return jobstore.valid_entries(dataset, given, ranks)
+
+
 @dataclass
 class _Opened:
     """A job read: each kept rank's file, rank and timeline (or, ``analyze``, its results)."""
@@ -229,8 +284,10 @@ def _parse(groups: Sequence[Sequence[Path]], *, scheduler: Scheduler, with_keys:
             error = f"{p.error[1]}: {p.error[2]}" if p.error else ""
             on_rank(RankDone(done, len(groups), tuple(groups[p.index]), p.seconds, error))
 
+    # (a job too large for the dashboard to read whole: each rank laid out as it is parsed, beside its partition)
+    large = store is not None and jobstore.total_bytes(groups) > jobstore.LARGE_JOB_BYTES
     task = Task(with_keys=with_keys, align=align, store=str(store) if store is not None else None,
-                         analyze=analyze, shifts=tuple(sorted((shifts or {}).items())))
+                analyze=analyze, shifts=tuple(sorted((shifts or {}).items())), views=large)
     if in_this_process(len(groups), scheduler, jobstore.total_bytes(groups)):
         results = []
         for i, g in enumerate(groups):

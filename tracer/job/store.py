@@ -45,6 +45,9 @@ MANIFEST = "_job.json"
 #: parses in about the time a reload takes, and a folder of small traces stays as it was.
 CACHE_MIN_BYTES = 4 * 1024 * 1024
 PART = "part-0.parquet"
+#: A job whose traces hold more than this is not read into memory whole by the views that can read less of it
+#: from its dataset: ``tracer explain --window`` reads the rows near its window, rank by rank.
+LARGE_JOB_BYTES = 2_000_000_000
 
 
 def dataset_path(files: Sequence[Path]) -> Path:
@@ -76,6 +79,12 @@ def total_bytes(groups: Sequence[Sequence[Path]]) -> int:
             except OSError:
                 pass  # (the parse says why)
     return total
+
+
+def is_large_job(files: Sequence[Path]) -> bool:
+    """Whether the job whose rank traces are ``files`` is too large to read whole (:data:`LARGE_JOB_BYTES`): its
+    views are then answered from its store."""
+    return len(files) > 1 and total_bytes([[f] for f in files]) > LARGE_JOB_BYTES
 
 
 def partition_file(dataset: Path, rank: int) -> Path:
@@ -138,6 +147,24 @@ def _versions() -> dict[str, int]:
             "parser_version": parsers.KINETO_PARSER_VERSION}
 
 
+@dataclass(frozen=True)
+class StoredJob:
+    """A job's stored dataset, as a view that reads it in place needs it: the folder and the entries of the ranks
+    read (each rank's partition: :func:`partition_file`)."""
+
+    dataset: Path
+    entries: tuple[RankEntry, ...]
+
+    @property
+    def ranks(self) -> list[int]:
+        return [e.rank for e in self.entries]
+
+    @property
+    def files(self) -> tuple[Path, ...]:
+        """Each rank's partition file, in rank order."""
+        return tuple(partition_file(self.dataset, e.rank) for e in sorted(self.entries, key=lambda e: e.rank))
+
+
 def read_manifest(dataset: Path) -> Manifest | None:
     """The manifest of ``dataset``; None where there is none, it is damaged or of another version."""
     try:
@@ -189,6 +216,29 @@ def valid_entries(dataset: Path, paths: Sequence[Path], ranks: Sequence[int] | N
     return wanted
 
 
+def stored_rank_of(trace: Path) -> tuple[Path, RankEntry] | None:
+    """The stored job dataset that holds the trace ``trace`` as one of its ranks (a rank of one file), and its
+    entry, where that trace is unchanged since (its key): looked for beside the trace and in the folder above (a
+    job's dataset lies in its traces' common folder); None where none does."""
+    try:
+        path = str(trace.resolve())
+        homes = [trace.resolve().parent, trace.resolve().parent.parent]
+    except OSError:
+        return None
+    for home in dict.fromkeys(homes):
+        try:
+            found = sorted(home.glob(".tracer-job-*.parquet"))
+        except OSError:
+            continue
+        for dataset in found:
+            manifest = read_manifest(dataset)
+            entry = next((e for e in manifest.entries if e.sources == (path,)), None) if manifest else None
+            if entry is not None and partition_file(dataset, entry.rank).is_file() \
+                    and _still_matches(trace, entry.keys[0]):
+                return dataset, entry
+    return None
+
+
 def begin(dataset: Path) -> Path | None:
     """A new temporary folder beside ``dataset`` for the workers to write their ranks into (:func:`part_file`),
     or None where none can be made (a read-only folder of traces just means no cache)."""
@@ -209,15 +259,31 @@ def part_file(tmp: Path, index: int) -> Path:
     return tmp / f"group-{index}.parquet"
 
 
+def view_file(tmp: Path, index: int, rank: int) -> Path:
+    """Where a worker writes the ``index``-th file group's drawing layout (:mod:`tracer.job.views`), laid out as
+    rank ``rank``: kept by :func:`finish` only where the job numbers the group so."""
+    return tmp / f"view-{index}-{rank}.npz"
+
+
+#: A rank's drawing layout beside its partition (tracer.job.views; "_": not part of the dataset's Parquet).
+VIEW = "_view.npz"
+
+
 def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]]) -> bool:
-    """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition,
-    the manifest written, the folder renamed over any older ``dataset``. False (and ``tmp`` removed) where that
-    fails, for any reason: a cache is never worth failing a job that was read."""
+    """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition
+    (with its drawing layout, where one was laid out for that rank), the manifest written, the folder renamed over
+    any older ``dataset``. False (and ``tmp`` removed) where that fails, for any reason: a cache is never worth
+    failing a job that was read."""
     try:
         for index, e in parts:
             dest = partition_file(tmp, e.rank)
             dest.parent.mkdir()
             os.replace(part_file(tmp, index), dest)
+            view = view_file(tmp, index, e.rank)
+            if view.exists():
+                os.replace(view, dest.parent / VIEW)
+        for stray in tmp.glob("view-*.npz"):  # (laid out as a rank the job numbered otherwise)
+            stray.unlink()
         doc = {**_versions(), "files": list(job_files(paths)), "ranks": [e.to_dict() for _, e in parts]}
         (tmp / MANIFEST).write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2))
         _replace_dir(tmp, dataset)

@@ -5,6 +5,6 @@ May import: :mod:`tracer.analysis`, :mod:`tracer.parsers`, :mod:`tracer.files`, 
 :mod:`tracer.errors`. Importing this package does not import DuckDB: a session does, when it opens.
 """
 
-from tracer.sql.session import VIEWS, Session, SqlError, query
+from tracer.sql.session import VIEWS, Partitions, Session, SqlError, query
 
-__all__ = ["VIEWS", "Session", "SqlError", "query"]
+__all__ = ["VIEWS", "Partitions", "Session", "SqlError", "query"]

@@ -17,7 +17,8 @@ docs/sql.md):
 - ``gpus``: the GPU names the traces give.
 
 Read-only, by two locks. A run's ``timeline.parquet`` (or any tracer Parquet timeline) is scanned in place as
-a pyarrow dataset, not copied; other traces are parsed (``load_trace``, with its cache) and registered as
+a pyarrow dataset, not copied, and so is a stored job's dataset (:class:`Partitions`: its ranks' Parquet files as
+one source, never read into memory whole); other traces are parsed (``load_trace``, with its cache) and registered as
 DataFrames. Then DuckDB is shut off from the file system (``enable_external_access = false``,
 ``lock_configuration = true``), so no statement can read or write a file, attach a database or load an
 extension; and only statements that read (SELECT, WITH, FROM, VALUES, DESCRIBE, SHOW, SUMMARIZE, EXPLAIN of
@@ -124,10 +125,21 @@ def _first_line(exc: BaseException) -> str:
     return " ".join([lines[0], *hint[:1]])
 
 
+@dataclass(frozen=True)
+class Partitions:
+    """A target made of several Parquet timelines read as one source named ``label``: a stored job's ranks
+    (``tracer sql --job``: :mod:`tracer.job.store`'s partition files, one rank each, every one with its ``rank``
+    column). They are scanned in place; the views computed by tracer's analysis (``lanes``, ``range_gpu``) read
+    one file at a time, so the whole job is never in memory."""
+
+    label: str
+    files: tuple[Path, ...]
+
+
 @dataclass
 class _Source:
-    """One trace in a session: its label (the ``source`` column) and either a Parquet file read in place or a
-    parsed timeline."""
+    """One trace in a session: its label (the ``source`` column) and either Parquet files read in place (one
+    timeline, or a job's partitions) or a parsed timeline."""
 
     label: str
     path: Path | None = None
@@ -136,6 +148,7 @@ class _Source:
     gpu_names: dict[int, str] = field(default_factory=dict)
     cache: bool = True
     schema: int = SCHEMA_VERSION  # (the timeline schema of a Parquet file scanned in place)
+    parts: tuple[Path, ...] = ()  # a stored job's partitions, scanned in place as one source
 
     def load(self) -> Timeline:
         """The pandas timeline (parsed or read once, on first need: lanes and range_gpu)."""
@@ -143,6 +156,16 @@ class _Source:
             assert self.path is not None
             self.timeline = load_trace(self.path, cache=self.cache)
         return self.timeline
+
+    def timelines(self) -> Iterator[Timeline]:
+        """The source's timeline, or a job's one partition at a time (each read, used and let go)."""
+        if not self.parts:
+            yield self.load()
+            return
+        from tracer.files.storage import read_timeline_parquet
+
+        for f in self.parts:
+            yield read_timeline_parquet(f)
 
 
 #: The communication columns of the events view (timeline schema 3).
@@ -172,6 +195,26 @@ def _parquet_in_place(p: Path) -> tuple[Path, dict[str, Any]] | None:
     if missing or int(meta.get("schema_version", 0) or 0) > SCHEMA_VERSION:
         return None
     return f, meta
+
+
+def _partitions_source(target: Partitions) -> _Source:
+    """A stored job's partitions as one source: the GPU names every rank's footer gives, the oldest schema of
+    them (they are written together: one)."""
+    import orjson
+    import pyarrow.parquet as pq
+
+    if not target.files:
+        raise SqlError(target.label, "a job with no rank stored")
+    names: dict[int, str] = {}
+    schema = SCHEMA_VERSION
+    for f in target.files:
+        try:
+            meta = orjson.loads((pq.read_schema(f).metadata or {}).get(b"tracer", b"{}"))
+        except Exception as exc:  # noqa: BLE001 - a damaged store: one line, as a damaged trace is
+            raise SqlError(str(f), f"not a readable Parquet timeline: {exc}") from None
+        names.update(_gpu_names_of(meta))
+        schema = min(schema, int(meta.get("schema_version", 0) or 0))
+    return _Source(target.label, Path(target.label), gpu_names=names, schema=schema, parts=tuple(target.files))
 
 
 def _gpu_names_of(meta: dict[str, Any]) -> dict[int, str]:
@@ -214,7 +257,7 @@ class Session:
         self.memory_limit = memory_limit or default_memory_limit()
         self._deadline: float | None = None  # (time.monotonic) of the statement running
         self._expired = False
-        if isinstance(targets, (str, os.PathLike, Timeline)):
+        if isinstance(targets, (str, os.PathLike, Timeline, Partitions)):
             targets = [targets]
         if not targets:
             raise SqlError("", "no target: give a run directory, a trace file or a timeline")
@@ -223,6 +266,9 @@ class Session:
             if isinstance(t, Timeline):
                 label = t.meta.source or "timeline"
                 self._sources.append(_Source(label, timeline=t, gpu_names=dict(t.meta.gpu_names)))
+                continue
+            if isinstance(t, Partitions):
+                self._sources.append(_partitions_source(t))
                 continue
             for p in _expand(t, on_skip):
                 found = _parquet_in_place(p)
@@ -264,9 +310,9 @@ class Session:
             mem, joined = "src_mem::VARCHAR AS src_mem, dst_mem::VARCHAR AS dst_mem", name
             comm = _COMM_COLUMNS
             kind = "kind::VARCHAR"
-            if s.parquet is not None:
+            if s.parquet is not None or s.parts:
                 # Scanned where it lies (projection and filters pushed down to the file), never copied.
-                dataset = ds.dataset(str(s.parquet), format="parquet")
+                dataset = ds.dataset([str(f) for f in s.parts] if s.parts else str(s.parquet), format="parquet")
                 con.register(name, dataset)
                 where = f" WHERE {_POSSIBLE}"
                 if "src_mem" not in dataset.schema.names:
@@ -578,9 +624,10 @@ def _lanes_frame(sources: Sequence[_Source]) -> pd.DataFrame:
             "memcpys": "int64", "memsets": "int64", "busy_ns": "int64"}
     parts = []
     for s in sources:
-        lanes = lane_stats(s.load().events)
-        if len(lanes):
-            parts.append(lanes.assign(source=s.label))
+        for t in s.timelines():
+            lanes = lane_stats(t.events)
+            if len(lanes):
+                parts.append(lanes.assign(source=s.label))
     if not parts:
         return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in cols.items()})
     return pd.concat(parts, ignore_index=True)[list(cols)].astype(cols)
@@ -594,14 +641,13 @@ def _range_gpu_frame(sources: Sequence[_Source]) -> pd.DataFrame:
             "pid": "int64", "tid": "int64", "gpu_busy_ns": "int64", "gpu_window_ns": "int64", "kernels": "int64",
             "memcpys": "int64", "memsets": "int64"}
     parts = []
-    for s in sources:
-        events = s.load().events
+    for label, events in ((s.label, t.events) for s in sources for t in s.timelines()):
         for rank, ev in events.groupby("rank", sort=True):
             ranges = ev[ev["kind"] == "range"]
             if ranges.empty:
                 continue
             out = pd.DataFrame({
-                "source": s.label, "rank": rank, "name": ranges["name"].astype(str),
+                "source": label, "rank": rank, "name": ranges["name"].astype(str),
                 "start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
                 "dur_ns": ranges["end_ns"] - ranges["start_ns"], "pid": ranges["pid"], "tid": ranges["tid"],
             })
@@ -633,6 +679,9 @@ def _source_lines_frame(sources: Sequence[_Source]) -> pd.DataFrame:
             "exposed_copy_ns": "int64"}
     parts = []
     for s in sources:
+        if s.parts:
+            raise SqlError("source_lines", f"{s.label}: not answered over a stored job's partitions (its critical "
+                           "path crosses the ranks, which are read one at a time here): `tracer lines` gives it")
         t = s.load()
         where = s.path if s.path is not None else Path(t.meta.source or ".")
         table = explain_lines(t, read_sources(t, files=SourceFiles(source_folders(t, where)))).table

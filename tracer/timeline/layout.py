@@ -1,7 +1,7 @@
 """Where a timeline's rows are drawn: its lanes, their order and titles, and the tracks inside a lane.
 
 A lane is one GPU stream of one rank (:class:`~tracer.timeline.LaneKey`) or one host thread of one rank
-(:class:`ThreadKey`). The dashboard (``dashboard/model.py``) and the exporters that lay a timeline out for a
+(:class:`ThreadKey`). The dashboard (:mod:`tracer.analysis.drawing`) and the exporters that lay a timeline out for a
 viewer (Chrome/Perfetto JSON, NVTXT) all take their lanes from :func:`lay_out`, so that one trace reads the
 same in every view; each adds only what is its own: the dashboard a compute ∩ copy band per GPU and sub-rows
 by kind and nesting depth, the exporters a track per kind of work.
@@ -152,14 +152,18 @@ def _small_int(n: int) -> type[np.signedinteger[Any]]:
     return np.int16 if n < 2**15 else np.int32 if n < 2**31 else np.int64
 
 
-def lay_out(events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = None) -> Layout:
-    """The lanes of ``events``' rows (only those where ``rows`` is true, when given), in display order.
+def lay_out(
+    events: pd.DataFrame, meta: TraceMeta, rows: np.ndarray | None = None, *, multi_rank: bool | None = None
+) -> Layout:
+    """The lanes of ``events``' rows (only those where ``rows`` is true, when given), in display order;
+    ``multi_rank``: titled as a job's lanes are (each with its rank), or not (default: as ``events`` hold several
+    ranks or one).
 
     Vectorised: each key column is factorised once and the codes combined, so a million rows cost a few
     hash passes, not a sort per lane.
     """
     n = len(events)
-    multi = is_multi_rank(events)
+    multi = is_multi_rank(events) if multi_rank is None else multi_rank
     sel = np.ones(n, dtype=bool) if rows is None else np.asarray(rows, dtype=bool)
     pos = np.flatnonzero(sel) if rows is not None else None
     lane_of_row = np.full(n, -1, dtype=np.int64)
