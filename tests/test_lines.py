@@ -192,3 +192,21 @@ def test_sql_source_lines_view(planted):
     table = explain_lines(t, read_sources(t, files=SourceFiles([path.parent]))).table
     assert got["line"].tolist() == table["line"].tolist()
     assert got["gpu_ns"].tolist() == table["gpu_ns"].tolist()
+
+
+def test_the_planted_gpu_script_names_the_lines_that_hold_its_slow_downs() -> None:
+    # tests/data/planted_train.py is recorded on the GPU machine; its PLANTED table is what a recording of it must
+    # show as findings' lines: the table and the code must not drift apart
+    import ast
+
+    path = DATA / "planted_train.py"
+    source = path.read_text()
+    planted = ast.literal_eval(next(
+        n.value for n in ast.parse(source).body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "PLANTED"))
+    lines = source.splitlines()
+    calls = {"synchronize()": "torch.cuda.synchronize()", "pageable": 'host_batch.to("cuda")', "loop": "* 1.0001",
+             ".cpu()": ".cpu()", ".item()": ".item()"}
+    for line, what in planted.items():
+        key = next(k for k in calls if k in what)
+        assert calls[key] in lines[line - 1], (line, what, lines[line - 1])
