@@ -15,6 +15,7 @@ process imports pandas.
 from __future__ import annotations
 
 import decimal
+import mmap
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -714,6 +715,7 @@ class _FastChunks:
 
     def __iter__(self) -> Iterator[list[Any]]:
         data, view, hi = self.data, memoryview(self.data), self.hi
+        kept = 0 if self.first else -(-self.lo // mmap.PAGESIZE) * mmap.PAGESIZE  # (whole pages of its own only)
         try:
             head = _DECODER.decode(data[: self.key.start()] + b'"traceEvents":[]}') if self.first else None
             pos = self.lo
@@ -721,6 +723,7 @@ class _FastChunks:
             while (gap := _EVENT_GAP_RE.search(data, pos + _CHUNK_BYTES, hi)) is not None:
                 piece = b"".join((b"[", view[pos : gap.start() + 1], b"]"))
                 pos = gap.end() - 1
+                kept = _let_go(data, kept, pos)
                 try:
                     events = _TAGGED_LIST_DECODER.decode(piece)
                 except msgspec.ValidationError:
@@ -754,6 +757,22 @@ class _FastChunks:
         if head is not None and tail is not None:
             self.trace = _top_fields(head, tail)
         yield events
+
+
+#: Linux's (and macOS') madvise: a mapped file's pages dropped from this process (None: not on this platform)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+
+
+def _let_go(data: bytes | mmap.mmap, kept: int, upto: int) -> int:
+    """The pages of a mapped file (an ``mmap`` passed as ``data``) from ``kept`` to ``upto`` dropped from this
+    process's resident set, once the scan has copied them into its pieces: a scan of a mapped file then holds
+    no more of it than the chunk it is at, not the whole file (the page cache keeps the pages, and a later read
+    maps them in again). ``kept`` is a page boundary; returns the next one to let go from."""
+    end = upto - upto % mmap.PAGESIZE
+    if end > kept and _DONTNEED is not None and type(data) is mmap.mmap:
+        data.madvise(_DONTNEED, kept, end - kept)
+        return end
+    return kept
 
 
 def _top_fields(head: Any, tail: Any) -> TraceFields:
