@@ -22,9 +22,13 @@ targets are stated against the uncompressed size. Each measurement runs in a fre
     candidate-cache  parser change applied): before and after in one run, on the same inputs
 
 Wall time is the operation only (file read included, interpreter start and imports excluded, the same for
-every tool). Peak RSS is the child's whole peak (``wait4`` ``ru_maxrss``), imports included; ``base GB`` is
-its RSS after imports, before the operation. Tools run interleaved, repetition by repetition, so load from
-others on a shared machine hits them alike; the table shows the median wall time and the largest peak.
+every tool). CPU time is the child's and that of the processes it forked and waited for (tracer scans a large
+file's parts on several: ``TRACER_PARSE_PROCESSES=1`` keeps it to one); ``MB/cpu-s`` is the throughput per
+CPU-second, what one core would do. Peak RSS is the child's whole peak (``wait4`` ``ru_maxrss``), imports
+included; ``base GB`` is its RSS after imports, before the operation; ``forked GB`` is the largest peak of the
+processes it forked (pages shared with it, such as the imports, counted in both). Tools run interleaved,
+repetition by repetition, so load from others on a shared machine hits them alike; the table shows the median
+wall time and the largest peak. HTA may run in a venv of its own (``--hta-python``).
 
     python bench/parse.py --sizes 1,10,100 --repeat 3            # all default tools; HTA once at ~1 GB
 
@@ -37,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -120,11 +125,19 @@ def _child(tool: str, path: Path) -> dict[str, Any]:
         raise SystemExit(f"unknown tool {tool!r}")
     import_s = time.perf_counter() - t_import
     base_rss = current_rss_bytes()
-    c0, t0 = time.process_time(), time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     rows = run()
-    wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+    wall_s, cpu_s = time.perf_counter() - t0, _cpu_s() - c0
+    # (processes the tool forked and waited for: tracer's parse of a large file scans its parts on several)
+    children_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     return {"wall_s": wall_s, "cpu_s": cpu_s, "rows": rows, "import_s": import_s, "base_rss": base_rss,
-            "module": module}  # fmt: skip
+            "children_rss": children_rss, "module": module}  # fmt: skip
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of the children it has waited for (user and system)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 # --- parent side ------------------------------------------------------------------------------------------
@@ -198,6 +211,7 @@ def run_benchmark(
                     "cpu_s": median(cpus),
                     "peak_rss": max(s["peak_rss"] for s in got),
                     "base_rss": max(s["base_rss"] for s in got),
+                    "children_rss": max(s.get("children_rss", 0) for s in got),
                     "rows": got[0]["rows"],
                     "module": got[0].get("module"),
                 }
@@ -206,8 +220,8 @@ def run_benchmark(
 
 
 def format_table(rows: list[dict[str, Any]], markdown: bool = False) -> str:
-    head = ["input", "size MB", "events", "tool", "runs", "wall s", "cpu s", "events/s", "MB/s", "peak RSS GB",
-            "base GB", "RSS / size"]  # fmt: skip
+    head = ["input", "size MB", "events", "tool", "runs", "wall s", "cpu s", "events/s", "MB/s", "MB/cpu-s",
+            "peak RSS GB", "base GB", "RSS / size", "forked GB"]  # fmt: skip
     body = []
     for r in rows:
         mb = r["bytes"] / 1e6
@@ -222,9 +236,11 @@ def format_table(rows: list[dict[str, Any]], markdown: bool = False) -> str:
                 f"{r['cpu_s']:.3f}" if r["cpu_s"] < 10 else f"{r['cpu_s']:.1f}",
                 f"{r['events'] / r['wall_s']:,.0f}",
                 f"{mb / r['wall_s']:,.0f}",
+                f"{mb / r['cpu_s']:,.0f}",
                 f"{r['peak_rss'] / 1e9:.2f}",
                 f"{r['base_rss'] / 1e9:.2f}",
                 f"{r['peak_rss'] / r['bytes']:.2f}",
+                f"{r['children_rss'] / 1e9:.2f}" if r.get("children_rss") else "",
             ]
         )
     if markdown:

@@ -24,7 +24,7 @@ from tracer import parsers
 from tracer.errors import InputNotFoundError, TraceFormatError
 from tracer.files import digests, formats, storage
 from tracer.files.formats import GZIP_MAGIC
-from tracer.parsers import cache_key, cache_path, iter_inflated
+from tracer.parsers import cache_key, cache_path, iter_inflated, kineto_fork
 from tracer.parsers.kineto_scan import KinetoPart, Scan, TraceFields, merge_parts, scan_kineto_bytes, to_int
 from tracer.parsers.load import load_trace, without_impossible_rows, worded
 from tracer.timeline import COLUMNS, CudaSyncTable, Timeline, TraceMeta, build_events, validate
@@ -69,11 +69,11 @@ def _parse_utf8(data: bytes, source: str) -> Timeline:
             from None
 
 
-def merge_kineto_parts(parts: list[KinetoPart], source: str = "") -> Timeline:
+def merge_kineto_parts(parts: list[KinetoPart], source: str = "", consume: bool = False) -> Timeline:
     """The timeline of a trace from all its parts (:func:`tracer.parsers.kineto_scan.scan_kineto_part`, in file
     order): the same as :func:`parse_kineto_bytes` of the whole file (:func:`tracer.parsers.kineto_scan.merge_parts`
-    says how)."""
-    return _build(*merge_parts(parts), source)
+    says how; ``consume``: the parts' columns are let go as they are merged)."""
+    return _build(*merge_parts(parts, consume), source)
 
 
 def load_kineto_parts(path: str | os.PathLike[str], parts: Sequence[Any]) -> Timeline:
@@ -126,9 +126,17 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
         if use_cache and not digest:
             digest = digests.of_bytes(raw)
             _let_go_all(mapped)
-        data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
+        gzipped = raw[:2] == GZIP_MAGIC
+        data = b"".join(iter_inflated(p, raw)) if gzipped else raw
         del raw
-        timeline = parse_kineto_bytes(data, str(p))
+        timeline = None
+        if mapped is not None and not gzipped and (n := kineto_fork.processes_for(len(mapped))) > 1:
+            parts = kineto_fork.scan_forked(mapped, n)
+            if all(part is not None for part in parts):  # (else the whole file here: the same timeline, or why not)
+                timeline = merge_kineto_parts(cast(list[KinetoPart], parts), str(p), consume=True)
+            del parts
+        if timeline is None:
+            timeline = parse_kineto_bytes(data, str(p))
         del data
     finally:
         if mapped is not None:

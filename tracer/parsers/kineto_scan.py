@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from tracer.errors import TraceFormatError
 from tracer.files.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
+from tracer.parsers._column_store import ColumnStore, reorder
 from tracer.vocabulary import (
     COLLECTIVES,
     COPY_KINDS,
@@ -784,21 +785,27 @@ def _top_fields(head: Any, tail: Any) -> TraceFields:
     return trace
 
 
-#: What _Columns keeps per chunk ("_na": the mask of a nullable column).
-_PARTS: tuple[str, ...] = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
-_PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
-_PARTS += ("collective", "pg", "seq", "seq_na", "group_size", "rank")
+#: What _Columns keeps of each row, and as what ("_na": the mask of a nullable column).
+_DTYPES: dict[str, Any] = {
+    "start": np.int64, "end": np.int64, "kind": np.int8, "name": np.int32, "pid": np.int64, "tid": np.int64,
+    "device": np.int64, "stream": np.int64, "bytes": np.int64, "bytes_na": bool, "correlation": np.int64,
+    "correlation_na": bool, "pid_given": bool, "collective": np.int8, "pg": np.int32, "seq": np.int64,
+    "seq_na": bool, "group_size": np.int32, "rank": np.int64,
+}
+#: Bytes of trace per row that a store's first arrays are reserved for (Kineto's complete events take 300-450
+#: bytes each, with flows and metadata around them; reserving costs nothing until rows are written).
+_BYTES_PER_ROW = 160
 
 
 class _Columns:
     """The timeline columns of a trace's "X" events, built a chunk at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: int = 0) -> None:
         self.cats, self.names = _Codes(), _Codes()
         self.pgs = _Codes()
         self.pgs[""]  # code 0: no process group
         self.kind_of_cat = np.zeros(0, dtype=np.int8)  # -1: a category that is skipped
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
+        self.store = ColumnStore(_DTYPES, rows)  # (rows: a guess of how many there will be)
         self.syncs: list[tuple[int, str, int, int, int, int]] = []  # see tracer.parsers.kineto.cuda_sync_table
 
     def add(
@@ -890,24 +897,12 @@ class _Columns:
             n_bytes, bytes_na = n_bytes[keep], bytes_na[keep]
             correlation, correlation_na = correlation[keep], correlation_na[keep]
             comm = {k: v[keep] for k, v in comm.items()}
-        for k, v in comm.items():
-            self.parts[k].append(v)
-        p = self.parts
-        p["start"].append(start)
-        p["end"].append(end)
-        p["kind"].append(kind)
-        p["name"].append(np.fromiter(map(self.names.__getitem__, [e.name for e in xs]), dtype=np.int32,
-                                     count=len(xs)))
-        p["pid"].append(pid)
-        p["pid_given"].append(pid_given)
-        p["rank"].append(row_rank)
-        p["tid"].append(tid)
-        p["device"].append(device)
-        p["stream"].append(stream)
-        p["bytes"].append(n_bytes)
-        p["bytes_na"].append(bytes_na)
-        p["correlation"].append(correlation)
-        p["correlation_na"].append(correlation_na)
+        self.store.append({
+            **comm, "start": start, "end": end, "kind": kind,
+            "name": np.fromiter(map(self.names.__getitem__, [e.name for e in xs]), dtype=np.int32, count=len(xs)),
+            "pid": pid, "pid_given": pid_given, "rank": row_rank, "tid": tid, "device": device, "stream": stream,
+            "bytes": n_bytes, "bytes_na": bytes_na, "correlation": correlation, "correlation_na": correlation_na,
+        })
         for i in np.flatnonzero(kind == _SYNC).tolist():  # (a few per step: waits and syncs, not the kernels)
             self.syncs.append(_sync_entry(xs[i]))
 
@@ -941,13 +936,8 @@ class _Columns:
     def arrays(self, base_ns: int) -> tuple[dict[str, np.ndarray], list[str]]:
         """The canonical columns as arrays of codes and numbers, rows in time order, and the names their
         ``name`` codes index, sorted (the parts are consumed): tracer.parsers.kineto makes the frame's columns."""
-        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool,
-                 "collective": np.int8, "pg": np.int32, "seq_na": bool, "group_size": np.int32}
-        col = {
-            k: np.concatenate(v) if v else np.zeros(0, dtype=empty.get(k, np.int64))
-            for k, v in self.parts.items()
-        }
-        self.parts.clear()
+        col = self.store.columns()
+        self.store = ColumnStore(_DTYPES)
         if base_ns:
             if len(col["end"]) and int(col["end"].max()) > np.iinfo(np.int64).max - base_ns:
                 raise TraceFormatError("", f"baseTimeNanoseconds {base_ns} + ts is beyond what int64 ns can hold")
@@ -995,8 +985,10 @@ class _Columns:
             col["src_mem"][rows] = src_of_name[col["name"][rows]]
             col["dst_mem"][rows] = dst_of_name[col["name"][rows]]
         # Rows in time order here, on plain arrays: build_events' own (stable) sort keeps them as they are.
-        order = np.lexsort((col["end"], col["start"]))
-        col = {k: v[order] for k, v in col.items()}
+        start, end = col["start"], col["end"]
+        later = (start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (end[1:] >= end[:-1]))
+        if not bool(later.all()):
+            col = reorder(col, np.lexsort((end, start)))
         return col, names
 
 
@@ -1101,8 +1093,8 @@ class Scan:
     complete events, its slice ends (paired once every part is in: a slice may cross a cut) and the names its
     metadata events give processes and threads."""
 
-    def __init__(self) -> None:
-        self.cols = _Columns()
+    def __init__(self, rows: int = 0) -> None:
+        self.cols = _Columns(rows)
         self.slice_ends: list[Any] = []
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[str, str] = {}
@@ -1161,7 +1153,7 @@ def _scan(data: bytes, fast: _FastChunks | None, source: str,
     else:
         chunks, has_events = iter(fast), True
     # Flows ("s"/"f", cat ac2g) are not read: kernels carry args.correlation themselves.
-    scan = Scan()
+    scan = Scan(len(data) // _BYTES_PER_ROW)
     for events in chunks:
         scan.add(events, skipped)
     if fast is not None:
@@ -1239,7 +1231,7 @@ def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
         return KinetoPart({}, [], [""], [], [], {}, {}, {})
     skipped: Counter[str] = Counter()
     fast = _FastChunks(data, key, skipped, spans[part])
-    scan = Scan()
+    scan = Scan((spans[part][1] - spans[part][0]) // _BYTES_PER_ROW)
     try:
         for events in fast:
             scan.add(events, skipped)
@@ -1248,7 +1240,7 @@ def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
     fields = TraceFields.__struct_fields__[1:]
     cols = scan.cols
     return KinetoPart(
-        columns={k: np.concatenate(v) for k, v in cols.parts.items() if v},
+        columns=cols.store.columns() if len(cols.store) else {},
         names=list(cols.names),
         pgs=list(cols.pgs),
         syncs=cols.syncs,
@@ -1262,12 +1254,14 @@ def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
     )
 
 
-def merge_parts(parts: list[KinetoPart]) -> tuple[Scan, TraceFields, Counter[str]]:
+def merge_parts(parts: list[KinetoPart], consume: bool = False) -> tuple[Scan, TraceFields, Counter[str]]:
     """A trace's parts (:func:`scan_kineto_part`, in file order) as one scan: the same as
     :func:`scan_kineto_bytes` of the whole file. Each part's name and process-group codes are remapped into
     the first's tables (in file order, so that the groups keep the order a whole-file parse first meets them
-    in), the columns joined, and the B/E slices paired across the cuts."""
-    scan = Scan()
+    in), the columns joined, and the B/E slices paired across the cuts. ``consume``: each part's columns are
+    let go (``part.columns`` emptied) once they are copied, so that the parts and the whole are not all held at
+    once."""
+    scan = Scan(sum(len(part.columns.get("start", ())) for part in parts))
     skipped: Counter[str] = Counter()
     cols = scan.cols
     head: dict[str, Any] = {}
@@ -1275,8 +1269,11 @@ def merge_parts(parts: list[KinetoPart]) -> tuple[Scan, TraceFields, Counter[str
     for part in parts:
         names = np.fromiter(map(cols.names.__getitem__, part.names), dtype=np.int32, count=len(part.names))
         pgs = np.fromiter(map(cols.pgs.__getitem__, part.pgs), dtype=np.int32, count=len(part.pgs))
-        for k, v in part.columns.items():
-            cols.parts[k].append(names[v] if k == "name" else pgs[v] if k == "pg" else v)
+        if part.columns:
+            cols.store.append({k: names[v] if k == "name" else pgs[v] if k == "pg" else v
+                               for k, v in part.columns.items()})
+            if consume:
+                part.columns = {}
         cols.syncs += part.syncs
         scan.slice_ends += part.slice_ends
         scan.process_names.update(part.process_names)
