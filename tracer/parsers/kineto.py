@@ -234,7 +234,7 @@ def _build(scan: Scan, trace: TraceFields, skipped: Counter[str], source: str) -
     col, names = cols.arrays(base_ns)
     columns = _frame_columns(col, names, list(cols.pgs))
     row_rank = columns.pop("row_rank")
-    ev = mark_by_name(build_events(columns))
+    ev = mark_by_name(build_events(columns, copy=False))  # (the scan's own arrays, held by nothing else)
 
     props = trace.deviceProperties
     for prop in props if type(props) is list else ():

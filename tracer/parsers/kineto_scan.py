@@ -1039,11 +1039,23 @@ class _Columns:
         start, end = col["start"], col["end"]
         later = (start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (end[1:] >= end[:-1]))
         if not bool(later.all()):
-            col = reorder(col, np.lexsort((end, start)))
+            col = reorder(col, _time_order(start, end))
         return col, names
 
 
 _SYNC = KINDS.index("sync")
+
+
+def _time_order(start: np.ndarray, end: np.ndarray) -> npt.NDArray[np.intp]:
+    """``np.lexsort((end, start))``: rows by start, then end, then as they come. Sorted by start alone first
+    (a stable sort, which the runs of rows already in order make quick: a quarter of lexsort's time on a GB
+    trace), and that order kept where no rows of one start come with their ends out of order (in ns, starts
+    are rarely equal)."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    if bool(((s[1:] == s[:-1]) & (e[1:] < e[:-1])).any()):
+        return np.lexsort((end, start))
+    return order
 
 
 def _sync_entry(e: Any) -> tuple[int, str, int, int, int, int]:
