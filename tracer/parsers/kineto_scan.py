@@ -366,6 +366,11 @@ _LOW_4, _HIGH_3 = np.uint64(0xFFFFFFFF), np.uint64(0xFFFFFF << 40)
 _ASCII0_LOW = np.uint64(0x30)
 #: [k]: the first k bytes of a word (those to read as '0')
 _FIRST_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+#: where a number's three words start, counted back from the comma after it
+_WORDS_BACK = np.array([[8], [16], [24]], dtype=np.intp)
+#: a word's first (this - whole digits) bytes are not the number's (at least one in the first: the '0' put in)
+_NOT_THE_NUMBER = np.array([[5], [12], [20]], dtype=np.intp)
+_AT_LEAST = np.array([[1], [0], [0]], dtype=np.intp)
 
 
 def _kineto_ns(joined: bytes, n: int) -> np.ndarray | None:
@@ -384,16 +389,16 @@ def _kineto_ns(joined: bytes, n: int) -> np.ndarray | None:
     if not n or int(lead.min()) < 1 or int(lead.max()) > _INT_DIGITS:
         return None
     words = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=joined, strides=(1,))
-    low = words[ends - 8]
+    w = words[ends - _WORDS_BACK]  # (3, n): each number's three words, in one gather
+    low = w[0]
     if not bool(((low & _DOT_BYTE) == _DOT_AT_4).all()):
         return None
-    low = ((low & _LOW_4) << _U8) | (low & _HIGH_3) | _ASCII0_LOW
-    mid, top = words[ends - 16], words[ends - 24]
-    masks = _FIRST_BYTES[np.concatenate((np.maximum(5 - lead, 1), np.clip(12 - lead, 0, 8), np.clip(20 - lead, 0, 8)))]
-    value, digits = _eight_digits((np.concatenate((low, mid, top)) & ~masks) | (_ASCII0 & masks))
+    w[0] = ((low & _LOW_4) << _U8) | (low & _HIGH_3) | _ASCII0_LOW
+    masks = _FIRST_BYTES[np.clip(_NOT_THE_NUMBER - lead, _AT_LEAST, 8)]
+    value, digits = _eight_digits((w & ~masks) | (_ASCII0 & masks))
     if not bool(digits.all()):
         return None
-    ns = value[:n] + value[n : 2 * n] * np.uint64(10_000_000) + value[2 * n :] * np.uint64(10**15)  # (< 2**64)
+    ns = value[0] + value[1] * np.uint64(10_000_000) + value[2] * np.uint64(10**15)  # (< 2**64)
     if int(ns.max()) >= _MAX_NS:
         return None
     out: np.ndarray = ns.astype(np.int64)
