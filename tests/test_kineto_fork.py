@@ -5,6 +5,7 @@ or a child fails, and one process where forking is not safe or not worth it."""
 from __future__ import annotations
 
 import gzip
+import os
 import threading
 from pathlib import Path
 from typing import Any, cast
@@ -16,6 +17,7 @@ from tracer.parsers import kineto_fork, kineto_scan, load_trace
 from tracer.timeline import Timeline
 
 DATA = Path(__file__).parent / "data"
+_MAY_FORK = kineto_fork._may_fork
 #: traces of several hundred KB and more: a real one, a job's rank with collectives, ROCm's, one with CUDA graphs
 TRACES = [DATA / name for name in ("mlp_train_200.json.gz", "external/HTA_nccl_parser_config_nccl_data.json.gz",
                                    "external/TraceLens_mi300_resnet_act_checkpoint.json.gz", "graphs_kineto.json.gz",
@@ -28,6 +30,7 @@ def _small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto_scan, "_CHUNK_BYTES", 32 * 1024)
     monkeypatch.setattr(kineto_fork, "PART_MIN_BYTES", 16 * 1024)
     monkeypatch.setattr(kineto_fork, "_cores", lambda: 4)
+    monkeypatch.setattr(kineto_fork, "_may_fork", lambda: True)  # (whatever threads the test runner has)
     monkeypatch.delenv(kineto_fork.PROCESSES_ENV, raising=False)
 
 
@@ -104,6 +107,17 @@ def test_parts_come_back_as_scanned(tmp_path: Path) -> None:
         data.close()
 
 
+def test_a_fork_that_fails_means_the_whole_file_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _plain(DATA / "mlp_train_200.json.gz", tmp_path)
+    whole = _one_process(path, monkeypatch)
+
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    _assert_same(load_trace(path, cache=False), whole)
+
+
 def test_one_process_where_forking_is_not_worth_it_or_not_safe(monkeypatch: pytest.MonkeyPatch) -> None:
     big = 64 * kineto_fork.PART_MIN_BYTES
     assert kineto_fork.processes_for(big) == 4  # (the cores)
@@ -114,11 +128,14 @@ def test_one_process_where_forking_is_not_worth_it_or_not_safe(monkeypatch: pyte
     assert kineto_fork.processes_for(big) == 2
     monkeypatch.setenv(kineto_fork.PROCESSES_ENV, "many")  # (not a number: the default)
     assert kineto_fork.processes_for(big) == 4
+    monkeypatch.setattr(kineto_fork, "_may_fork", _MAY_FORK)  # (the real one)
+    assert kineto_fork.processes_for(big) == (4 if _MAY_FORK() else 1)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert kineto_fork.processes_for(big) == 1  # (another thread: a fork would copy its locks mid-use)
+        assert not kineto_fork._may_fork()  # (another thread: a fork would copy its locks mid-use)
+        assert kineto_fork.processes_for(big) == 1
     finally:
         stop.set()
         other.join()

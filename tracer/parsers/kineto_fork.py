@@ -49,9 +49,12 @@ def processes_for(size: int) -> int:
         except ValueError:
             pass
     n = min(cap, _cores(), size // PART_MIN_BYTES)
-    if n < 2 or not hasattr(os, "fork") or threading.active_count() != 1 or _in_a_worker():
-        return 1
-    return n
+    return n if n > 1 and _may_fork() else 1
+
+
+def _may_fork() -> bool:
+    """Whether this process may fork a scan: it can, it runs one thread, and it is no multiprocessing worker."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and not _in_a_worker()
 
 
 def _cores() -> int:
@@ -68,12 +71,21 @@ def _in_a_worker() -> bool:
 
 def scan_forked(data: mmap.mmap, parts: int) -> list[KinetoPart | None]:
     """Every part of ``parts`` of the mapped trace ``data`` scanned: part 0 here, the others each on a process
-    forked now; None for a part that could not vouch for what it read, or whose process failed."""
+    forked now; None for a part that could not vouch for what it read, or whose process failed (a list of one
+    None where a process could not be started: the caller parses the whole file)."""
     children: list[tuple[int, int]] = []  # (pid, the read end of its pipe)
     try:
         for part in range(1, parts):
-            r, w = os.pipe()
-            pid = os.fork()
+            try:
+                r, w = os.pipe()
+            except OSError:  # (no file descriptors left: the whole file here)
+                return [None]
+            try:
+                pid = os.fork()
+            except OSError:  # (no memory or processes left for one more)
+                os.close(r)
+                os.close(w)
+                return [None]
             if pid == 0:  # pragma: no cover - the child (its coverage is not collected)
                 os.close(r)
                 _child(data, part, parts, w)
