@@ -27,7 +27,7 @@ from tracer.analysis.lanes import lane_stats
 from tracer.analysis.overlap import device_overlap
 from tracer.parsers import load_trace
 from tracer.parsers.kineto import parse_kineto_bytes
-from tracer.parsers.kineto_scan import _PAD_RAW, _fixed_point, copy_kind_from_name
+from tracer.parsers.kineto_scan import _PAD_RAW, _RAW_LIST_ENCODER, _fixed_point, _kineto_ns, copy_kind_from_name
 
 EXTERNAL = Path(__file__).parent / "data" / "external"
 REPRO = EXTERNAL / "repro"
@@ -246,6 +246,20 @@ def test_fixed_point_agrees_with_fractions():
         else:  # left to the exact one-at-a-time path
             assert not text[-1:].isdigit() or "e" in text or len(text.lstrip("-").split(".")[0]) > 15 \
                 or len(text.split(".")[-1]) > 8, text
+
+
+def test_kinetos_own_numbers_are_read_exactly_by_the_short_path():
+    # "%.3f" numbers, as Kineto writes them, take _kineto_ns; a chunk with anything else, the general path
+    rng = random.Random(12)
+    texts = [str(rng.randrange(10 ** rng.randrange(1, 16))) + "." + f"{rng.randrange(1000):03d}" for _ in range(3000)]
+    texts += ["0.000", "9199999999999999.999", "1.500", "1790857026000000.123"]
+    joined = _RAW_LIST_ENCODER.encode([_PAD_RAW, *[msgspec.Raw(t.encode()) for t in texts], _PAD_RAW])
+    got = _kineto_ns(joined, len(texts))
+    assert got is not None
+    assert got.tolist() == [int(Decimal(t) * 1000) for t in texts]
+    for odd in ("9200000000000000.000", "1.5", "12", "-1.500", "1.2345", "1e3", '"1.500"', "null", "12345678901234567.000"):
+        joined = _RAW_LIST_ENCODER.encode([_PAD_RAW, *[msgspec.Raw(t.encode()) for t in ["1.000", odd]], _PAD_RAW])
+        assert _kineto_ns(joined, 2) is None, odd
 
 
 def test_ts_not_a_number_is_skipped_and_counted():

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 import orjson
 import typer
 from rich.console import Console
+from rich.live import Live
+from rich.spinner import Spinner
 from rich.text import Text
 
 from tracer.analysis.registry import Line, TextOptions, text_analyses
@@ -102,14 +104,17 @@ def render_summary(summary: Any, *, max_ranges: int = 12, width: int = 100, max_
 
 
 def _progress(console: Any, path: Path) -> Any:
-    """A spinner on stderr while a big trace is parsed (nothing for small ones or when not on a terminal)."""
+    """A line on stderr while a big trace is parsed, cleared when it is done (nothing for small ones or when not
+    on a terminal). Drawn once, not animated: a spinner's refresh thread would keep the parse from scanning the
+    trace's parts on forked processes (tracer.parsers.kineto_fork forks only a process of one thread)."""
     try:
         size = path.stat().st_size if path.is_file() else 0
     except OSError:
         size = 0
     if size < PROGRESS_MIN_BYTES or not console.is_terminal:
         return contextlib.nullcontext()
-    return console.status(f"Parsing {path.name} ({size / 1e6:,.0f} MB) …")
+    line = Spinner("dots", text=f"Parsing {path.name} ({size / 1e6:,.0f} MB) …")
+    return Live(line, console=console, transient=True, auto_refresh=False)
 
 
 PROGRESS_MIN_BYTES = 20_000_000

@@ -9,11 +9,12 @@ trace's timeline in a Parquet cache beside it.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import numpy as np
@@ -23,7 +24,7 @@ from tracer import parsers
 from tracer.errors import InputNotFoundError, TraceFormatError
 from tracer.files import digests, formats, storage
 from tracer.files.formats import GZIP_MAGIC
-from tracer.parsers import cache_key, cache_path, iter_inflated
+from tracer.parsers import cache_key, cache_path, iter_inflated, kineto_fork
 from tracer.parsers.kineto_scan import KinetoPart, Scan, TraceFields, merge_parts, scan_kineto_bytes, to_int
 from tracer.parsers.load import load_trace, without_impossible_rows, worded
 from tracer.timeline import COLUMNS, CudaSyncTable, Timeline, TraceMeta, build_events, validate
@@ -47,8 +48,8 @@ def parse_kineto_bytes(data: bytes, source: str = "") -> Timeline:
     # code object was freed before the trace was saved (pytorch/pytorch#136040, kineto#988): garbage bytes, in one
     # name. The bytes are read again with each bad sequence replaced by U+FFFD, and said; only then (the check
     # costs a decode of the whole file).
-    text = data.decode("utf-8", "replace")
-    bad = text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
+    text = str(data, "utf-8", "replace")  # (str(), not data.decode: data may be a mapped file)
+    bad = text.count("\ufffd") - str(data, "utf-8", "ignore").count("\ufffd")
     timeline = _parse_utf8(text.encode("utf-8"), source)
     ignored = dict(timeline.meta.extra.get("ignored") or {})
     ignored["invalid UTF-8"] = (f"{bad:,} byte sequence(s) that are not UTF-8 (names of freed Python frames, a "
@@ -68,11 +69,11 @@ def _parse_utf8(data: bytes, source: str) -> Timeline:
             from None
 
 
-def merge_kineto_parts(parts: list[KinetoPart], source: str = "") -> Timeline:
+def merge_kineto_parts(parts: list[KinetoPart], source: str = "", consume: bool = False) -> Timeline:
     """The timeline of a trace from all its parts (:func:`tracer.parsers.kineto_scan.scan_kineto_part`, in file
     order): the same as :func:`parse_kineto_bytes` of the whole file (:func:`tracer.parsers.kineto_scan.merge_parts`
-    says how)."""
-    return _build(*merge_parts(parts), source)
+    says how; ``consume``: the parts' columns are let go as they are merged)."""
+    return _build(*merge_parts(parts, consume), source)
 
 
 def load_kineto_parts(path: str | os.PathLike[str], parts: Sequence[Any]) -> Timeline:
@@ -114,18 +115,62 @@ def read_kineto(p: Path, *, cache: bool = True, on_cache_write: Callable[[Path],
         cached = _read_cache(p, cache_key(size, digest), stored)
         if cached is not None:
             return cached
-    raw = parsers.read_raw(p)
-    if on_raw is not None:
-        on_raw(raw)
-    if use_cache and not digest:
-        digest = digests.of_bytes(raw)
-    data = b"".join(iter_inflated(p, raw)) if raw[:2] == GZIP_MAGIC else raw
-    del raw
-    timeline = parse_kineto_bytes(data, str(p))
+    # Mapped, not read, unless the caller takes the bytes (on_raw): no copy of the file in this process's memory,
+    # and the scan lets the pages it has read go (tracer.parsers.kineto_scan._let_go), so that a 1 GB trace's
+    # parse never holds the whole file besides its columns.
+    mapped = _mapped(p) if on_raw is None else None
+    try:
+        raw = cast(bytes, mapped) if mapped is not None else parsers.read_raw(p)
+        if on_raw is not None:
+            on_raw(raw)
+        if use_cache and not digest:
+            digest = digests.of_bytes(raw)
+            _let_go_all(mapped)
+        gzipped = raw[:2] == GZIP_MAGIC
+        data = b"".join(iter_inflated(p, raw)) if gzipped else raw
+        del raw
+        timeline = None
+        if mapped is not None and not gzipped and (n := kineto_fork.processes_for(len(mapped))) > 1:
+            parts = kineto_fork.scan_forked(mapped, n)
+            if all(part is not None for part in parts):  # (else the whole file here: the same timeline, or why not)
+                timeline = merge_kineto_parts(cast(list[KinetoPart], parts), str(p), consume=True)
+            del parts
+        if timeline is None:
+            timeline = parse_kineto_bytes(data, str(p))
+        del data
+    finally:
+        if mapped is not None:
+            _unmap(mapped)
     key = {**cache_key(size, digest), "source_stat": stat} if use_cache else {}
     if use_cache and _write_cache(p, timeline, key) and on_cache_write is not None:
         on_cache_write(cache_path(p))
     return timeline
+
+
+def _mapped(p: Path) -> mmap.mmap | None:
+    """The file mapped read-only; None where it cannot be (an empty file, a file system without mmap): then it is
+    read. (A file truncated by another process while it is mapped would end this one with SIGBUS where a read
+    would see short content: the price of not copying a trace of a GB, as a job's scans already pay it.)"""
+    try:
+        with open(p, "rb") as f:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def _let_go_all(mapped: mmap.mmap | None) -> None:
+    """A mapped file's pages dropped from this process's resident set (after hashing it: the scan maps in only
+    the part it is at)."""
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)
+    if mapped is not None and dontneed is not None and len(mapped):
+        mapped.madvise(dontneed)
+
+
+def _unmap(mapped: mmap.mmap) -> None:
+    try:
+        mapped.close()
+    except BufferError:  # (a view still held somewhere, in an error's traceback say: the map closes when it goes)
+        pass
 
 
 def _stored_key(p: Path) -> dict[str, Any] | None:
@@ -189,7 +234,7 @@ def _build(scan: Scan, trace: TraceFields, skipped: Counter[str], source: str) -
     col, names = cols.arrays(base_ns)
     columns = _frame_columns(col, names, list(cols.pgs))
     row_rank = columns.pop("row_rank")
-    ev = mark_by_name(build_events(columns))
+    ev = mark_by_name(build_events(columns, copy=False))  # (the scan's own arrays, held by nothing else)
 
     props = trace.deviceProperties
     for prop in props if type(props) is list else ():

@@ -15,6 +15,7 @@ process imports pandas.
 from __future__ import annotations
 
 import decimal
+import mmap
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ import numpy.typing as npt
 
 from tracer.errors import TraceFormatError
 from tracer.files.nsys_enums import COPY_KIND_BY_WORD, mem_kinds_from_name
+from tracer.parsers._column_store import ColumnStore, reorder
 from tracer.vocabulary import (
     COLLECTIVES,
     COPY_KINDS,
@@ -311,8 +313,11 @@ def _fixed_point(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, np.nd
     last); the arrays are for the numbers between. Rows with False in the third array were not read (see the
     comment above); their values are meaningless.
     """
-    n = len(raws) - 2
-    joined = _RAW_LIST_ENCODER.encode(raws)  # "[" + ",".join(raws) + "]", in C (faster than bytes.join)
+    return _fixed_point_of(_RAW_LIST_ENCODER.encode(raws), len(raws) - 2)
+
+
+def _fixed_point_of(joined: bytes, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_fixed_point` of the ``n`` numbers in ``joined``, their list as JSON text (with the pads)."""
     buf = np.frombuffer(joined, dtype=np.uint8)
     commas = np.flatnonzero(buf == 44)
     if len(commas) != n + 1:  # a comma inside a string: leave the lot to _decimal
@@ -349,6 +354,55 @@ def _fixed_point(raws: list[msgspec.Raw]) -> tuple[np.ndarray, np.ndarray, np.nd
         ns = np.where(neg, -ns - borrow, ns)
         sub = np.where(borrow, _SUB_ONE - sub, sub)
     return ns, sub, ok
+
+
+# Kineto writes every ts and dur as "%.3f": whole digits, a dot, three decimals, which make whole ns with no
+# rest below. When every number of a chunk is so (and below _MAX_WHOLE_US), :func:`_kineto_ns` reads them with
+# a third of _fixed_point's work: no search for dots, no rest, no rounding; anything else leaves the chunk to
+# _fixed_point. (Half of a parse's work on the numbers was the general path's, on numbers all alike.)
+_DOT_BYTE = np.uint64(0xFF << 32)
+_DOT_AT_4 = np.uint64(0x2E << 32)
+_LOW_4, _HIGH_3 = np.uint64(0xFFFFFFFF), np.uint64(0xFFFFFF << 40)
+_ASCII0_LOW = np.uint64(0x30)
+#: [k]: the first k bytes of a word (those to read as '0')
+_FIRST_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(9)], dtype=np.uint64)
+#: where a number's three words start, counted back from the comma after it
+_WORDS_BACK = np.array([[8], [16], [24]], dtype=np.intp)
+#: a word's first (this - whole digits) bytes are not the number's (at least one in the first: the '0' put in)
+_NOT_THE_NUMBER = np.array([[5], [12], [20]], dtype=np.intp)
+_AT_LEAST = np.array([[1], [0], [0]], dtype=np.intp)
+
+
+def _kineto_ns(joined: bytes, n: int) -> np.ndarray | None:
+    """The ``n`` numbers of ``joined`` (as :func:`_fixed_point_of` takes them) in whole ns, exactly, if every
+    one is 1-16 digits, a dot and three decimals, below :data:`_MAX_WHOLE_US`; else None.
+
+    Three words per number, read up to the comma after it: "wxyz.abc" made "0wxyzabc" (the dot dropped, the
+    seven digits below 10^7 ns), the eight digits before those, and the four before those; bytes before the
+    number read as '0'."""
+    buf = np.frombuffer(joined, dtype=np.uint8)
+    commas = np.flatnonzero(buf == 44)
+    if len(commas) != n + 1:
+        return None
+    ends = commas[1:]
+    lead = ends - commas[:-1] - 5  # whole digits (anything else there fails the digit check)
+    if not n or int(lead.min()) < 1 or int(lead.max()) > _INT_DIGITS:
+        return None
+    words = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=joined, strides=(1,))
+    w = words[ends - _WORDS_BACK]  # (3, n): each number's three words, in one gather
+    low = w[0]
+    if not bool(((low & _DOT_BYTE) == _DOT_AT_4).all()):
+        return None
+    w[0] = ((low & _LOW_4) << _U8) | (low & _HIGH_3) | _ASCII0_LOW
+    masks = _FIRST_BYTES[np.clip(_NOT_THE_NUMBER - lead, _AT_LEAST, 8)]
+    value, digits = _eight_digits((w & ~masks) | (_ASCII0 & masks))
+    if not bool(digits.all()):
+        return None
+    ns = value[0] + value[1] * np.uint64(10_000_000) + value[2] * np.uint64(10**15)  # (< 2**64)
+    if int(ns.max()) >= _MAX_NS:
+        return None
+    out: np.ndarray = ns.astype(np.int64)
+    return out
 
 
 def _round_half_even(floor: npt.NDArray[np.int64], sub: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -406,7 +460,11 @@ def _times(ts_raw: list[Any], dur_raw: list[Any], skipped: Counter[str]) -> tupl
     hold is not usable, and counted in ``skipped``.
     """
     n = len(ts_raw)
-    ns, sub, ok = _fixed_point([_PAD_RAW, *ts_raw, *dur_raw, _PAD_RAW])
+    joined = _RAW_LIST_ENCODER.encode([_PAD_RAW, *ts_raw, *dur_raw, _PAD_RAW])
+    whole = _kineto_ns(joined, 2 * n)
+    if whole is not None and not bool((whole[:n] >= _MAX_NS - whole[n:]).any()):
+        return whole[:n], whole[:n] + whole[n:], np.ones(n, dtype=bool)  # (Kineto's own numbers: whole ns)
+    ns, sub, ok = _fixed_point_of(joined, 2 * n)
     t_ns, t_sub, t_ok = ns[:n], sub[:n], ok[:n]
     d_ns, d_sub, d_ok = ns[n:], sub[n:], ok[n:]
     fast = t_ok & d_ok
@@ -714,6 +772,7 @@ class _FastChunks:
 
     def __iter__(self) -> Iterator[list[Any]]:
         data, view, hi = self.data, memoryview(self.data), self.hi
+        kept = 0 if self.first else -(-self.lo // mmap.PAGESIZE) * mmap.PAGESIZE  # (whole pages of its own only)
         try:
             head = _DECODER.decode(data[: self.key.start()] + b'"traceEvents":[]}') if self.first else None
             pos = self.lo
@@ -721,6 +780,7 @@ class _FastChunks:
             while (gap := _EVENT_GAP_RE.search(data, pos + _CHUNK_BYTES, hi)) is not None:
                 piece = b"".join((b"[", view[pos : gap.start() + 1], b"]"))
                 pos = gap.end() - 1
+                kept = _let_go(data, kept, pos)
                 try:
                     events = _TAGGED_LIST_DECODER.decode(piece)
                 except msgspec.ValidationError:
@@ -756,6 +816,22 @@ class _FastChunks:
         yield events
 
 
+#: Linux's (and macOS') madvise: a mapped file's pages dropped from this process (None: not on this platform)
+_DONTNEED: int | None = getattr(mmap, "MADV_DONTNEED", None)
+
+
+def _let_go(data: bytes | mmap.mmap, kept: int, upto: int) -> int:
+    """The pages of a mapped file (an ``mmap`` passed as ``data``) from ``kept`` to ``upto`` dropped from this
+    process's resident set, once the scan has copied them into its pieces: a scan of a mapped file then holds
+    no more of it than the chunk it is at, not the whole file (the page cache keeps the pages, and a later read
+    maps them in again). ``kept`` is a page boundary; returns the next one to let go from."""
+    end = upto - upto % mmap.PAGESIZE
+    if end > kept and _DONTNEED is not None and type(data) is mmap.mmap:
+        data.madvise(_DONTNEED, kept, end - kept)
+        return end
+    return kept
+
+
 def _top_fields(head: Any, tail: Any) -> TraceFields:
     """The top-level fields: the tail's where it has them (the later key wins, as in JSON), else the head's."""
     trace = TraceFields(traceEvents=[])
@@ -765,21 +841,27 @@ def _top_fields(head: Any, tail: Any) -> TraceFields:
     return trace
 
 
-#: What _Columns keeps per chunk ("_na": the mask of a nullable column).
-_PARTS: tuple[str, ...] = ("start", "end", "kind", "name", "pid", "tid", "device", "stream")
-_PARTS += ("bytes", "bytes_na", "correlation", "correlation_na", "pid_given")
-_PARTS += ("collective", "pg", "seq", "seq_na", "group_size", "rank")
+#: What _Columns keeps of each row, and as what ("_na": the mask of a nullable column).
+_DTYPES: dict[str, Any] = {
+    "start": np.int64, "end": np.int64, "kind": np.int8, "name": np.int32, "pid": np.int64, "tid": np.int64,
+    "device": np.int64, "stream": np.int64, "bytes": np.int64, "bytes_na": bool, "correlation": np.int64,
+    "correlation_na": bool, "pid_given": bool, "collective": np.int8, "pg": np.int32, "seq": np.int64,
+    "seq_na": bool, "group_size": np.int32, "rank": np.int64,
+}
+#: Bytes of trace per row that a store's first arrays are reserved for (Kineto's complete events take 300-450
+#: bytes each, with flows and metadata around them; reserving costs nothing until rows are written).
+_BYTES_PER_ROW = 160
 
 
 class _Columns:
     """The timeline columns of a trace's "X" events, built a chunk at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, rows: int = 0) -> None:
         self.cats, self.names = _Codes(), _Codes()
         self.pgs = _Codes()
         self.pgs[""]  # code 0: no process group
         self.kind_of_cat = np.zeros(0, dtype=np.int8)  # -1: a category that is skipped
-        self.parts: dict[str, list[np.ndarray]] = {k: [] for k in _PARTS}
+        self.store = ColumnStore(_DTYPES, rows)  # (rows: a guess of how many there will be)
         self.syncs: list[tuple[int, str, int, int, int, int]] = []  # see tracer.parsers.kineto.cuda_sync_table
 
     def add(
@@ -871,24 +953,12 @@ class _Columns:
             n_bytes, bytes_na = n_bytes[keep], bytes_na[keep]
             correlation, correlation_na = correlation[keep], correlation_na[keep]
             comm = {k: v[keep] for k, v in comm.items()}
-        for k, v in comm.items():
-            self.parts[k].append(v)
-        p = self.parts
-        p["start"].append(start)
-        p["end"].append(end)
-        p["kind"].append(kind)
-        p["name"].append(np.fromiter(map(self.names.__getitem__, [e.name for e in xs]), dtype=np.int32,
-                                     count=len(xs)))
-        p["pid"].append(pid)
-        p["pid_given"].append(pid_given)
-        p["rank"].append(row_rank)
-        p["tid"].append(tid)
-        p["device"].append(device)
-        p["stream"].append(stream)
-        p["bytes"].append(n_bytes)
-        p["bytes_na"].append(bytes_na)
-        p["correlation"].append(correlation)
-        p["correlation_na"].append(correlation_na)
+        self.store.append({
+            **comm, "start": start, "end": end, "kind": kind,
+            "name": np.fromiter(map(self.names.__getitem__, [e.name for e in xs]), dtype=np.int32, count=len(xs)),
+            "pid": pid, "pid_given": pid_given, "rank": row_rank, "tid": tid, "device": device, "stream": stream,
+            "bytes": n_bytes, "bytes_na": bytes_na, "correlation": correlation, "correlation_na": correlation_na,
+        })
         for i in np.flatnonzero(kind == _SYNC).tolist():  # (a few per step: waits and syncs, not the kernels)
             self.syncs.append(_sync_entry(xs[i]))
 
@@ -922,13 +992,8 @@ class _Columns:
     def arrays(self, base_ns: int) -> tuple[dict[str, np.ndarray], list[str]]:
         """The canonical columns as arrays of codes and numbers, rows in time order, and the names their
         ``name`` codes index, sorted (the parts are consumed): tracer.parsers.kineto makes the frame's columns."""
-        empty = {"kind": np.int8, "name": np.int32, "bytes_na": bool, "correlation_na": bool, "pid_given": bool,
-                 "collective": np.int8, "pg": np.int32, "seq_na": bool, "group_size": np.int32}
-        col = {
-            k: np.concatenate(v) if v else np.zeros(0, dtype=empty.get(k, np.int64))
-            for k, v in self.parts.items()
-        }
-        self.parts.clear()
+        col = self.store.columns()
+        self.store = ColumnStore(_DTYPES)
         if base_ns:
             if len(col["end"]) and int(col["end"].max()) > np.iinfo(np.int64).max - base_ns:
                 raise TraceFormatError("", f"baseTimeNanoseconds {base_ns} + ts is beyond what int64 ns can hold")
@@ -976,12 +1041,26 @@ class _Columns:
             col["src_mem"][rows] = src_of_name[col["name"][rows]]
             col["dst_mem"][rows] = dst_of_name[col["name"][rows]]
         # Rows in time order here, on plain arrays: build_events' own (stable) sort keeps them as they are.
-        order = np.lexsort((col["end"], col["start"]))
-        col = {k: v[order] for k, v in col.items()}
+        start, end = col["start"], col["end"]
+        later = (start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (end[1:] >= end[:-1]))
+        if not bool(later.all()):
+            col = reorder(col, _time_order(start, end))
         return col, names
 
 
 _SYNC = KINDS.index("sync")
+
+
+def _time_order(start: np.ndarray, end: np.ndarray) -> npt.NDArray[np.intp]:
+    """``np.lexsort((end, start))``: rows by start, then end, then as they come. Sorted by start alone first
+    (a stable sort, which the runs of rows already in order make quick: a quarter of lexsort's time on a GB
+    trace), and that order kept where no rows of one start come with their ends out of order (in ns, starts
+    are rarely equal)."""
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    if bool(((s[1:] == s[:-1]) & (e[1:] < e[:-1])).any()):
+        return np.lexsort((end, start))
+    return order
 
 
 def _sync_entry(e: Any) -> tuple[int, str, int, int, int, int]:
@@ -1082,8 +1161,8 @@ class Scan:
     complete events, its slice ends (paired once every part is in: a slice may cross a cut) and the names its
     metadata events give processes and threads."""
 
-    def __init__(self) -> None:
-        self.cols = _Columns()
+    def __init__(self, rows: int = 0) -> None:
+        self.cols = _Columns(rows)
         self.slice_ends: list[Any] = []
         self.process_names: dict[int, str] = {}
         self.thread_names: dict[str, str] = {}
@@ -1142,7 +1221,7 @@ def _scan(data: bytes, fast: _FastChunks | None, source: str,
     else:
         chunks, has_events = iter(fast), True
     # Flows ("s"/"f", cat ac2g) are not read: kernels carry args.correlation themselves.
-    scan = Scan()
+    scan = Scan(len(data) // _BYTES_PER_ROW)
     for events in chunks:
         scan.add(events, skipped)
     if fast is not None:
@@ -1220,7 +1299,7 @@ def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
         return KinetoPart({}, [], [""], [], [], {}, {}, {})
     skipped: Counter[str] = Counter()
     fast = _FastChunks(data, key, skipped, spans[part])
-    scan = Scan()
+    scan = Scan((spans[part][1] - spans[part][0]) // _BYTES_PER_ROW)
     try:
         for events in fast:
             scan.add(events, skipped)
@@ -1229,7 +1308,7 @@ def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
     fields = TraceFields.__struct_fields__[1:]
     cols = scan.cols
     return KinetoPart(
-        columns={k: np.concatenate(v) for k, v in cols.parts.items() if v},
+        columns=cols.store.columns() if len(cols.store) else {},
         names=list(cols.names),
         pgs=list(cols.pgs),
         syncs=cols.syncs,
@@ -1243,12 +1322,14 @@ def scan_kineto_part(data: bytes, part: int, parts: int) -> KinetoPart | None:
     )
 
 
-def merge_parts(parts: list[KinetoPart]) -> tuple[Scan, TraceFields, Counter[str]]:
+def merge_parts(parts: list[KinetoPart], consume: bool = False) -> tuple[Scan, TraceFields, Counter[str]]:
     """A trace's parts (:func:`scan_kineto_part`, in file order) as one scan: the same as
     :func:`scan_kineto_bytes` of the whole file. Each part's name and process-group codes are remapped into
     the first's tables (in file order, so that the groups keep the order a whole-file parse first meets them
-    in), the columns joined, and the B/E slices paired across the cuts."""
-    scan = Scan()
+    in), the columns joined, and the B/E slices paired across the cuts. ``consume``: each part's columns are
+    let go (``part.columns`` emptied) once they are copied, so that the parts and the whole are not all held at
+    once."""
+    scan = Scan(sum(len(part.columns.get("start", ())) for part in parts))
     skipped: Counter[str] = Counter()
     cols = scan.cols
     head: dict[str, Any] = {}
@@ -1256,8 +1337,11 @@ def merge_parts(parts: list[KinetoPart]) -> tuple[Scan, TraceFields, Counter[str
     for part in parts:
         names = np.fromiter(map(cols.names.__getitem__, part.names), dtype=np.int32, count=len(part.names))
         pgs = np.fromiter(map(cols.pgs.__getitem__, part.pgs), dtype=np.int32, count=len(part.pgs))
-        for k, v in part.columns.items():
-            cols.parts[k].append(names[v] if k == "name" else pgs[v] if k == "pg" else v)
+        if part.columns:
+            cols.store.append({k: names[v] if k == "name" else pgs[v] if k == "pg" else v
+                               for k, v in part.columns.items()})
+            if consume:
+                part.columns = {}
         cols.syncs += part.syncs
         scan.slice_ends += part.slice_ends
         scan.process_names.update(part.process_names)

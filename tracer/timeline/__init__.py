@@ -209,11 +209,14 @@ def empty_events() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=t) for c, t in COLUMNS.items()})
 
 
-def build_events(columns: dict[str, Any]) -> pd.DataFrame:
+def build_events(columns: dict[str, Any], *, copy: bool = True) -> pd.DataFrame:
     """Make a canonical frame from column arrays; missing optional columns get their neutral value.
 
     ``kind`` / ``copy_kind`` / ``name`` / ``src_mem`` / ``dst_mem`` may be given as strings or as categoricals.
-    Rows are sorted by start then end so that every consumer can rely on time order.
+    Rows are sorted by start then end so that every consumer can rely on time order. ``copy=False``: arrays
+    of the column's own dtype become the frame's columns as they are (pandas 3 copies them otherwise), for a
+    caller that hands over arrays nothing else holds (a parser's fresh columns: at 1 GB of trace, 0.2 s and a
+    quarter GB).
     """
     n = len(columns["start_ns"])
     defaults: dict[str, Any] = {
@@ -247,7 +250,8 @@ def build_events(columns: dict[str, Any]) -> pd.DataFrame:
             raise KeyError(f"build_events needs column {col!r}")
         if isinstance(dtype, np.dtype) and dtype.kind == "i" and dtype.itemsize < 8:
             _check_fits(col, value, dtype)
-        data[col] = pd.Series(value, dtype=dtype) if not isinstance(value, pd.Series) else value.astype(dtype)
+        data[col] = (pd.Series(value, dtype=dtype, copy=copy) if not isinstance(value, pd.Series)
+                     else value.astype(dtype))
         data[col].index = pd.RangeIndex(n)
     # copy=False: the columns as they are, not copied again into 2-D blocks (at 1 GB of trace, every full copy
     # of the frame is ~0.1 s, most of it the kernel handing out fresh pages).
