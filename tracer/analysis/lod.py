@@ -45,6 +45,12 @@ def sort_order(groups: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.lexsort((np.asarray(starts), np.asarray(groups)))
 
 
+def _touching(starts: np.ndarray, ends: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """Positions of the intervals that touch ``[t0, t1)``. Zero-length intervals (instant markers) still touch the
+    window when they sit inside it."""
+    return np.flatnonzero((ends >= t0) & (starts < t1) & ((ends > t0) | (starts >= t0)))
+
+
 def _empty_blocks() -> Blocks:
     e = np.empty(0, dtype=np.int64)
     return Blocks(e, e, e, e, e, e, 0)
@@ -74,9 +80,7 @@ def merge_blocks(
     t0, t1 = int(t0), int(t1)
     if t1 <= t0 or s_all.size == 0:
         return _empty_blocks()
-    # Zero-length intervals (instant markers) still touch the window when they sit inside it.
-    touch = (e_all >= t0) & (s_all < t1) & ((e_all > t0) | (s_all >= t0))
-    pos = np.flatnonzero(touch)
+    pos = _touching(s_all, e_all, t0, t1)
     if pos.size == 0:
         return _empty_blocks()
     s = np.clip(s_all[pos], t0, t1) - t0
@@ -187,8 +191,7 @@ def merge_disjoint(
     t0, t1 = int(t0), int(t1)
     if t1 <= t0 or s_all.size == 0:
         return _empty_blocks()
-    touch = (e_all >= t0) & (s_all < t1) & ((e_all > t0) | (s_all >= t0))
-    pos = np.flatnonzero(touch)
+    pos = _touching(s_all, e_all, t0, t1)
     if pos.size == 0:
         return _empty_blocks()
     s = np.clip(s_all[pos], t0, t1)
