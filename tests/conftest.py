@@ -198,3 +198,16 @@ def install_fake_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, captur
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     return exe
+
+
+def find_component(component: Any, id_: str) -> Any:
+    """The component with id ``id_`` inside a Dash layout tree (None if absent)."""
+    if getattr(component, "id", None) == id_:
+        return component
+    children = getattr(component, "children", None)
+    for child in children if isinstance(children, (list, tuple)) else [children]:
+        if child is not None and not isinstance(child, (str, int, float)):
+            found = find_component(child, id_)
+            if found is not None:
+                return found
+    return None

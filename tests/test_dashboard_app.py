@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from tests.conftest import start_dashboard
+from tests.conftest import find_component, start_dashboard
 from tracer.dashboard import ids
 from tracer.dashboard.app import create_app, route, upload
 from tracer.dashboard.data import RunInfo, RunStore, device_text, params_text, speedup_of, speedups
@@ -236,7 +236,7 @@ def test_single_path_opens_straight_on_its_timeline():
     store = _store(SIDE)
     assert store.initial_run == "copy_side_stream"
     page = route(store, "/", "", {"width": 1400})
-    assert _find(page, ids.TL_GRAPH) is not None
+    assert find_component(page, ids.TL_GRAPH) is not None
 
 
 def test_views_are_cached_per_run_and_evicted():
@@ -377,10 +377,10 @@ def test_compare_link_needs_two_runs_in_tick_order():
 @pytest.mark.slow
 def test_every_page_renders(data_store):
     store = data_store
-    assert _find(route(store, "/runs", "", None), ids.RUNS_TABLE) is not None
-    assert _find(route(store, "/timeline", "?run=two_streams", None), ids.TL_GRAPH) is not None
+    assert find_component(route(store, "/runs", "", None), ids.RUNS_TABLE) is not None
+    assert find_component(route(store, "/timeline", "?run=two_streams", None), ids.TL_GRAPH) is not None
     page = route(store, "/compare", "?a=copy_side_stream&b=copy_nonblocking_same_stream", None)
-    assert _find(page, ids.CMP_GRAPH) is not None
+    assert find_component(page, ids.CMP_GRAPH) is not None
     assert "Cannot open" in str(route(store, "/timeline", "?run=nope", None))
     assert "No page here" in str(route(store, "/elsewhere", "", None))
 
@@ -394,20 +394,6 @@ def test_create_app_builds_a_dash_app():
 def test_summary_command_does_not_import_dash():
     code = "import sys, tracer.cli; assert 'dash' not in sys.modules and 'plotly' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def _find(component, target_id):
-    """The component with id ``target_id`` inside a Dash layout tree, or None."""
-    if getattr(component, "id", None) == target_id:
-        return component
-    children = getattr(component, "children", None)
-    if children is None:
-        return None
-    for child in children if isinstance(children, (list, tuple)) else [children]:
-        found = _find(child, target_id)
-        if found is not None:
-            return found
-    return None
 
 
 # ----- the command

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from dash import html, no_update
 
+from tests.conftest import find_component
 from tracer.dashboard import explain_view, ids
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import PATH_BUDGET_PER_PX, timeline_figure
@@ -28,19 +29,6 @@ SAME_KEY, SIDE_KEY = "copy_nonblocking_same_stream", "copy_side_stream"
 @pytest.fixture(scope="module")
 def store() -> RunStore:
     return RunStore([SAME, SIDE], examples=False, runs_dir=None)
-
-
-def _find(component, id_):
-    """The component of a layout tree with id ``id_`` (None if absent)."""
-    if getattr(component, "id", None) == id_:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, (list, tuple)) else [children]:
-        if child is not None and not isinstance(child, (str, int, float)):
-            hit = _find(child, id_)
-            if hit is not None:
-                return hit
-    return None
 
 
 def _path_trace(fig):
@@ -66,14 +54,14 @@ def test_same_stream_run_lists_its_50_copies_as_one_ranked_kind(store):
     # the fix, the same for every row of a kind, is said once in the kinds' table, not on each of the 50 rows
     assert all("fix" not in r for r in rows) and "fix" not in {c for c, _, _ in explain_view.COLUMNS}
     page = timeline.layout(store, SAME_KEY)
-    table = _find(page, ids.TL_FIND_TABLE)
+    table = find_component(page, ids.TL_FIND_TABLE)
     assert table is not None and [r["id"] for r in table.rowData] == [str(i) for i in range(50)]
     assert table.getRowId == "params.data.id"
     assert [(c["field"], c["headerName"]) for c in table.columnDefs] == [(c, name) for c, name, _ in explain_view.COLUMNS]
-    groups = _find(page, ids.TL_FIND_GROUPS)
+    groups = find_component(page, ids.TL_FIND_GROUPS)
     assert "same stream as the compute it queued behind" in str(groups)
     assert str(groups).count("move the copy to a side stream") == 1
-    assert "Critical path of the whole trace 192.6 ms" in str(_find(page, ids.TL_FINDINGS))
+    assert "Critical path of the whole trace 192.6 ms" in str(find_component(page, ids.TL_FINDINGS))
 
 
 def test_side_stream_run_has_no_finding_and_says_so(store):
@@ -81,8 +69,8 @@ def test_side_stream_run_has_no_finding_and_says_so(store):
     result = explain_view.explained(view)
     assert result.reason is None and result.findings.empty
     page = timeline.layout(store, SIDE_KEY)
-    assert _find(page, ids.TL_FIND_TABLE) is None
-    assert "No findings: every copy overlapped compute" in str(_find(page, ids.TL_FINDINGS))
+    assert find_component(page, ids.TL_FIND_TABLE) is None
+    assert "No findings: every copy overlapped compute" in str(find_component(page, ids.TL_FINDINGS))
 
 
 def test_explain_runs_once_per_run_and_is_kept_on_the_cached_view(store):
@@ -108,10 +96,10 @@ def test_a_trace_without_correlation_ids_shows_the_one_line_reason_instead_of_th
     store = RunStore([path], examples=False, runs_dir=None)
     key = store.runs()[0].key
     page = timeline.layout(store, key)
-    reason = _find(page, ids.TL_FIND_REASON)
+    reason = find_component(page, ids.TL_FIND_REASON)
     assert reason is not None and "no correlation ids" in reason.children and "record with torch.profiler" in (
         reason.children)
-    assert _find(page, ids.TL_FIND_TABLE) is None and _find(page, ids.TL_FIND_GROUPS) is None
+    assert find_component(page, ids.TL_FIND_TABLE) is None and find_component(page, ids.TL_FIND_GROUPS) is None
     # no path to draw either, toggle on or not; the chart draws as before
     fig = timeline.update(store, {"run": key, "window": None, "highlight": None}, {"path": True}, None, None,
                           None)[0]
@@ -223,12 +211,12 @@ def test_a_big_trace_is_explained_only_when_asked(monkeypatch):
     page = timeline.layout(store, SAME_KEY)
     view = store.view(SAME_KEY)
     assert not explain_view.is_computed(view)
-    assert _find(page, ids.TL_PATH).value == [] and _find(page, ids.TL_STATE).data["path"] is False
-    assert _find(page, ids.TL_FIND_RUN).style is None  # the button is shown
-    assert "705 events" in str(_find(page, ids.TL_FINDINGS))
+    assert find_component(page, ids.TL_PATH).value == [] and find_component(page, ids.TL_STATE).data["path"] is False
+    assert find_component(page, ids.TL_FIND_RUN).style is None  # the button is shown
+    assert "705 events" in str(find_component(page, ids.TL_FINDINGS))
     children, style = timeline.explain_run(store, {"run": SAME_KEY})
     assert style == {"display": "none"} and explain_view.is_computed(view)
-    assert _find(html.Div(children), ids.TL_FIND_TABLE) is not None
+    assert find_component(html.Div(children), ids.TL_FIND_TABLE) is not None
     # a forged state is one line, nothing computed for it
     children, style = timeline.explain_run(store, {"run": "no-such-run"})
     assert style is no_update and "no-such-run" in str(children.children)

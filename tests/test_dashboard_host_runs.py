@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import find_component
 from tracer.dashboard import data, explain_view, ids
 from tracer.dashboard.app import route
 from tracer.dashboard.data import FILE_DATE, RunStore, run_date, run_status, trace_time_ns
@@ -256,20 +257,10 @@ def test_the_critical_path_starts_off_on_a_busy_run_only() -> None:
     store = RunStore([busy, DATA / "copy_nonblocking_same_stream.json.gz"], examples=False, runs_dir=None)
     for info in store.runs():
         page = timeline.layout(store, info.key)
-        toggle = _find(page, ids.TL_PATH)
-        note = _find(page, ids.TL_PATH_NOTE)
+        toggle = find_component(page, ids.TL_PATH)
+        note = find_component(page, ids.TL_PATH_NOTE)
         if info.path == busy:
             assert toggle.value == [] and note is not None and "busy run" in note.children
         else:
             assert toggle.value == ["on"] and note is None
 
-
-def _find(obj: Any, id_: str) -> Any:
-    if getattr(obj, "id", None) == id_:
-        return obj
-    children = getattr(obj, "children", None)
-    for child in children if isinstance(children, (list, tuple)) else [children] if children is not None else []:
-        found = _find(child, id_)
-        if found is not None:
-            return found
-    return None

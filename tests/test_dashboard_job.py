@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from job_runs import GLOO_RANKS, HTA_RANKS, make_job_run  # tests/job_runs.py
 
+from tests.conftest import find_component
 from tracer.dashboard import collectives_view
 from tracer.dashboard.data import RunStore
 from tracer.dashboard.figures import timeline_figure
@@ -179,9 +180,9 @@ def test_hover_of_a_comm_kernel_names_the_collective(hta: TimelineView) -> None:
 @pytest.mark.filterwarnings("error::DeprecationWarning")  # (dash_table.DataTable warned on every table built)
 def test_collectives_table_lists_every_instance_and_a_click_zooms_to_it(store: RunStore, hta: TimelineView) -> None:
     page = timeline.layout(store, "hta")
-    section = _find(page, "timeline-collectives")
+    section = find_component(page, "timeline-collectives")
     assert section is not None
-    table = _find(section, "timeline-collectives-table")
+    table = find_component(section, "timeline-collectives-table")
     rows = table.rowData
     assert len(rows) == len(hta.collectives.rows) == 10
     assert [r["id"] for r in rows] == [str(r["id"]) for r in collectives_view.table_rows(hta)]  # (ids are strings)
@@ -199,7 +200,7 @@ def test_collectives_table_lists_every_instance_and_a_click_zooms_to_it(store: R
     c = hta.collectives.rows[int(rows[i]["id"])]
     start = c.start_ns - hta.t0_ns
     assert lo < start and start + c.skew_ns + c.dur_ns < hi and hi - lo < hta.span_ns
-    skew = _find(section, "timeline-rank-skew")
+    skew = find_component(section, "timeline-rank-skew")
     assert "reference" in str(skew)
 
 
@@ -226,7 +227,7 @@ def test_a_cpu_job_draws_its_gloo_records_as_communication(store: RunStore) -> N
     drawn_comm = set(view.src[(cls == CLASS_INDEX["comm"]) & (view.src >= 0)].tolist())
     assert drawn_comm and drawn_comm <= set(comm_rows.tolist())
     page = timeline.layout(store, "gloo")
-    table = _find(page, "timeline-collectives-table")
+    table = find_component(page, "timeline-collectives-table")
     assert table is not None and len(table.rowData) == len(view.collectives.rows) > 0
 
 
@@ -275,17 +276,6 @@ def _many_ranks(tl: Any, copies: int) -> Any:
 
     timelines = [Timeline(ev.assign(rank=0), tl.meta) for ev, _ in parts]
     return concat(timelines, ranks=[rank for _, rank in parts])
-
-
-def _find(component: Any, cid: str) -> Any:
-    if getattr(component, "id", None) == cid:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, (list, tuple)) else [children] if children is not None else []:
-        found = _find(child, cid)
-        if found is not None:
-            return found
-    return None
 
 
 def test_a_job_s_cards_end_with_its_communication_summed(hta: TimelineView) -> None:

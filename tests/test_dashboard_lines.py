@@ -17,6 +17,7 @@ from dash import no_update
 from job_runs import make_job_run  # tests/job_runs.py
 from stack_traces import SCRIPT, write_planted  # tests/stack_traces.py
 
+from tests.conftest import find_component
 from tracer.analysis.source import NO_STACKS
 from tracer.analysis.source_code import SourceFiles
 from tracer.dashboard import explain_view, ids, lines_view
@@ -32,19 +33,6 @@ DATA = Path(__file__).parent / "data"
 STACKS_CPU = DATA / "stacks_cpu.json.gz"
 
 
-def _find(component: Any, id_: str) -> Any:
-    """The component of a layout tree with id ``id_`` (None if absent)."""
-    if getattr(component, "id", None) == id_:
-        return component
-    children = getattr(component, "children", None)
-    for child in children if isinstance(children, (list, tuple)) else [children]:
-        if child is not None and not isinstance(child, (str, int, float)):
-            hit = _find(child, id_)
-            if hit is not None:
-                return hit
-    return None
-
-
 def _texts(obj: Any) -> list[str]:
     """Every string a component tree shows (children, a grid's headers and rows)."""
     if isinstance(obj, str):
@@ -58,7 +46,7 @@ def _texts(obj: Any) -> list[str]:
 
 
 def _state(store: RunStore, key: str) -> dict[str, Any]:
-    return dict(_find(timeline.layout(store, key), ids.TL_STATE).data)
+    return dict(find_component(timeline.layout(store, key), ids.TL_STATE).data)
 
 
 def _pos(view: Any, mask: Any) -> list[int]:
@@ -105,8 +93,8 @@ def test_the_table_rows_rank_the_lines_as_tracer_lines_does(planted):
 def test_the_page_shows_the_table_under_the_findings_and_each_finding_s_line(planted):
     store, key, _ = planted
     page = timeline.layout(store, key)
-    findings = _find(page, ids.TL_FINDINGS)
-    table = _find(findings, ids.TL_LINES_TABLE)
+    findings = find_component(page, ids.TL_FINDINGS)
+    table = find_component(findings, ids.TL_LINES_TABLE)
     assert table is not None and [r["id"] for r in table.rowData] == ["0", "1", "2", "3", "4"]
     assert [c["headerName"] for c in table.columnDefs] == ["Line", "Function", "Code", "GPU ms", "Share of GPU %",
                                                          "Critical path ms", "Host sync ms", "Exposed copy ms"]
@@ -114,10 +102,10 @@ def test_the_page_shows_the_table_under_the_findings_and_each_finding_s_line(pla
     kids = findings.children
     assert [getattr(k, "id", None) for k in kids].index(ids.TL_LINES) > [
         getattr(k, "id", None) for k in kids].index(ids.TL_FIND_TABLE)
-    grid = _find(page, ids.TL_FIND_TABLE)
+    grid = find_component(page, ids.TL_FIND_TABLE)
     assert [c["headerName"] for c in grid.columnDefs][:2] == ["Why", "Your line"]
     assert {r["line"] for r in grid.rowData} == {"train.py:6", "train.py:7", "train.py:9", "train.py:10"}
-    assert _find(page, ids.TL_LINE) is not None and _find(page, ids.TL_LINE).data is None
+    assert find_component(page, ids.TL_LINE) is not None and find_component(page, ids.TL_LINE).data is None
 
 
 # ----- the intervals of a line
@@ -237,7 +225,7 @@ def test_clicking_a_kernel_or_a_host_call_names_its_line_and_the_chain_above(pla
     *_, launch, _ = timeline.update(store, state, None, None, {"points": [{"customdata": gemm}]}, None)
     text = " ".join(_texts(launch))
     assert "cudaLaunchKernel" in text and "correlation" in text  # (the launch, as before)
-    frame = _find(launch, ids.TL_FRAME)
+    frame = find_component(launch, ids.TL_FRAME)
     said = "".join(_texts(frame))
     # innermost first: the launch's line, then its callers outwards
     assert said == ("From your code: train.py:5 step() out = model(x) ← train.py:15 main() ← train.py:18 "
@@ -245,7 +233,7 @@ def test_clicking_a_kernel_or_a_host_call_names_its_line_and_the_chain_above(pla
     item = _pos(view, names == "aten::item")[0]
     *_, launch, _ = timeline.update(store, state, None, None, {"points": [{"customdata": item}]}, None)
     assert "aten::item" in " ".join(_texts(launch))
-    assert "train.py:10 step() return out.sum().item()" in "".join(_texts(_find(launch, ids.TL_FRAME)))
+    assert "train.py:10 step() return out.sum().item()" in "".join(_texts(find_component(launch, ids.TL_FRAME)))
     assert lines_view.frame_of(view, len(ev)) is None and lines_view.frame_of(view, -1) is None
 
 
@@ -313,15 +301,15 @@ def test_a_trace_without_stacks_says_so_in_one_line_and_the_page_works(tmp_path)
     store = RunStore([path], examples=False, runs_dir=None)
     key = store.runs()[0].key
     page = timeline.layout(store, key)
-    part = _find(page, ids.TL_LINES)
+    part = find_component(page, ids.TL_LINES)
     assert _texts(part) == ["By source line", NO_STACKS[:1].upper() + NO_STACKS[1:] + "."]
-    assert _find(page, ids.TL_LINES_TABLE) is None and _find(page, ids.TL_FIND_TABLE) is not None
-    grid = _find(page, ids.TL_FIND_TABLE)
+    assert find_component(page, ids.TL_LINES_TABLE) is None and find_component(page, ids.TL_FIND_TABLE) is not None
+    grid = find_component(page, ids.TL_FIND_TABLE)
     assert "Your line" not in [c["headerName"] for c in grid.columnDefs]  # (no stacks: no line column)
     view = store.view(key)
     gemm = _pos(view, view.timeline.events["name"].astype(str).to_numpy() == "gemm_kernel")[0]
     *_, launch, _ = timeline.update(store, _state(store, key), None, None, {"points": [{"customdata": gemm}]}, None)
-    assert "correlation" in " ".join(_texts(launch)) and _find(launch, ids.TL_FRAME) is None
+    assert "correlation" in " ".join(_texts(launch)) and find_component(launch, ids.TL_FRAME) is None
 
 
 def test_a_host_only_run_s_lines_say_no_gpu_copy_or_sync_word(tmp_path):
@@ -335,7 +323,7 @@ def test_a_host_only_run_s_lines_say_no_gpu_copy_or_sync_word(tmp_path):
     rows = lines_view.table_rows(lines, False)
     assert [r["path_ms"] for r in rows] == sorted((r["path_ms"] for r in rows), reverse=True)  # (by path time)
     assert {r["code"] for r in rows} >= {"loss.backward()", "opt.step()", "return loss.item()"}
-    words = " ".join(_texts(_find(timeline.layout(store, key), ids.TL_LINES))).lower()
+    words = " ".join(_texts(find_component(timeline.layout(store, key), ids.TL_LINES))).lower()
     for word in ("gpu", "copy", "copies", "sync", "overlap", "kernel", "launched"):
         assert word not in words, word
     assert "critical path ms" in words and "calls" in words
@@ -417,4 +405,4 @@ def test_a_click_made_with_the_line_s_change_still_draws_the_whole_chart(planted
     fig, _, _, launch, new_state = timeline.update(store, state, None, None, {"points": [{"customdata": item}]},
                                                    None, line={"run": key, "row": 3})
     assert fig.data[-1].name == OUTLINE_NAME and fig.layout.meta["outlined"] == 32  # (a whole figure, outlined)
-    assert "train.py:10" in "".join(_texts(_find(launch, ids.TL_FRAME))) and new_state["line"] == 3
+    assert "train.py:10" in "".join(_texts(find_component(launch, ids.TL_FRAME))) and new_state["line"] == 3
