@@ -10,8 +10,9 @@ quotes it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
+
+from _common import best
 
 from tracer.dashboard.explain_view import compute
 from tracer.dashboard.figures import timeline_figure
@@ -24,15 +25,6 @@ TRACES = [
     "mlp_train_200.json.gz",
     "external/kineto_resnet50_num_workers_0_worker0.pt.trace.json.gz",
 ]
-
-
-def best(fn: Callable[[], object], n: int = 3) -> float:
-    out = float("inf")
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t)
-    return out
 
 
 def main() -> int:

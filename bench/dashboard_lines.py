@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _common import best
 
 from tracer.dashboard import explain_view, lines_view
 from tracer.dashboard.figures import outline_trace, rows_shown, timeline_figure
@@ -26,15 +27,6 @@ from tracer.parsers import load_trace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from stack_traces import write_planted  # noqa: E402  (tests/stack_traces.py)
-
-
-def best(fn: Callable[[], object], n: int = 3) -> float:
-    out = float("inf")
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t)
-    return out
 
 
 def once(fn: Callable[[], object]) -> tuple[float, object]:
