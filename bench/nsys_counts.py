@@ -29,6 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tracer.parsers import load_trace  # noqa: E402
 from tracer.record.nsys import NSYS_COMMAND_ARGS  # noqa: E402
 
 
@@ -59,8 +60,6 @@ def _counts(sqlite: Path) -> dict[str, Any]:
 
     def count(table: str) -> int:
         return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0] if table in tables else 0
-
-    from tracer.parsers import load_trace
 
     parsed = load_trace(sqlite, cache=False).events
     kernels = parsed[parsed["kind"] == "kernel"]
