@@ -1,7 +1,7 @@
 """What Python stacks (torch.profiler's ``with_stack=True``, `tracer record --stacks`) cost a training step on
 the CPU, beside torch.profiler with tracer's settings alone (issue 37, part 5).
 
-    PYTHONPATH=. python bench/stacks_overhead.py [--rounds 15] [--block-steps 20] [--threads 1]
+    PYTHONPATH=. python bench/stacks_overhead.py [--rounds 15] [--block-steps 20] [--threads 1] [--device cuda]
 
 Three workloads, each in one process: ``mlp`` (a 3-layer MLP, batch 128, hidden 512: a step of a few matmuls,
 the profiler's per-call cost small beside them), ``small-ops`` (a Python loop of 200 tiny tensor ops a step: the
@@ -14,8 +14,10 @@ thread) and ``stacks`` (the same with with_stack=True). Interleaving the setting
 machine's drift out of their difference.
 
 Prints a table (median ms a step, its quartiles and the fastest block; the stacks' cost beside the profiler
-alone, as the median of the rounds' ratios and as the ratio of the fastest blocks). The GPU's figures, where the
-launch path hides part of the host's cost, are for a GPU machine: this script runs there unchanged.
+alone, as the median of the rounds' ratios and as the ratio of the fastest blocks). ``--device cuda`` runs the
+same workloads on the GPU, each block timed until its last kernel ends (the launch queue can hide part of the
+host's extra cost), and adds ``big-mlp`` (width 4096, batch 4096: a step that keeps the GPU busy, as most
+training steps do).
 """
 
 from __future__ import annotations
@@ -29,17 +31,21 @@ from collections.abc import Callable
 
 SETTINGS = ("none", "profiler", "stacks")
 WORKLOADS = ("mlp", "small-ops", "modules")
+#: on a GPU, also a step that keeps the GPU busy (what most training steps are): the host's extra cost may hide
+GPU_WORKLOADS = ("big-mlp",)
 
 
-def _workload(name: str) -> Callable[[], None]:
+def _workload(name: str, device: str) -> Callable[[], None]:
     import torch
 
     torch.manual_seed(0)
-    if name == "mlp":
-        model = torch.nn.Sequential(torch.nn.Linear(512, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512),
-                                    torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    if name in ("mlp", "big-mlp"):
+        width, batch = (512, 128) if name == "mlp" else (4096, 4096)
+        model = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
+                                    torch.nn.ReLU(), torch.nn.Linear(width, 10)).to(device)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        x, y = torch.randn(128, 512), torch.randint(0, 10, (128,))
+        x = torch.randn(batch, width, device=device)
+        y = torch.randint(0, 10, (batch,), device=device)
 
         def step() -> None:
             loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -51,14 +57,14 @@ def _workload(name: str) -> Callable[[], None]:
         layers: list[torch.nn.Module] = []
         for _ in range(32):
             layers += [torch.nn.Linear(16, 16), torch.nn.ReLU()]
-        net = torch.nn.Sequential(*layers)
-        inp = torch.randn(4, 16)
+        net = torch.nn.Sequential(*layers).to(device)
+        inp = torch.randn(4, 16, device=device)
 
         def modules() -> None:
             net(inp).sum().backward()
             net.zero_grad()
         return modules
-    v = torch.randn(64)
+    v = torch.randn(64, device=device)
 
     def small() -> None:
         out = v
@@ -68,17 +74,20 @@ def _workload(name: str) -> Callable[[], None]:
     return small
 
 
-def measure(workload: str, rounds: int, block_steps: int, threads: int) -> dict[str, list[float]]:
-    """Per setting, each round's step time (s)."""
+def measure(workload: str, rounds: int, block_steps: int, threads: int, device: str = "cpu"
+            ) -> dict[str, list[float]]:
+    """Per setting, each round's step time (s); on a GPU a block's time runs until its last kernel ends."""
     import torch
     from torch.profiler import profile
 
     from tracer.record.profiler import quiet_kineto, torch_profiler_settings
 
     torch.set_num_threads(threads)
-    step = _workload(workload)
+    step = _workload(workload, device)
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     for _ in range(block_steps):  # (warm-up, unprofiled)
         step()
+    sync()
     out: dict[str, list[float]] = {s: [] for s in SETTINGS}
     rng = random.Random(0)
     for _ in range(rounds):
@@ -92,9 +101,11 @@ def measure(workload: str, rounds: int, block_steps: int, threads: int) -> dict[
                     prof.start()
                 for _ in range(3):
                     step()
+            sync()
             t = time.perf_counter()
             for _ in range(block_steps):
                 step()
+            sync()
             out[setting].append((time.perf_counter() - t) / block_steps)
             if prof is not None:
                 with quiet_kineto():
@@ -107,11 +118,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--block-steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda (adds big-mlp: a step that keeps the GPU busy)")
     args = ap.parse_args(argv)
+    workloads = WORKLOADS + (GPU_WORKLOADS if args.device.startswith("cuda") else ())
+    if args.device.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            print("stacks_overhead: --device cuda needs a GPU, and torch sees none", file=sys.stderr)
+            return 2
+        print(f"device: {torch.cuda.get_device_name(0)}")
     print(f"{'workload':<10} {'setting':<9} {'ms/step':>8} {'q1-q3 ms':>15} {'best ms':>8} {'vs profiler':>12} "
           f"{'best vs best':>12}")
-    for workload in WORKLOADS:
-        got = measure(workload, args.rounds, args.block_steps, args.threads)
+    for workload in workloads:
+        got = measure(workload, args.rounds, args.block_steps, args.threads, args.device)
         ratios = [s / p for s, p in zip(got["stacks"], got["profiler"], strict=True)]
         for setting in SETTINGS:
             ts = sorted(got[setting])
