@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from dash import html
 
-from tracer.analysis.source_code import SourceFiles
+from tracer.analysis.source_code import SourceFiles, candidates
 from tracer.dashboard import ids, row_table
 from tracer.dashboard.figures import fmt_duration
 from tracer.dashboard.model import TimelineView
@@ -94,7 +94,7 @@ class ConfinedSourceFiles(SourceFiles):
                 roots.append(r.resolve())
             except OSError:
                 continue
-        for c in [p] if p.is_absolute() else [r / p for r in roots]:
+        for c in candidates(p, roots):
             try:
                 real = c.resolve()
                 if any(real.is_relative_to(r) for r in roots) and real.is_file():

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -286,19 +286,34 @@ class SourceIndex:
         return self.text[line - 1].strip() if 0 < line <= len(self.text) else ""
 
 
+def candidates(file: Path, roots: Sequence[Path]) -> list[Path]:
+    """Where a frame's ``file`` may be, in order: a relative path under each root; an absolute one as it is where
+    it exists, else (a trace recorded on another machine: nsys names the script by its absolute path there) its
+    trailing parts under each root, the longest first (``/job/repo/tests/train.py`` →
+    ``ROOT/job/repo/tests/train.py`` … ``ROOT/train.py``)."""
+    if not file.is_absolute():
+        return [r / file for r in roots]
+    try:
+        if file.exists():
+            return [file]
+    except OSError:
+        pass
+    parts = file.parts[1:]
+    return [r / Path(*parts[k:]) for k in range(len(parts)) for r in roots]
+
+
 @dataclass
 class SourceFiles:
-    """Where the user's files are looked for: a frame's absolute path as it is; a relative one under each of
-    ``roots`` in turn (``--source-root``, the trace's folder, the run's working directory). Each file is read and
-    parsed once; one that cannot be (absent, too large, not Python) is None."""
+    """Where the user's files are looked for (:func:`candidates`): a frame's absolute path as it is, else its
+    trailing parts; a relative one under each of ``roots`` in turn (``--source-root``, the trace's folder, the
+    run's working directory). Each file is read and parsed once; one that cannot be (absent, too large, not
+    Python) is None."""
 
     roots: list[Path]
     _index: dict[str, SourceIndex | None] = field(default_factory=dict)
 
     def find(self, file: str) -> Path | None:
-        p = Path(os.path.expanduser(file))
-        candidates: Iterable[Path] = [p] if p.is_absolute() else [r / p for r in self.roots]
-        for c in candidates:
+        for c in candidates(Path(os.path.expanduser(file)), self.roots):
             try:
                 if c.is_file():
                     return c
@@ -387,9 +402,12 @@ class Sites:
 SITE_COLUMNS = ("file", "line", "function", "exact", "text", "in_loop", "frame")
 
 
-def sites(attribution: Attribution, events: pd.DataFrame, files: SourceFiles | None) -> Sites:
+def sites(attribution: Attribution, events: pd.DataFrame, files: SourceFiles | None,
+          current_lines: bool = False) -> Sites:
     """The line each attributed call came from (:class:`Sites`), read from the user's source through ``files``
-    (None: no file is read; every line is its frame's)."""
+    (None: no file is read; every line is its frame's). ``current_lines``: the frames name the line each was at
+    (Nsight Systems' backtraces, :mod:`tracer.parsers.nsys_stacks`), which is then the call's exact line where
+    the file can be read (its text and loop read from it); else the function's first (torch.profiler's)."""
     calls, frames = attribution.calls, attribution.frames
     # a run's children: each call's entry, and each user frame's entry into its parent
     kids = pd.concat([
@@ -427,6 +445,10 @@ def sites(attribution: Attribution, events: pd.DataFrame, files: SourceFiles | N
             read.add(file)
             scope = index.scope_of(line, str(f_func[frame]))
             if scope is None:
+                continue
+            if current_lines:
+                loop = scope.lines[line].in_loop if line in scope.lines else False
+                found += [(frame, e, line, loop) for e in k_entry[lo:hi]]
                 continue
             wants = tuple(k_want[lo:hi])
             # (a frame the profiler found running names the line it was at: the run resumes there)

@@ -28,6 +28,7 @@ from tracer.explain.findings import KINDS as FINDING_KINDS
 from tracer.explain.findings import covered
 from tracer.explain.graph import Graph
 from tracer.timeline import GPU_WORK_KINDS, Timeline, launch_links
+from tracer.timeline.meta import FRAME_LINES_CURRENT
 
 #: A finding kind in a few words, for a line's summary ("host sync ×49").
 SHORT: dict[str, str] = {
@@ -132,7 +133,7 @@ def read_sources(timeline: Timeline, rule: SourceRule | None = None, files: Sour
     where the user's files are read from, None for none: each line is then its function's first)."""
     ev = timeline.events
     a = attribute(ev, rule)
-    s = sites(a, ev, files)
+    s = sites(a, ev, files, timeline.meta.extra.get("frame_lines") == FRAME_LINES_CURRENT)
     note = None if not s.calls.empty else (NO_STACKS if not a.has_stacks else NO_USER_FRAMES)
     links = launch_links(ev)
     call_of = pd.Series(links["call_row"].to_numpy(np.int64), index=links["work_row"].to_numpy(np.int64))

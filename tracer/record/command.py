@@ -30,8 +30,8 @@ from tracer.files.atomic import gzip_in_place, no_room, publish_dir, temp_dir_be
 from tracer.job.oscalls import ends_with_parent
 from tracer.record import capture
 from tracer.record.derive import Derived, derive
-from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version
-from tracer.record.profiler import environment
+from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version, stack_args
+from tracer.record.profiler import environment, stacks_on
 from tracer.record.run import command_stem, sweep_left_behind
 
 BOOTSTRAP_DIR = Path(__file__).resolve().parent / "_bootstrap"
@@ -213,6 +213,7 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
         *(["--delay", f"{delay_s:g}"] if delay_s else []),
         *(["--duration", f"{duration_s:g}"] if duration_s else []),
     ]
+    window += stack_args(nsys, stacks_on())
     cmd = [nsys, *NSYS_COMMAND_ARGS, *window, "-o", str(tmp / "report"), *argv]
     t0 = time.perf_counter()
     child, previous_int, _ = spawn(cmd, None)

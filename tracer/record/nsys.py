@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from functools import lru_cache
 from pathlib import Path
 
 from tracer.errors import ToolMissingError
@@ -25,6 +27,33 @@ NSYS_PROFILE_ARGS = (
 #: the command starts, no CPU sampling or context switches; the whole run (a command has no
 #: cudaProfilerStart/Stop to bound it, unlike the scenarios).
 NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none", "--force-overwrite=true")
+
+
+#: Nsight Systems' Python backtrace of every CUDA API call (nsys 2023.2 and later), what ``tracer record --stacks
+#: --backend nsys`` adds where the installed nsys has it: the frames tracer's source lines read (parsers/nsys_stacks).
+PYTHON_BACKTRACE_ARGS = ("--python-backtrace=cuda",)
+
+
+@lru_cache(maxsize=8)
+def has_python_backtrace(nsys: str) -> bool:
+    """Whether ``nsys profile`` has ``--python-backtrace`` (its help names it)."""
+    try:
+        proc = subprocess.run([nsys, "profile", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--python-backtrace" in proc.stdout + proc.stderr
+
+
+def stack_args(nsys: str, stacks: bool) -> list[str]:
+    """The ``nsys profile`` options that record Python stacks where ``stacks`` asks for them; where the installed
+    nsys has no Python backtraces, none, and one line on stderr says the run will have no source lines."""
+    if not stacks:
+        return []
+    if has_python_backtrace(nsys):
+        return list(PYTHON_BACKTRACE_ARGS)
+    print(f"tracer: {nsys_version(nsys) or 'this nsys'} has no --python-backtrace: recording without Python "
+          "stacks (no source lines; a newer Nsight Systems, or --backend torch --stacks, has them)", file=sys.stderr)
+    return []
 
 
 def find_nsys() -> str:

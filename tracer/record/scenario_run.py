@@ -34,8 +34,8 @@ from tracer.job.oscalls import ends_with_parent
 from tracer.record import ranks
 from tracer.record.command import check_written, finish_run
 from tracer.record.derive import derive
-from tracer.record.nsys import NSYS_COMMAND_ARGS, NSYS_PROFILE_ARGS, export_nsys_sqlite, nsys_version
-from tracer.record.profiler import environment, export_trace, quiet_kineto, torch_profiler_settings
+from tracer.record.nsys import NSYS_COMMAND_ARGS, NSYS_PROFILE_ARGS, export_nsys_sqlite, nsys_version, stack_args
+from tracer.record.profiler import environment, export_trace, quiet_kineto, stacks_on, torch_profiler_settings
 from tracer.record.ranks import JOB, RESULT, RankOutcome, RanksFailedError, launch, rank_devices, with_tracer_on_path
 from tracer.record.run import RecordedRun, ScenarioFailedError, run_name, sweep_left_behind
 from tracer.scenarios import DeviceError, ScenarioError, ScenarioResult, parse_param_args, run_scenario
@@ -222,7 +222,8 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
              "--cuda-profiler-range", "--progress"]
     for k, v in params.items():
         child += ["--param", f"{k}={v}"]
-    cmd = [nsys, *NSYS_PROFILE_ARGS, "-o", str(tmp / "report"), *child]
+    args = [*NSYS_PROFILE_ARGS, *stack_args(nsys, stacks_on())]
+    cmd = [nsys, *args, "-o", str(tmp / "report"), *child]
     env = dict(os.environ)
     # the child must import the same tracer (and so tracer.scenarios) as this process: the folder above it
     root = str(Path(tracer.__file__).resolve().parent.parent)
@@ -247,7 +248,7 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
     stages["export"] = time.perf_counter() - t0
     if failed:
         raise ScenarioFailedError(f"{rep.name}", failed)
-    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_PROFILE_ARGS)}
+    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": args}
     return result, details
 
 
@@ -427,7 +428,8 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
            str(work), "--timeout", f"{timeout_s:g}"]
     for k, v in params.items():
         job += ["--param", f"{k}={v}"]
-    cmd = [nsys, *NSYS_COMMAND_ARGS, "-o", str(tmp / "report"), *job]
+    args = [*NSYS_COMMAND_ARGS, *stack_args(nsys, stacks_on())]
+    cmd = [nsys, *args, "-o", str(tmp / "report"), *job]
     env = with_tracer_on_path(dict(os.environ))
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, env=env)
@@ -445,5 +447,5 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
             raise TracerError(report.name, failed)
         if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
             gzip_in_place(sqlite)
-    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": list(NSYS_COMMAND_ARGS)}
+    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": args}
     return outcomes, wall, details

@@ -48,6 +48,10 @@ class StreamFlagTable(TypedDict):
     flag: list[str]
 
 
+#: ``TraceExtra["frame_lines"]`` of a timeline whose Python frames name the line each was at.
+FRAME_LINES_CURRENT = "current"
+
+
 class TraceExtra(TypedDict, total=False):
     """The keys of ``TraceMeta.extra``: each optional, each with its type. Grouped by who writes them; the
     order of a dict is the order its keys were set, not this one."""
@@ -82,6 +86,9 @@ class TraceExtra(TypedDict, total=False):
     session_start_utc_ns: int
     #: the nsys that exported the file (META_DATA_EXPORT)
     nsys_version: str
+    #: "current" where the timeline's ``python`` rows name the line each frame was at (nsys' Python backtraces,
+    #: :data:`FRAME_LINES_CURRENT`); absent where they name the function's first line (torch.profiler's stacks)
+    frame_lines: str
 
     # --- how it was read (tracer.parsers, tracer.files.storage, tracer.job)
     #: a stored timeline's own ``source``: the trace it was first parsed from
