@@ -47,6 +47,11 @@ FILL_PATTERNS: dict[str, dict[str, Any]] = {
 
 Window = tuple[int, int]
 
+#: Why the lanes' traces are built with ``_validate=False``: a figure checks every trace it is given (``go.Figure``
+#: and ``add_traces`` make each one again from its properties, validated), so checking them as they are built too
+#: did the work twice: a fifth of a zoom with thousands of hover texts (issue 39). Each is still checked once.
+TRACE_CHECKED = "by the figure that draws it"
+
 
 def fmt_duration(ns: float) -> str:
     """A duration in the unit that reads best: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
@@ -189,20 +194,20 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
                 )
             details[int(b)] = "<br>".join(lines)
     out = []
-    for b in range(len(blocks)):
+    # (plain Python numbers, not numpy scalars: a zoom has thousands of merged blocks, and numpy's scalar
+    # arithmetic was most of this function's time; the texts are the same)
+    labels = [c.label for c in CLASSES]
+    for b, (k, n, lo, hi, busy) in enumerate(zip(cls.tolist(), blocks.count.tolist(), blocks.start_ns.tolist(),
+                                                 blocks.end_ns.tolist(), blocks.busy_ns.tolist())):
         if b in details:
             out.append(details[b])
             continue
-        c = CLASSES[int(cls[b])]
-        lo, hi = blocks.start_ns[b], blocks.end_ns[b]
-        span = max(int(hi - lo), 1)
-        head = (
-            c.label if blocks.count[b] == 1 else f"{blocks.count[b]:,} × {c.label} (merged: zoom in for each)"
-        )
+        span = max(hi - lo, 1)
+        head = labels[k] if n == 1 else f"{n:,} × {labels[k]} (merged: zoom in for each)"
         out.append(
             f"<b>{head}</b><br>{lo / 1e6:.4f} – {hi / 1e6:.4f} ms"
-            f"<br>busy {fmt_duration(blocks.busy_ns[b])} of {fmt_duration(span)} "
-            f"({100 * blocks.busy_ns[b] / span:.0f}%)"
+            f"<br>busy {fmt_duration(busy)} of {fmt_duration(span)} "
+            f"({100 * busy / span:.0f}%)"
         )
     return out
 
@@ -273,6 +278,7 @@ def lane_traces(
             traces.append(
                 go.Scatter(
                     x=xs,
+                    _validate=False,  # (see TRACE_CHECKED)
                     y=ys.astype(np.float32),
                     mode="lines",
                     fill="toself",
@@ -318,6 +324,7 @@ def _fold_heatmaps(view: Any, rows: list[int], row_of: dict[int, int], window: W
         c = CLASSES[int(k)]
         r, g, b = (int(c.color[i : i + 2], 16) for i in (1, 3, 5))
         out.append(go.Heatmap(
+            _validate=False,  # (see TRACE_CHECKED)
             z=z, x=x, y=np.arange(lo, hi + 2) - 0.5, zmin=0, zmax=100, showscale=False, ygap=3,
             colorscale=[[0, f"rgba({r},{g},{b},0)"], [0.005, f"rgba({r},{g},{b},0.25)"], [1, f"rgb({r},{g},{b})"]],
             hovertemplate=f"<b>{escape_label(c.label)}</b> (a folded rank)<br>%{{x:.4f}} ms: busy %{{z}}%"
@@ -387,6 +394,7 @@ def _range_names(
         return None
     return go.Scatter(
         x=xs,
+        _validate=False,  # (see TRACE_CHECKED)
         y=ys,
         mode="text",
         text=texts,
@@ -412,6 +420,7 @@ def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> 
     hx = (x0[idx] + frac * (x1[idx] - x0[idx])) / 1e6
     return go.Scatter(
         x=hx,
+        _validate=False,  # (see TRACE_CHECKED)
         y=y[idx].astype(np.float32),
         # No markers are drawn (no DOM node per point), yet plotly.js hovers and clicks on the points.
         mode="none",
