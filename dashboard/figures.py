@@ -47,6 +47,11 @@ FILL_PATTERNS: dict[str, dict[str, Any]] = {
 
 Window = tuple[int, int]
 
+#: Why the lanes' traces are built with ``_validate=False``: a figure checks every trace it is given (``go.Figure``
+#: and ``add_traces`` make each one again from its properties, validated), so checking them as they are built too
+#: did the work twice: a fifth of a zoom with thousands of hover texts (issue 39). Each is still checked once.
+TRACE_CHECKED = "by the figure that draws it"
+
 
 def fmt_duration(ns: float) -> str:
     """A duration in the unit that reads best: 850 ns, 12.3 µs, 4.56 ms, 1.23 s."""
@@ -189,20 +194,20 @@ def _hover_texts(view: TimelineView, blocks: Blocks, src: np.ndarray, cls: np.nd
                 )
             details[int(b)] = "<br>".join(lines)
     out = []
-    for b in range(len(blocks)):
+    # (plain Python numbers, not numpy scalars: a zoom has thousands of merged blocks, and numpy's scalar
+    # arithmetic was most of this function's time; the texts are the same)
+    labels = [c.label for c in CLASSES]
+    for b, (k, n, lo, hi, busy) in enumerate(zip(cls.tolist(), blocks.count.tolist(), blocks.start_ns.tolist(),
+                                                 blocks.end_ns.tolist(), blocks.busy_ns.tolist())):
         if b in details:
             out.append(details[b])
             continue
-        c = CLASSES[int(cls[b])]
-        lo, hi = blocks.start_ns[b], blocks.end_ns[b]
-        span = max(int(hi - lo), 1)
-        head = (
-            c.label if blocks.count[b] == 1 else f"{blocks.count[b]:,} × {c.label} (merged: zoom in for each)"
-        )
+        span = max(hi - lo, 1)
+        head = labels[k] if n == 1 else f"{n:,} × {labels[k]} (merged: zoom in for each)"
         out.append(
             f"<b>{head}</b><br>{lo / 1e6:.4f} – {hi / 1e6:.4f} ms"
-            f"<br>busy {fmt_duration(blocks.busy_ns[b])} of {fmt_duration(span)} "
-            f"({100 * blocks.busy_ns[b] / span:.0f}%)"
+            f"<br>busy {fmt_duration(busy)} of {fmt_duration(span)} "
+            f"({100 * busy / span:.0f}%)"
         )
     return out
 
@@ -273,6 +278,7 @@ def lane_traces(
             traces.append(
                 go.Scatter(
                     x=xs,
+                    _validate=False,  # (see TRACE_CHECKED)
                     y=ys.astype(np.float32),
                     mode="lines",
                     fill="toself",
@@ -318,6 +324,7 @@ def _fold_heatmaps(view: Any, rows: list[int], row_of: dict[int, int], window: W
         c = CLASSES[int(k)]
         r, g, b = (int(c.color[i : i + 2], 16) for i in (1, 3, 5))
         out.append(go.Heatmap(
+            _validate=False,  # (see TRACE_CHECKED)
             z=z, x=x, y=np.arange(lo, hi + 2) - 0.5, zmin=0, zmax=100, showscale=False, ygap=3,
             colorscale=[[0, f"rgba({r},{g},{b},0)"], [0.005, f"rgba({r},{g},{b},0.25)"], [1, f"rgb({r},{g},{b})"]],
             hovertemplate=f"<b>{escape_label(c.label)}</b> (a folded rank)<br>%{{x:.4f}} ms: busy %{{z}}%"
@@ -387,6 +394,7 @@ def _range_names(
         return None
     return go.Scatter(
         x=xs,
+        _validate=False,  # (see TRACE_CHECKED)
         y=ys,
         mode="text",
         text=texts,
@@ -412,6 +420,7 @@ def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> 
     hx = (x0[idx] + frac * (x1[idx] - x0[idx])) / 1e6
     return go.Scatter(
         x=hx,
+        _validate=False,  # (see TRACE_CHECKED)
         y=y[idx].astype(np.float32),
         # No markers are drawn (no DOM node per point), yet plotly.js hovers and clicks on the points.
         mode="none",
@@ -605,7 +614,7 @@ def timeline_figure(
         view = prepare(view)
     window = clamp_window(view, window)
     drawn = lane_traces(view, window, width_px, lanes=lanes)
-    fig = go.Figure(data=drawn.traces)
+    traces = list(drawn.traces)
     shapes = _lane_shapes(drawn.rows, "y", "x")
     annotations: list[dict[str, Any]] = []
     link = launch_of(view, highlight) if highlight is not None else None
@@ -613,23 +622,23 @@ def timeline_figure(
         outlines, arrow = _highlight(view, drawn, link, "x", "y")
         shapes += outlines
         if arrow is not None:
-            fig.add_trace(arrow)
+            traces.append(arrow)
     path_blocks = path_crossed = 0
     if path is not None and len(path):
         line = path_trace(view, drawn, path, window, width_px)
         if line is not None:
-            fig.add_trace(line)
+            traces.append(line)
             path_blocks = len(line.x) // 3
             path_crossed = rows_crossed(line)
     outlined = 0
     if outline is not None:  # (last: the timeline page replaces this trace alone when only the line changes)
         trace, outlined = outline_trace(view, drawn.row_of, outline, window, width_px)
-        fig.add_trace(trace)
+        traces.append(trace)
     if not drawn.rows:
         annotations.append(
             dict(text="No lanes selected", xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False)
         )
-    fig.update_layout(
+    layout = dict(
         **_base_layout(max(220, ROW_PX * len(drawn.rows) + 90)),
         # A new revision per window: the server's range always replaces whatever the user's last zoom,
         # pan or double-click (autorange) left, while layout.uirevision keeps legend toggles.
@@ -647,6 +656,9 @@ def timeline_figure(
             path_blocks=path_blocks, path_rows_crossed=path_crossed, outlined=outlined,
         ),
     )
+    # (the traces and the layout given at once: a figure made and then updated went through plotly's update
+    # machinery, ~15 ms a zoom, and each trace added was checked as it came)
+    fig = go.Figure(data=traces, layout=layout)
     return fig
 
 

@@ -100,3 +100,46 @@ def test_nesting_depth_of_ranges():
     starts = np.array([0, 10, 20, 60])
     ends = np.array([100, 50, 30, 90])
     assert nesting_depth(starts, ends).tolist() == [0, 1, 2, 1]
+
+
+def test_a_view_s_blocks_are_those_of_every_interval_of_its_rows():
+    # TimelineView.blocks_in reads only the intervals near the window (two binary searches per group); its blocks
+    # must be merge_blocks' of all the rows' intervals, on a real run and on nested, overlapping, instant ones
+    from pathlib import Path
+
+    from tracer.analysis.drawing import N_CLASSES, Row, TimelineView, prepare
+    from tracer.parsers import load_trace
+    from tracer.timeline import Timeline, TraceMeta, empty_events
+
+    real = prepare(load_trace(Path(__file__).parent / "data" / "mlp_train_200.json.gz", cache=False))
+    rng = np.random.default_rng(39)
+    n = 5000
+    s = rng.integers(0, 10**6, n)
+    e = s + rng.choice([0, 1, 50, 3000, 200_000], n)  # instant markers, short, long (overlapping) intervals
+    g = rng.integers(0, 4, n) * N_CLASSES + rng.integers(0, 2, n)
+    # and a sparse group whose instant marker at 500_000 reaches furthest of its group so far
+    s = np.append(s, [10, 500_000, 700_000])
+    e = np.append(e, [20, 500_000, 800_000])
+    g = np.append(g, [3 * N_CLASSES + 5] * 3)
+    n += 3
+    o = sort_order(g, s)
+    rows = [Row(f"l{i}", "l", "s", "l", -1) for i in range(4)]
+    made = TimelineView(Timeline(empty_events(), TraceMeta("kineto")), 0, int(e.max()), rows, [], s[o], e[o], g[o],
+                        np.arange(n)[o])
+    for view in (real, made):
+        span = view.span_ns
+        every = list(range(len(view.rows)))
+        marks = [500_000] if view is made else []  # windows from an instant marker, to one
+        for chosen in (every, every[::2], every[1:2]):
+            cs, ce, cg, pos = view.select(chosen)
+            for t0, t1 in [(0, span), (-span, 2 * span), (span // 3, span // 3 + span // 50), (span, span + 10),
+                           *((m, m + span // 10) for m in marks), *((m - span // 10, m) for m in marks),
+                           *((int(a), int(a) + int(w)) for a, w in zip(rng.integers(-1000, span, 20),
+                                                                       rng.integers(1, span // 4, 20)))]:
+                for px in ((t1 - t0) / 1400, (t1 - t0) / 50):
+                    got, src = view.blocks_in(chosen, t0, t1, px)
+                    want = merge_blocks(cs, ce, cg, t0, t1, px)
+                    for f in ("group", "start_ns", "end_ns", "count", "busy_ns"):
+                        assert np.array_equal(getattr(got, f), getattr(want, f)), (f, t0, t1)
+                    assert got.n_in_window == want.n_in_window
+                    assert np.array_equal(src, view.src[pos[want.first]])

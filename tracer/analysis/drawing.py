@@ -32,7 +32,7 @@ import pandas as pd
 from tracer.analysis import intervals as iv
 from tracer.analysis.comm import Collectives, DeviceComm, collectives, device_comm
 from tracer.analysis.launches import LaunchStat, launch_table
-from tracer.analysis.lod import Blocks, busy_fraction, merge_blocks
+from tracer.analysis.lod import Blocks, busy_fraction, merge_blocks, running_max
 from tracer.analysis.overlap import IDLE, DeviceOverlap, all_device_sets, device_overlap
 from tracer.timeline import COPY_KINDS, KINDS, DeviceKey, Timeline, device_title, is_multi_rank
 from tracer.timeline.keys import ranks
@@ -238,9 +238,38 @@ class TimelineView:
         """The merged blocks (:func:`tracer.analysis.lod.merge_blocks`) of ``rows`` over [``t0``, ``t1``) (ns since
         ``t0_ns``) at ``ns_per_px``, and each block's first interval's events row (-1: a band's or folded lane's
         piece)."""
-        s, e, g, pos = self.select(rows)
-        blocks = merge_blocks(s, e, g, t0, t1, ns_per_px)
+        pos = self.near(rows, t0, t1)
+        blocks = merge_blocks(self.start_ns[pos], self.end_ns[pos], self.group[pos], t0, t1, ns_per_px)
         return blocks, self.src[pos[blocks.first]]
+
+    def near(self, rows: list[int], t0: int, t1: int) -> np.ndarray:
+        """Positions, in (group, start) order, of the intervals of ``rows`` from the first whose group reaches
+        ``t0`` (:attr:`reach`) to the last that starts before ``t1``: every interval that touches the window and
+        few others. Two binary searches per group: a zoom into a rank of a million intervals no longer gathers
+        and tests all of them (a third of an unfolded rank's zoom, issue 39)."""
+        bounds = self.group_bounds.reshape(len(self.rows), N_CLASSES, 2)[rows].reshape(-1, 2)
+        bounds = bounds[bounds[:, 1] > bounds[:, 0]]
+        if not bounds.size:
+            return np.empty(0, dtype=np.int64)
+        reach, starts = self.reach, self.start_ns
+        a = np.empty(len(bounds), dtype=np.int64)
+        b = np.empty(len(bounds), dtype=np.int64)
+        for i, (lo, hi) in enumerate(bounds.tolist()):
+            # (>= t0: an instant marker at t0 touches the window; see tracer.analysis.lod)
+            a[i] = lo + np.searchsorted(reach[lo:hi], t0, side="left")
+            b[i] = lo + np.searchsorted(starts[lo:hi], t1, side="left")
+        n = np.maximum(b - a, 0)
+        total = int(n.sum())
+        if not total:
+            return np.empty(0, dtype=np.int64)
+        pos: np.ndarray = np.repeat(a, n) + (np.arange(total) - np.repeat(np.cumsum(n) - n, n))
+        return pos
+
+    @cached_property
+    def reach(self) -> np.ndarray:
+        """Per interval, the latest end of its group's intervals up to it (a running maximum per group, so sorted
+        within each group as the starts are): intervals before the first that reaches ``t0`` all end before it."""
+        return running_max(self.end_ns, self.group)
 
     def event_rows(self, src: np.ndarray) -> pd.DataFrame:
         """The timeline's rows at positions ``src`` (all >= 0), in that order."""

@@ -119,20 +119,38 @@ def merge_blocks(
 _NONE = np.iinfo(np.int64).min // 4
 
 
+def running_max(values: np.ndarray, segment: np.ndarray) -> np.ndarray:
+    """For each element, the maximum of its segment's elements up to it (itself included).
+
+    ``segment`` ids are non-decreasing. One pass: offsetting each segment by more than any value's range keeps
+    the running maximum from carrying over from one segment into the next.
+    """
+    values = np.asarray(values, dtype=np.int64)
+    if not values.size:
+        empty: np.ndarray = values.copy()
+        return empty
+    low = int(values.min())
+    span = int(values.max()) - low + 1
+    seg = np.asarray(segment, dtype=np.int64)
+    seg = seg - int(seg[0])
+    if int(seg[-1]) < (2**62) // span:
+        shifted = seg * span + (values - low)
+        out: np.ndarray = np.maximum.accumulate(shifted) - seg * span + low
+        return out
+    # astronomically long spans with very many segments: slower but overflow-free
+    import pandas as pd
+
+    cummax: np.ndarray = pd.Series(values).groupby(seg).cummax().to_numpy()
+    return cummax
+
+
 def _prev_running_max(values: np.ndarray, segment: np.ndarray) -> np.ndarray:
     """For each element, the maximum of the earlier elements of its segment (``_NONE`` for a segment's first).
 
-    ``values`` are non-negative and ``segment`` ids non-decreasing. One pass: offsetting each segment by more
-    than any value keeps the running maximum from carrying over from one segment into the next.
+    ``values`` are non-negative and ``segment`` ids non-decreasing (:func:`running_max`, shifted by one).
     """
-    span = int(values.max()) + 1 if values.size else 1
     seg = segment.astype(np.int64)
-    if int(seg[-1]) < (2**62) // span:
-        running = np.maximum.accumulate(seg * span + values) - seg * span
-    else:  # astronomically long windows with very many segments: slower but overflow-free
-        import pandas as pd
-
-        running = pd.Series(values).groupby(seg).cummax().to_numpy()
+    running = running_max(values, seg)
     out = np.empty_like(running)
     out[0] = _NONE
     out[1:] = running[:-1]
