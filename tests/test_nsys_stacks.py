@@ -3,6 +3,8 @@ Python backtraces where the installed nsys has them, and says so in one line whe
 
 from __future__ import annotations
 
+import gzip
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -11,10 +13,14 @@ import pytest
 
 from tracer.analysis.source import SourceRule, attribute
 from tracer.analysis.source_code import SourceFiles, candidates, sites
+from tracer.explain.lines import read_sources
+from tracer.parsers import load_trace
 from tracer.parsers.nsys_stacks import frame_name, frame_rows
 from tracer.record import nsys as nsys_mod
 from tracer.record.nsys import PYTHON_BACKTRACE_ARGS, has_python_backtrace, stack_args
 from tracer.timeline import build_events
+
+DATA = Path(__file__).parent / "data"
 
 HELP = """#!{python}
 import sys
@@ -76,6 +82,14 @@ def test_consecutive_calls_share_the_frames_they_have_in_common() -> None:
     assert names.index("x") < names.index("y") and names.index("main") < names.index("step:28")
 
 
+def test_a_call_without_a_backtrace_ends_the_frames_unless_it_is_inside_the_call_before() -> None:
+    # 0-10 backtraced; 2-4 inside it (a driver call); 20-30 no backtrace: main's line is unknown there; 40-50 again
+    start, end = np.array([0, 2, 20, 40]), np.array([10, 4, 30, 50])
+    s, e, pos, names = frame_rows(start, end, np.zeros(4), [("main", "f"), (), (), ("main", "f")])
+    assert list(zip(names, s.tolist(), e.tolist(), strict=True)) == [("main", 0, 10), ("f", 0, 10), ("main", 40, 50),
+                                                                     ("f", 40, 50)]
+
+
 def test_frames_do_not_run_across_threads_or_out_of_order_input() -> None:
     # the same stack on two threads, given out of time order: two runs, each on its own thread
     start, end = np.array([10, 0, 5]), np.array([12, 2, 7])
@@ -120,3 +134,84 @@ def test_an_absolute_path_from_another_machine_is_found_by_its_trailing_parts(tm
     here = tmp_path / "tests" / "train.py"
     assert candidates(here, [tmp_path / "elsewhere"]) == [here]  # (a file that exists is that file, nothing else)
     assert candidates(Path("a/b.py"), [tmp_path]) == [tmp_path / "a" / "b.py"]
+
+
+# ---- an export with Python backtraces ----------------------------------------------------------------------------
+
+CALLCHAINS = """CREATE TABLE CUDA_CALLCHAINS (id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL,
+    unresolved INTEGER, originalIP INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth))"""
+
+
+def _with_backtraces(tmp_path: Path, every: int = 3) -> tuple[Path, list[tuple[int, int, int]]]:
+    """The real compute-copy export with a Python backtrace on every ``every``-th runtime call: a backtrace record
+    (a RUNTIME row of event class 67 repeating the call) pointing at a chain of a native frame, ``train.py``'s
+    ``main`` at line 40 and ``step`` at line 20 + (the call's index % 3). Returns the file and, per backtraced
+    call, (start, correlation id, step's line)."""
+    path = tmp_path / "bt.sqlite"
+    path.write_bytes(gzip.open(DATA / "nsys_compute_copy.sqlite.gz").read())
+    con = sqlite3.connect(path)
+    con.execute(CALLCHAINS)
+    next_id = con.execute("SELECT MAX(id) FROM StringIds").fetchone()[0] + 1
+    strings: dict[str, int] = {}
+
+    def sid(text: str) -> int:
+        nonlocal next_id
+        if text not in strings:
+            con.execute("INSERT INTO StringIds VALUES (?, ?)", (next_id, text))
+            strings[text], next_id = next_id, next_id + 1
+        return strings[text]
+
+    calls = con.execute("SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                        "WHERE eventClass = 0 ORDER BY start").fetchall()
+    made = []
+    for i, (start, end, gtid, corr, name) in enumerate(calls[::every]):
+        line = 20 + i % 3
+        chain = [("cudaLaunchKernel", "libcudart.so.13"), ("step", f"/job/checkout/train.py:{line}"),
+                 ("main", "/job/checkout/train.py:40"), ("<module>", "/job/checkout/train.py:44")]
+        for depth, (symbol, module) in enumerate(chain):
+            con.execute("INSERT INTO CUDA_CALLCHAINS VALUES (?, ?, ?, NULL, 0, ?)", (i + 1, sid(symbol),
+                                                                                    sid(module), depth))
+        con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 67, ?, ?, ?, 0, ?)",
+                    (start, end, gtid, corr, name, i + 1))
+        made.append((start, corr, line))
+    con.commit()
+    con.close()
+    return path, made
+
+
+def test_backtrace_records_are_not_calls_and_their_frames_nest_over_the_calls(tmp_path: Path) -> None:
+    plain = load_trace(DATA / "nsys_compute_copy.sqlite.gz", cache=False).events
+    path, made = _with_backtraces(tmp_path)
+    t = load_trace(path, cache=False)
+    ev = t.events
+    host_calls = ev["kind"].isin(["runtime", "driver"])
+    assert host_calls.sum() == plain["kind"].isin(["runtime", "driver"]).sum()  # (no call counted twice)
+    assert (ev[~ev["kind"].eq("python")].drop(columns=[]).shape[0]) == len(plain)
+    frames = ev[ev["kind"] == "python"]
+    assert set(frames["name"].astype(str)) == {"/job/checkout/train.py(44): <module>", "/job/checkout/train.py(40): main",
+                                               *(f"/job/checkout/train.py({n}): step" for n in (20, 21, 22))}
+    assert t.meta.extra.get("frame_lines") == "current"
+    # every backtraced call sits under its step frame, with the line it was made from
+    a = attribute(ev, SourceRule())
+    s = sites(a, ev, SourceFiles([]), current_lines=True).calls
+    runtime = ev[(ev["kind"] == "runtime")]
+    by_corr = dict(zip(runtime["correlation"].astype("int64"), runtime.index, strict=True))
+    lines = {corr: int(s.at[by_corr[corr], "line"]) for _, corr, _ in made if by_corr.get(corr) in s.index}
+    assert lines == {corr: line for _, corr, line in made}
+    assert (s.loc[list(lines.values()) and [by_corr[c] for c in lines], "function"] == "step").all()
+
+
+def test_an_export_without_backtraces_keeps_its_calls_and_has_no_frames() -> None:
+    t = load_trace(DATA / "nsys_compute_copy.sqlite.gz", cache=False)
+    assert not (t.events["kind"] == "python").any() and "frame_lines" not in t.meta.extra
+
+
+def test_a_backtrace_s_file_is_read_from_the_checkout_it_was_recorded_in(tmp_path: Path) -> None:
+    """nsys names the script by its absolute path on the GPU machine: here, under another folder, `tracer lines`
+    still reads each line's text from the copy beside the trace."""
+    path, made = _with_backtraces(tmp_path)
+    (tmp_path / "train.py").write_text("".join(f"# line {n}\n" for n in range(1, 19))
+                                       + "def step():\n    a()\n    b()\n    c()\n" + "\n" * 16 + "main()\n")
+    t = load_trace(path, cache=False)
+    got = read_sources(t, files=SourceFiles([tmp_path])).sites.calls
+    assert set(got["text"]) == {"a()", "b()", "c()"} and got["exact"].all()

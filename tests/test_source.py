@@ -260,12 +260,6 @@ def test_stacks_are_off_unless_asked(monkeypatch):
     assert stacks_on() is STACKS_DEFAULT
 
 
-def test_stacks_with_the_nsys_back_end_are_refused(capsys, monkeypatch):
-    monkeypatch.delenv(ENV_STACKS, raising=False)
-    assert main(["record", "--stacks", "--backend", "nsys", "compute-copy"]) == 2
-    assert "--stacks" in capsys.readouterr().err
-
-
 SCRIPT = """import torch
 
 

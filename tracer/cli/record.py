@@ -147,9 +147,6 @@ def record(
     The directory appears complete or not at all (Ctrl-C or a failing correctness check leave nothing).
     """
     if stacks is not None:
-        if stacks and backend == "nsys":
-            raise UsageError("--stacks", "records torch.profiler's Python stacks: give --backend torch (tracer does "
-                             "not read Nsight Systems' Python backtraces yet)")
         # (every process the recording starts reads it: this one's scenario, a command's, a job's ranks)
         os.environ[ENV_STACKS] = "1" if stacks else "0"
     command = (ctx.obj or {}).get("command")

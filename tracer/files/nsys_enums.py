@@ -55,6 +55,9 @@ MEM_KIND_UNKNOWN: Final = 7
 #: ENUM_NSYS_EVENT_CLASS: nsys 2024+ keeps CUDA runtime and driver calls in one table, told apart by this
 EVENT_CLASS_RUNTIME: Final = 0  # TRACE_PROCESS_EVENT_CUDA_RUNTIME
 EVENT_CLASS_DRIVER: Final = 1  # TRACE_PROCESS_EVENT_CUDA_DRIVER
+#: a backtrace record (``--cudabacktrace``, ``--python-backtrace=cuda``): a row of the RUNTIME table that repeats
+#: a call's thread, interval and correlation id to carry its callchainId; not a call of its own
+EVENT_CLASS_BACKTRACE: Final = 67  # TRACE_PROCESS_EVENT_CUDABACKTRACE
 #: ENUM_NSYS_EVENT_TYPE of NVTX_EVENTS rows
 NVTX_MARK: Final = 34  # NvtxMark
 NVTX_PUSHPOP: Final = 59  # NvtxPushPopRange

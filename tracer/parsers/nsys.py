@@ -22,6 +22,7 @@ import pandas as pd
 from tracer.errors import ToolMissingError, TraceFormatError
 from tracer.files.nsys_enums import (
     COPY_KIND_BY_OPER,
+    EVENT_CLASS_BACKTRACE,
     EVENT_CLASS_DRIVER,
     MEM_KIND_LABEL,
     NVTX_MARK,
@@ -31,6 +32,7 @@ from tracer.files.nsys_enums import (
 )
 from tracer.files.sqlite_bounds import open_bounded, schema_objects
 from tracer.parsers import unpacked_sqlite
+from tracer.parsers.nsys_stacks import python_frames, split_global_id
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
     COPY_KINDS,
@@ -49,6 +51,7 @@ from tracer.timeline import (
     validate,
 )
 from tracer.timeline.comm import mark_by_name
+from tracer.timeline.meta import FRAME_LINES_CURRENT
 from tracer.vocabulary import GPU_WORK_KINDS
 
 #: A quoted column name inside an SQL expression of :func:`_read_rows`'s spec.
@@ -57,17 +60,12 @@ _COLUMN_RE = re.compile(r'"([^"]+)"')
 _REQUIRED_ANY = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
 
 
-def split_global_id(gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """nsys' serialized globalTid → (pid, tid): pid in bits 24–47, tid in bits 0–23."""
-    gid = gid.astype(np.int64)
-    return (gid >> 24) & 0xFFFFFF, gid & 0xFFFFFF
-
-
 #: Every table the parser reads. A file where one of them is not a plain table (a view, a virtual table, computed
 #: columns: nsys writes none) is refused: reading it would run a query of the file's choosing, which may never end.
 READ_TABLES = frozenset({
     "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "TRACER_EVENTS",
+    "CUDA_CALLCHAINS",
     "NVTX_EVENTS", "TRACER_META", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
     "TARGET_INFO_CUDA_STREAM", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "ThreadNames", "PROCESSES",
     "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT",
@@ -316,6 +314,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         part["bytes"] = s["bytes"].astype("Int64").to_numpy()
         parts.append(part)
 
+    calls: list[pd.DataFrame] = []  # the CUDA calls as read, for their Python backtraces
+    backtraces: list[pd.DataFrame] = []  # backtrace records (the calls' callchains), not calls
     for table, kind in (("CUPTI_ACTIVITY_KIND_RUNTIME", "runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "driver")):
         if table in tables:
             # nsys 2024+ stores driver API calls in the RUNTIME table too, told apart by eventClass
@@ -324,13 +324,22 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
                 con, table, kind,
                 {"start": ('"start"', TIME), "end": ('"end"', TIME), "globalTid": ('"globalTid"', OPT),
                  "correlationId": ('"correlationId"', OPT), "nameId": ('"nameId"', OPT),
-                 "eventClass": ('"eventClass"', OPT)},
-                skipped, missing_ok=("eventClass",),
+                 "eventClass": ('"eventClass"', OPT), "callchainId": ('"callchainId"', OPT)},
+                skipped, missing_ok=("eventClass", "callchainId"),
             )
+            backtrace = (r["eventClass"] == EVENT_CLASS_BACKTRACE).to_numpy()
+            if backtrace.any():
+                backtraces.append(r[backtrace])
+                r = r[~backtrace].reset_index(drop=True)
+            calls.append(r)
             pid, tid = split_global_id(r["globalTid"].fillna(0).to_numpy())
             part = _host_part(r, kind, names(r["nameId"]), pid, tid, r["correlationId"])
             part["kind"] = np.where(r["eventClass"].to_numpy() == EVENT_CLASS_DRIVER, "driver", kind).tolist()
             parts.append(part)
+
+    frames = python_frames(con, tables, strings, calls, backtraces)
+    if frames is not None:
+        parts.append(frames)
 
     if "TRACER_EVENTS" in tables:
         # tracer's own table in files it exported: the timeline rows nsys has no table for (framework ops ...)
@@ -388,6 +397,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
+    if frames is not None:
+        meta.extra["frame_lines"] = FRAME_LINES_CURRENT
     nsys_rows = [part for part in parts if part.get("from_tracer_events") is None]
     if not _restore_ranks(con, tables, nsys_rows) and not _own_rank(meta, nsys_rows):
         _process_ranks(nsys_rows, notes)
