@@ -14,6 +14,7 @@ import pytest
 from tracer.analysis.source import SourceRule, attribute
 from tracer.analysis.source_code import SourceFiles, candidates, sites
 from tracer.explain.lines import read_sources
+from tracer.exporters import export_timeline
 from tracer.parsers import load_trace
 from tracer.parsers.nsys_stacks import frame_name, frame_rows
 from tracer.record import nsys as nsys_mod
@@ -215,3 +216,17 @@ def test_a_backtrace_s_file_is_read_from_the_checkout_it_was_recorded_in(tmp_pat
     t = load_trace(path, cache=False)
     got = read_sources(t, files=SourceFiles([tmp_path])).sites.calls
     assert set(got["text"]) == {"a()", "b()", "c()"} and got["exact"].all()
+
+
+@pytest.mark.parametrize(("fmt", "name"), [("nsys-sqlite", "out.sqlite"), ("chrome", "out.json"),
+                                           ("parquet", "out.parquet")])
+def test_exported_backtrace_frames_keep_their_lines(tmp_path: Path, fmt: str, name: str) -> None:
+    """Read back from any export, the frames still name the lines the calls were made from (a Chrome trace says so
+    in tracer's header: read as torch.profiler's frames, lines would go astray)."""
+    path, _ = _with_backtraces(tmp_path)
+    t = load_trace(path, cache=False)
+    export_timeline(t, tmp_path / name, fmt)
+    back = load_trace(tmp_path / name, cache=False)
+    assert back.meta.extra.get("frame_lines") == "current"
+    lines = [sorted(read_sources(x).sites.calls["line"].tolist()) for x in (t, back)]
+    assert lines[0] == lines[1] and set(lines[0]) == {20, 21, 22}

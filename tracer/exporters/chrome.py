@@ -260,6 +260,8 @@ def build(
         "deviceProperties": [{"id": d, "name": n} for d, n in sorted(timeline.meta.gpu_names.items())],
         "tracer": {"version": tracer_version(), "source_format": timeline.meta.format},
     }
+    if timeline.meta.extra.get("frame_lines") is not None:  # (read back by the Kineto parser: how to read the frames)
+        header["tracer"]["frame_lines"] = timeline.meta.extra["frame_lines"]
     if single_rank and len(ranks) and int(ranks[0]) != 0:
         header["distributedInfo"] = {"rank": int(ranks[0])}
     if not single_rank:

@@ -29,6 +29,7 @@ from tracer.parsers.kineto_scan import KinetoPart, Scan, TraceFields, merge_part
 from tracer.parsers.load import load_trace, without_impossible_rows, worded
 from tracer.timeline import COLUMNS, CudaSyncTable, Timeline, TraceMeta, build_events, validate
 from tracer.timeline.comm import mark_by_name
+from tracer.timeline.meta import FRAME_LINES_CURRENT
 from tracer.vocabulary import CLOCK_UNIX
 
 
@@ -252,6 +253,9 @@ def _build(scan: Scan, trace: TraceFields, skipped: Counter[str], source: str) -
         meta.extra["cuda_runtime_version"] = trace.cuda_runtime_version
     if trace.distributedInfo is not None:
         meta.extra["distributed_info"] = trace.distributedInfo
+    # (a Chrome trace tracer exported from an nsys one: its frames name the line each was at)
+    if type(trace.tracer) is dict and trace.tracer.get("frame_lines") == FRAME_LINES_CURRENT:
+        meta.extra["frame_lines"] = FRAME_LINES_CURRENT
     if skipped:
         meta.extra["skipped"] = dict(sorted(skipped.items()))
     if ignored:

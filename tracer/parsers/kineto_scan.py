@@ -162,6 +162,8 @@ class TraceFields(msgspec.Struct):
     cuda_driver_version: Any = None
     cuda_runtime_version: Any = None
     distributedInfo: Any = None
+    #: tracer's own header in the Chrome traces it exports (its version; how its Python frames name lines)
+    tracer: Any = None
 
 
 class _TraceTail(msgspec.Struct):
@@ -177,6 +179,7 @@ class _TraceTail(msgspec.Struct):
     cuda_driver_version: Any = msgspec.UNSET
     cuda_runtime_version: Any = msgspec.UNSET
     distributedInfo: Any = msgspec.UNSET
+    tracer: Any = msgspec.UNSET
 
 
 class _LooseTraceTail(_TraceTail):
