@@ -4,6 +4,7 @@ Python backtraces where the installed nsys has them, and says so in one line whe
 from __future__ import annotations
 
 import gzip
+import json
 import sqlite3
 import sys
 from pathlib import Path
@@ -16,27 +17,38 @@ from tracer.analysis.source_code import SourceFiles, candidates, sites
 from tracer.explain.lines import read_sources
 from tracer.exporters import export_timeline
 from tracer.parsers import load_trace
-from tracer.parsers.nsys_stacks import frame_name, frame_rows
+from tracer.parsers.nsys_stacks import BACKTRACE_DOMAIN, frame_name, frame_rows
 from tracer.record import nsys as nsys_mod
-from tracer.record.nsys import PYTHON_BACKTRACE_ARGS, has_python_backtrace, stack_args
+from tracer.record.nsys import (
+    NSYS_COMMAND_ARGS,
+    PYTHON_BACKTRACE_ARGS,
+    export_nsys_sqlite,
+    has_python_backtrace,
+    with_stacks,
+)
 from tracer.timeline import build_events
 
 DATA = Path(__file__).parent / "data"
 
 HELP = """#!{python}
-import sys
-if sys.argv[1:] == ["--version"]:
+import json, sys
+args = sys.argv[1:]
+open({log!r}, "a").write(json.dumps(args) + "\\n")
+if args == ["--version"]:
     print("NVIDIA Nsight Systems version {version}"); sys.exit(0)
-if sys.argv[1:] == ["profile", "--help"]:
-    print("usage: nsys profile [<args>] [application] [<application args>]")
+if args[1:] == ["--help"]:
+    print("usage: nsys " + args[0] + " [<args>]")
     print({help_line!r}); sys.exit(0)
+if args[0] == "export":
+    open(args[args.index("-o") + 1], "w").write("x"); sys.exit(0)
 sys.exit(3)
 """
 
 
 def _nsys(tmp_path: Path, version: str, help_line: str) -> str:
     exe = tmp_path / f"nsys-{version}"
-    exe.write_text(HELP.format(python=sys.executable, version=version, help_line=help_line))
+    exe.write_text(HELP.format(python=sys.executable, version=version, help_line=help_line,
+                               log=str(tmp_path / "calls.log")))
     exe.chmod(0o755)
     return str(exe)
 
@@ -44,19 +56,23 @@ def _nsys(tmp_path: Path, version: str, help_line: str) -> str:
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
     has_python_backtrace.cache_clear()
+    nsys_mod._export_has_json.cache_clear()
 
 
 def test_an_nsys_with_python_backtraces_is_asked_for_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     exe = _nsys(tmp_path, "2025.3.1", "   --python-backtrace=<cuda|none>  Collect Python backtrace event ...")
-    assert stack_args(exe, True) == list(PYTHON_BACKTRACE_ARGS) == ["--python-backtrace=cuda"]
-    assert stack_args(exe, False) == []
+    got = with_stacks(NSYS_COMMAND_ARGS, exe, True)
+    # nsys takes a Python backtrace only with the call's own backtrace and CPU sampling on
+    assert got[-3:] == list(PYTHON_BACKTRACE_ARGS) and "--sample=process-tree" in got and "--sample=none" not in got
+    assert {"--python-backtrace=cuda", "--cudabacktrace=all"} <= set(got) and got[:3] == ["profile", "-t", "cuda,nvtx"]
+    assert with_stacks(NSYS_COMMAND_ARGS, exe, False) == list(NSYS_COMMAND_ARGS)
     assert capsys.readouterr().err == ""
 
 
 def test_an_older_nsys_records_without_stacks_and_says_so(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     exe = _nsys(tmp_path, "2022.1.1", "   --backtrace=<lbr|fp|dwarf|none>  Select the backtrace method ...")
-    assert stack_args(exe, True) == []
+    assert with_stacks(NSYS_COMMAND_ARGS, exe, True) == list(NSYS_COMMAND_ARGS)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2022.1.1" in err[0] and "no --python-backtrace" in err[0]
     assert "--backend torch --stacks" in err[0]
@@ -65,6 +81,17 @@ def test_an_older_nsys_records_without_stacks_and_says_so(tmp_path: Path,
 def test_an_nsys_that_cannot_run_has_no_python_backtraces(tmp_path: Path) -> None:
     assert not has_python_backtrace(str(tmp_path / "missing-nsys"))
     assert nsys_mod.has_python_backtrace.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize(("help_line", "json_asked"), [("  --include-json [true|false]", True),
+                                                       ("  --include-blobs [true|false]", False)])
+def test_the_export_keeps_the_backtraces_payloads_where_nsys_can(tmp_path: Path, help_line: str,
+                                                                 json_asked: bool) -> None:
+    exe = _nsys(tmp_path, "2025.3.1", help_line)
+    assert export_nsys_sqlite(exe, tmp_path / "r.nsys-rep", tmp_path / "r.sqlite") is None
+    calls = [json.loads(line) for line in (tmp_path / "calls.log").read_text().splitlines()]
+    (export,) = [c for c in calls if c[0] == "export" and "-o" in c]
+    assert ("--include-json" in export) == json_asked
 
 
 # ---- backtraces → frame rows ------------------------------------------------------------------------------------
@@ -139,19 +166,15 @@ def test_an_absolute_path_from_another_machine_is_found_by_its_trailing_parts(tm
 
 # ---- an export with Python backtraces ----------------------------------------------------------------------------
 
-CALLCHAINS = """CREATE TABLE CUDA_CALLCHAINS (id INTEGER NOT NULL, symbol INTEGER NOT NULL, module INTEGER NOT NULL,
-    unresolved INTEGER, originalIP INTEGER, stackDepth INTEGER NOT NULL, PRIMARY KEY (id, stackDepth))"""
-
-
 def _with_backtraces(tmp_path: Path, every: int = 3) -> tuple[Path, list[tuple[int, int, int]]]:
-    """The real compute-copy export with a Python backtrace on every ``every``-th runtime call: a backtrace record
-    (a RUNTIME row of event class 67 repeating the call) pointing at a chain of a native frame, ``train.py``'s
-    ``main`` at line 40 and ``step`` at line 20 + (the call's index % 3). Returns the file and, per backtraced
-    call, (start, correlation id, step's line)."""
+    """The real compute-copy export with a Python backtrace on every ``every``-th runtime call, as nsys 2025.3
+    writes one: a backtrace record (a RUNTIME row of event class 67 repeating the call) and, at its start, an NVTX
+    mark of the "Python Backtrace on CUDA" domain whose JSON payload holds the frames, innermost first:
+    ``step`` at line 20 + (the call's index % 3), ``main`` at 40, ``<module>`` at 44 of ``train.py``. Returns the
+    file and, per backtraced call, (start, correlation id, step's line)."""
     path = tmp_path / "bt.sqlite"
     path.write_bytes(gzip.open(DATA / "nsys_compute_copy.sqlite.gz").read())
     con = sqlite3.connect(path)
-    con.execute(CALLCHAINS)
     next_id = con.execute("SELECT MAX(id) FROM StringIds").fetchone()[0] + 1
     strings: dict[str, int] = {}
 
@@ -162,18 +185,20 @@ def _with_backtraces(tmp_path: Path, every: int = 3) -> tuple[Path, list[tuple[i
             strings[text], next_id = next_id, next_id + 1
         return strings[text]
 
+    con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId) VALUES (0, 75, ?, 7)", (BACKTRACE_DOMAIN,))
     calls = con.execute("SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
                         "WHERE eventClass = 0 ORDER BY start").fetchall()
     made = []
     for i, (start, end, gtid, corr, name) in enumerate(calls[::every]):
         line = 20 + i % 3
-        chain = [("cudaLaunchKernel", "libcudart.so.13"), ("step", f"/job/checkout/train.py:{line}"),
-                 ("main", "/job/checkout/train.py:40"), ("<module>", "/job/checkout/train.py:44")]
-        for depth, (symbol, module) in enumerate(chain):
-            con.execute("INSERT INTO CUDA_CALLCHAINS VALUES (?, ?, ?, NULL, 0, ?)", (i + 1, sid(symbol),
-                                                                                    sid(module), depth))
+        frames = [("step", line), ("main", 40), ("&lt;module&gt;", 44)]  # (nsys escapes a name's <>)
+        payload = {BACKTRACE_DOMAIN: {"Thread state ID": 1, "Thread state": "Running", "Frames count": 3, "Frames": [
+            {"Function": sid(f), "File": sid("/job/checkout/train.py"), "Line": n} for f, n in frames]}}
+        # (the record starts a little before the call it repeats, and so does the mark)
         con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, 67, ?, ?, ?, 0, ?)",
-                    (start, end, gtid, corr, name, i + 1))
+                    (start - 5, end + 5, gtid, corr, name, i + 1))
+        con.execute("INSERT INTO NVTX_EVENTS (start, eventType, globalTid, domainId, jsonText) VALUES (?, 34, ?, 7, ?)",
+                    (start - 5, gtid, json.dumps(payload)))
         made.append((start, corr, line))
     con.commit()
     con.close()

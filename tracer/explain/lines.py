@@ -234,7 +234,9 @@ def line_summary(r: Any, gains: dict[str, Any] | None = None, groups: pd.DataFra
     out = (f"{where}{code} — {kinds}, {r.path_ns / 1e6:,.1f} ms on the critical path "
            f"({r.cost_ns / 1e6:,.1f} ms in all)")
     main = r.kinds[0]["kind"] if r.kinds else ""
-    fix = r.fix or (FINDING_KINDS[main][1] if main in FINDING_KINDS else "")
+    # (a line with no fix of its own holds a missing value: None, or NaN once pandas typed the column as text)
+    own = r.fix if isinstance(r.fix, str) else ""
+    fix = own or (FINDING_KINDS[main][1] if main in FINDING_KINDS else "")
     if fix:
         out += f"; fix: {fix}"
     g = (gains or {}).get(main)

@@ -32,7 +32,7 @@ from tracer.files.nsys_enums import (
 )
 from tracer.files.sqlite_bounds import open_bounded, schema_objects
 from tracer.parsers import unpacked_sqlite
-from tracer.parsers.nsys_stacks import python_frames, split_global_id
+from tracer.parsers.nsys_stacks import backtrace_domains, python_frames, split_global_id
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
     COPY_KINDS,
@@ -65,7 +65,6 @@ _REQUIRED_ANY = ("StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND
 READ_TABLES = frozenset({
     "StringIds", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER", "TRACER_EVENTS",
-    "CUDA_CALLCHAINS",
     "NVTX_EVENTS", "TRACER_META", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
     "TARGET_INFO_CUDA_STREAM", "TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "ThreadNames", "PROCESSES",
     "TARGET_INFO_SESSION_START_TIME", "META_DATA_EXPORT",
@@ -315,7 +314,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
         parts.append(part)
 
     calls: list[pd.DataFrame] = []  # the CUDA calls as read, for their Python backtraces
-    backtraces: list[pd.DataFrame] = []  # backtrace records (the calls' callchains), not calls
+    backtraces: list[pd.DataFrame] = []  # backtrace records (a call repeated to carry its backtrace), not calls
     for table, kind in (("CUPTI_ACTIVITY_KIND_RUNTIME", "runtime"), ("CUPTI_ACTIVITY_KIND_DRIVER", "driver")):
         if table in tables:
             # nsys 2024+ stores driver API calls in the RUNTIME table too, told apart by eventClass
@@ -337,9 +336,12 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             part["kind"] = np.where(r["eventClass"].to_numpy() == EVENT_CLASS_DRIVER, "driver", kind).tolist()
             parts.append(part)
 
-    frames = python_frames(con, tables, strings, calls, backtraces)
-    if frames is not None:
-        parts.append(frames)
+    # nsys' Python backtraces: NVTX marks of their own domain (not ranges), matched to the calls
+    domains = backtrace_domains(con, strings) if "NVTX_EVENTS" in tables else []
+    stacks = python_frames(con, strings, domains, calls, backtraces)
+    if stacks.part is not None:
+        parts.append(stacks.part)
+    notes += stacks.notes
 
     if "TRACER_EVENTS" in tables:
         # tracer's own table in files it exported: the timeline rows nsys has no table for (framework ops ...)
@@ -386,7 +388,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             con, "NVTX_EVENTS", "NVTX range",
             {"start": ('"start"', TIME), "end": ('COALESCE("end", "start")', TIME), "text": ('"text"', ANY),
              "textId": ('"textId"', OPT), "globalTid": ('"globalTid"', OPT)},
-            skipped, where=f'"eventType" IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK})',
+            skipped, where=f'"eventType" IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK})' + (
+                f' AND COALESCE("domainId", -1) NOT IN ({",".join(str(d) for d in domains)})' if domains else ""),
         )
         label = [
             _text(t) if isinstance(t, (str, bytes)) else (strings.get(int(i), "") if pd.notna(i) else "")
@@ -397,7 +400,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
-    if frames is not None:
+    if stacks.part is not None:
         meta.extra["frame_lines"] = FRAME_LINES_CURRENT
     nsys_rows = [part for part in parts if part.get("from_tracer_events") is None]
     if not _restore_ranks(con, tables, nsys_rows) and not _own_rank(meta, nsys_rows):

@@ -10,20 +10,24 @@ torch.profiler names one, but LINE is the line the call was made from, not the f
 timeline's ``meta.extra["frame_lines"]`` (:data:`tracer.timeline.meta.FRAME_LINES_CURRENT`) says so, and
 :func:`tracer.analysis.source_code.sites` then takes it as the exact line instead of finding it in the source.
 
-:func:`python_frames` reads them from an export for :mod:`tracer.parsers.nsys`: the backtrace records (nsys 2024+:
-rows of the RUNTIME table of their own event class, repeating the call's thread and correlation id) or the call's
-own ``callchainId``, and the chains' Python entries in CUDA_CALLCHAINS.
+:func:`python_frames` reads them from an export for :mod:`tracer.parsers.nsys`: nsys (2025.3) writes each
+backtrace as an NVTX mark of its own domain, at the start of the call's backtrace record (a row of the RUNTIME
+table of its own event class that repeats the call's thread and correlation id), the frames in the mark's
+payload.
 """
 
 from __future__ import annotations
 
-import re
+import html
+import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from tracer.files.nsys_enums import NVTX_MARK
 from tracer.timeline import HOST_DEVICE, HOST_STREAM
 
 
@@ -98,72 +102,99 @@ def frame_rows(
 
 # -- reading them from an export ---------------------------------------------------------------------------------
 
-#: A Python frame as an export's CUDA_CALLCHAINS names it: the symbol ``FUNC`` and the module ``FILE:LINE``, or
-#: the symbol ``FUNC (FILE:LINE)``.
-_IN_MODULE = re.compile(r"^(?P<file>.+\.pyw?):(?P<line>\d+)$")
-_IN_SYMBOL = re.compile(r"^(?P<func>.+?) \((?P<file>.+\.pyw?):(?P<line>\d+)\)$")
+#: The NVTX domain nsys writes a Python backtrace into: one mark per backtraced CUDA call, its extended payload
+#: (exported as JSON with ``nsys export --include-json=true``) holding the frames, innermost first, as string ids
+#: of the function and file and the line: ``{"Python Backtrace on CUDA": {"Frames": [{"Function": 50, "File": 51,
+#: "Line": 1370}, ...]}}`` (nsys 2025.3).
+BACKTRACE_DOMAIN = "Python Backtrace on CUDA"
+NVTX_DOMAIN_CREATE = 75  # ENUM_NSYS_EVENT_TYPE NvtxDomainCreate
 
 
-def python_frame(symbol: str, module: str) -> str | None:
-    """The row name of a callchain entry that is a Python frame (:func:`frame_name`); None for a native frame."""
-    m = _IN_MODULE.match(module)
-    if m is not None:
-        return frame_name(m["file"], int(m["line"]), symbol)
-    m = _IN_SYMBOL.match(symbol)
-    if m is not None:
-        return frame_name(m["file"], int(m["line"]), m["func"])
-    return None
+def backtrace_domains(con: sqlite3.Connection, strings: dict[int, str]) -> list[int]:
+    """The NVTX domain ids of nsys' Python backtraces in this export (none: no backtraces)."""
+    rows = con.execute('SELECT "domainId", "text", "textId" FROM NVTX_EVENTS WHERE "eventType" = ?',
+                       (NVTX_DOMAIN_CREATE,)).fetchall()
+    return [d for d, text, tid in rows if type(d) is int and
+            (text if isinstance(text, str) else strings.get(tid, "") if type(tid) is int else "") == BACKTRACE_DOMAIN]
 
 
-def python_frames(con: sqlite3.Connection, tables: set[str], strings: dict[int, str], calls: list[pd.DataFrame],
-                  backtraces: list[pd.DataFrame]) -> dict[str, object] | None:
-    """The ``python`` rows (a part of :mod:`tracer.parsers.nsys`'s frame) of the CUDA ``calls`` that have a Python
-    backtrace: their own ``callchainId``, or that of the backtrace record with their thread and correlation id
-    (nsys 2024+). None where no call has one."""
-    if "CUDA_CALLCHAINS" not in tables or not calls:
-        return None
+@dataclass
+class Backtraces:
+    """What :func:`python_frames` found: the ``python`` rows (a part of :mod:`tracer.parsers.nsys`'s frame,
+    None for none) and what a reader must be told (backtraces the export left out, marks matched to no call)."""
+
+    part: dict[str, object] | None
+    notes: list[str]
+
+
+def python_frames(con: sqlite3.Connection, strings: dict[int, str], domains: list[int], calls: list[pd.DataFrame],
+                  records: list[pd.DataFrame]) -> Backtraces:
+    """The ``python`` rows of the CUDA ``calls`` that nsys took a Python backtrace of: each mark of the backtrace
+    ``domains`` starts where the call's backtrace record (``records``, of the same thread) starts, and the record
+    carries the call's correlation id."""
+    if not domains or not calls:
+        return Backtraces(None, [])
+    marks = con.execute(f'SELECT "start", "globalTid", "jsonText" FROM NVTX_EVENTS WHERE "eventType" = {NVTX_MARK} '
+                        f'AND "domainId" IN ({",".join(str(d) for d in domains)})').fetchall()
+    if not marks:
+        return Backtraces(None, [])
+    payloads = [m for m in marks if isinstance(m[2], str)]
+    notes = []
+    if len(payloads) < len(marks):
+        notes.append(f"{len(marks) - len(payloads):,} Python backtraces are in the report but not in this export "
+                     "(exported without their payloads): `nsys export --type sqlite --include-json=true` keeps them")
     frame = pd.concat(calls, ignore_index=True)
-    chain = frame["callchainId"].astype("Float64")
-    if backtraces:
-        records = pd.concat(backtraces, ignore_index=True).dropna(subset=["callchainId"])
-        by_call = pd.Series(records["callchainId"].to_numpy(np.float64),
-                            index=pd.MultiIndex.from_frame(records[["globalTid", "correlationId"]].astype("Float64")))
-        by_call = by_call[~by_call.index.duplicated()]
-        key = pd.MultiIndex.from_frame(frame[["globalTid", "correlationId"]].astype("Float64"))
-        chain = chain.fillna(pd.Series(by_call.reindex(key).to_numpy(), index=chain.index).astype("Float64"))
-    has = chain.notna().to_numpy()
-    if not has.any():
-        return None
-    stacks = _read_stacks(con, strings, sorted({int(c) for c in chain[has].tolist()}))
-    call_stacks = [stacks.get(int(c), ()) if c is not pd.NA else () for c in chain.tolist()]
+    rec = pd.concat(records, ignore_index=True) if records else frame.iloc[:0]
+    # mark (thread, start) -> the record's correlation id -> the call
+    corr_at = {(int(g), int(s)): int(c) for g, s, c in
+               zip(rec["globalTid"].fillna(-1), rec["start"], rec["correlationId"].fillna(-1), strict=True)}
+    call_at = {(int(g), int(c)): i for i, (g, c) in
+               enumerate(zip(frame["globalTid"].fillna(-1), frame["correlationId"].fillna(-1), strict=True))}
+    call_stacks: list[tuple[str, ...]] = [()] * len(frame)
+    cache: dict[str, tuple[str, ...]] = {}
+    unmatched = 0
+    for start, gtid, text in payloads:
+        i = call_at.get((int(gtid), corr_at.get((int(gtid), int(start)), -1))) if type(gtid) is int else None
+        if i is None:
+            unmatched += 1
+            continue
+        stack = cache.get(text)
+        if stack is None:
+            stack = cache[text] = _frames_of(text, strings)
+        call_stacks[i] = stack
+    if unmatched:
+        notes.append(f"{unmatched:,} Python backtraces matched no CUDA call of their thread and were left out")
     if not any(call_stacks):
-        return None
-    gtid = frame["globalTid"].fillna(0).to_numpy(np.int64)
+        return Backtraces(None, notes)
+    gtid_all = frame["globalTid"].fillna(0).to_numpy(np.int64)
     # (every call, those without a backtrace too: a frame's line is known only at its own calls)
-    start, end, pos, names = frame_rows(frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64), gtid,
-                                        call_stacks)
-    pid, tid = split_global_id(gtid[pos])
+    start_ns, end_ns, pos, names = frame_rows(frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64),
+                                              gtid_all, call_stacks)
+    pid, tid = split_global_id(gtid_all[pos])
     n = len(names)
-    return {
-        "start_ns": start, "end_ns": end, "kind": ["python"] * n, "copy_kind": [""] * n, "name": names,
+    part: dict[str, object] = {
+        "start_ns": start_ns, "end_ns": end_ns, "kind": ["python"] * n, "copy_kind": [""] * n, "name": names,
         "device": np.full(n, HOST_DEVICE), "stream": np.full(n, HOST_STREAM), "pid": pid, "tid": tid,
         "rank": np.zeros(n, dtype=np.int64), "bytes": pd.array([pd.NA] * n, dtype="Int64"),
         "correlation": pd.array([pd.NA] * n, dtype="Int64"), "src_mem": [""] * n, "dst_mem": [""] * n,
     }
+    return Backtraces(part, notes)
 
 
-def _read_stacks(con: sqlite3.Connection, strings: dict[int, str], ids: list[int]) -> dict[int, tuple[str, ...]]:
-    """Each callchain's Python frames, outermost first (CUDA_CALLCHAINS lists the innermost at stackDepth 0)."""
-    out: dict[int, list[tuple[int, str]]] = {}
-    for lo in range(0, len(ids), 500):
-        batch = ids[lo:lo + 500]
-        cur = con.execute(f'SELECT "id", "stackDepth", "symbol", "module" FROM CUDA_CALLCHAINS WHERE "id" IN '
-                          f'({",".join("?" * len(batch))})', batch)
-        for cid, depth, symbol, module in cur:
-            if type(cid) is not int or type(depth) is not int:
-                continue
-            name = python_frame(strings.get(symbol, "") if type(symbol) is int else "",
-                                strings.get(module, "") if type(module) is int else "")
-            if name is not None:
-                out.setdefault(cid, []).append((depth, name))
-    return {cid: tuple(name for _, name in sorted(frames, reverse=True)) for cid, frames in out.items()}
+def _frames_of(text: str, strings: dict[int, str]) -> tuple[str, ...]:
+    """A backtrace payload's frames as row names, outermost first; () for a payload that is not one."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return ()
+    frames = doc.get(BACKTRACE_DOMAIN, {}).get("Frames") if isinstance(doc, dict) else None
+    out = []
+    for f in frames if isinstance(frames, list) else ():
+        if not isinstance(f, dict):
+            return ()
+        func, file, line = f.get("Function"), f.get("File"), f.get("Line")
+        if type(func) is not int or type(file) is not int or type(line) is not int:
+            return ()
+        # (nsys writes a function's name HTML-escaped: &lt;module&gt;)
+        out.append(frame_name(strings.get(file, "?"), line, html.unescape(strings.get(func, "?"))))
+    return tuple(reversed(out))

@@ -30,7 +30,7 @@ from tracer.files.atomic import gzip_in_place, no_room, publish_dir, temp_dir_be
 from tracer.job.oscalls import ends_with_parent
 from tracer.record import capture
 from tracer.record.derive import Derived, derive
-from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version, stack_args
+from tracer.record.nsys import NSYS_COMMAND_ARGS, export_nsys_sqlite, find_nsys, nsys_version, with_stacks
 from tracer.record.profiler import environment, stacks_on
 from tracer.record.run import command_stem, sweep_left_behind
 
@@ -213,8 +213,8 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
         *(["--delay", f"{delay_s:g}"] if delay_s else []),
         *(["--duration", f"{duration_s:g}"] if duration_s else []),
     ]
-    window += stack_args(nsys, stacks_on())
-    cmd = [nsys, *NSYS_COMMAND_ARGS, *window, "-o", str(tmp / "report"), *argv]
+    args = with_stacks([*NSYS_COMMAND_ARGS, *window], nsys, stacks_on())
+    cmd = [nsys, *args, "-o", str(tmp / "report"), *argv]
     t0 = time.perf_counter()
     child, previous_int, _ = spawn(cmd, None)
     previous_term = signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
@@ -235,7 +235,7 @@ def _run_under_nsys(nsys: str, argv: Sequence[str], tmp: Path, delay_s: float | 
         if sqlite.stat().st_size > rundir.SQLITE_GZIP_BYTES:
             sqlite = gzip_in_place(sqlite)
         traces = [sqlite]
-    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": [*NSYS_COMMAND_ARGS, *window]}
+    details = {"profiler": "nsys", "nsys_version": nsys_version(nsys), "nsys_args": args}
     return CommandResult(list(argv), os.getcwd(), exit_code, wall, exit_code == 130, traces, []), details
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,7 +32,9 @@ NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=
 
 #: Nsight Systems' Python backtrace of every CUDA API call (nsys 2023.2 and later), what ``tracer record --stacks
 #: --backend nsys`` adds where the installed nsys has it: the frames tracer's source lines read (parsers/nsys_stacks).
-PYTHON_BACKTRACE_ARGS = ("--python-backtrace=cuda",)
+#: nsys takes one only where the call's own backtrace is taken, which needs CPU sampling on (its help says so;
+#: without either, 2025.3 recorded none and said nothing).
+PYTHON_BACKTRACE_ARGS = ("--python-backtrace=cuda", "--cudabacktrace=all", "--sample=process-tree")
 
 
 @lru_cache(maxsize=8)
@@ -44,16 +47,17 @@ def has_python_backtrace(nsys: str) -> bool:
     return "--python-backtrace" in proc.stdout + proc.stderr
 
 
-def stack_args(nsys: str, stacks: bool) -> list[str]:
-    """The ``nsys profile`` options that record Python stacks where ``stacks`` asks for them; where the installed
-    nsys has no Python backtraces, none, and one line on stderr says the run will have no source lines."""
+def with_stacks(args: Sequence[str], nsys: str, stacks: bool) -> list[str]:
+    """``nsys profile`` options ``args`` with Python stacks recorded where ``stacks`` asks for them (CPU sampling
+    then replaces ``--sample=none``); where the installed nsys has no Python backtraces, ``args`` as they are, and
+    one line on stderr says the run will have no source lines."""
     if not stacks:
-        return []
+        return list(args)
     if has_python_backtrace(nsys):
-        return list(PYTHON_BACKTRACE_ARGS)
+        return [a for a in args if not a.startswith("--sample=")] + list(PYTHON_BACKTRACE_ARGS)
     print(f"tracer: {nsys_version(nsys) or 'this nsys'} has no --python-backtrace: recording without Python "
           "stacks (no source lines; a newer Nsight Systems, or --backend torch --stacks, has them)", file=sys.stderr)
-    return []
+    return list(args)
 
 
 def find_nsys() -> str:
@@ -67,11 +71,23 @@ def find_nsys() -> str:
     return nsys
 
 
+@lru_cache(maxsize=8)
+def _export_has_json(nsys: str) -> bool:
+    """Whether ``nsys export`` has ``--include-json`` (2024 and later: without it, NVTX payloads such as the
+    Python backtraces are left out of an SQLite export)."""
+    try:
+        proc = subprocess.run([nsys, "export", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--include-json" in proc.stdout + proc.stderr
+
+
 def export_nsys_sqlite(nsys: str, report: Path, sqlite: Path) -> str | None:
-    """``nsys export --type sqlite`` of ``report`` into ``sqlite``; None when it worked, else why not (the
-    tool's last line), for the caller's own error."""
+    """``nsys export --type sqlite`` of ``report`` into ``sqlite`` (NVTX payloads as JSON where this nsys can: the
+    Python backtraces); None when it worked, else why not (the tool's last line), for the caller's own error."""
+    payloads = ["--include-json", "true"] if _export_has_json(nsys) else []
     proc = subprocess.run(
-        [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)],
+        [nsys, "export", "--type", "sqlite", *payloads, "--force-overwrite", "true", "-o", str(sqlite), str(report)],
         capture_output=True, text=True,
     )
     if proc.returncode != 0 or not sqlite.exists():

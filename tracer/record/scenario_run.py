@@ -34,7 +34,7 @@ from tracer.job.oscalls import ends_with_parent
 from tracer.record import ranks
 from tracer.record.command import check_written, finish_run
 from tracer.record.derive import derive
-from tracer.record.nsys import NSYS_COMMAND_ARGS, NSYS_PROFILE_ARGS, export_nsys_sqlite, nsys_version, stack_args
+from tracer.record.nsys import NSYS_COMMAND_ARGS, NSYS_PROFILE_ARGS, export_nsys_sqlite, nsys_version, with_stacks
 from tracer.record.profiler import environment, export_trace, quiet_kineto, stacks_on, torch_profiler_settings
 from tracer.record.ranks import JOB, RESULT, RankOutcome, RanksFailedError, launch, rank_devices, with_tracer_on_path
 from tracer.record.run import RecordedRun, ScenarioFailedError, run_name, sweep_left_behind
@@ -222,7 +222,7 @@ def _run_nsys(nsys: str, name: str, device: str, params: dict[str, str], tmp: Pa
              "--cuda-profiler-range", "--progress"]
     for k, v in params.items():
         child += ["--param", f"{k}={v}"]
-    args = [*NSYS_PROFILE_ARGS, *stack_args(nsys, stacks_on())]
+    args = with_stacks(NSYS_PROFILE_ARGS, nsys, stacks_on())
     cmd = [nsys, *args, "-o", str(tmp / "report"), *child]
     env = dict(os.environ)
     # the child must import the same tracer (and so tracer.scenarios) as this process: the folder above it
@@ -428,7 +428,7 @@ def _launch_under_nsys(nsys: str, name: str, devices: list[str], params: Mapping
            str(work), "--timeout", f"{timeout_s:g}"]
     for k, v in params.items():
         job += ["--param", f"{k}={v}"]
-    args = [*NSYS_COMMAND_ARGS, *stack_args(nsys, stacks_on())]
+    args = with_stacks(NSYS_COMMAND_ARGS, nsys, stacks_on())
     cmd = [nsys, *args, "-o", str(tmp / "report"), *job]
     env = with_tracer_on_path(dict(os.environ))
     t0 = time.perf_counter()
