@@ -85,3 +85,4 @@ def test_an_export_without_the_payloads_says_how_to_keep_them(tmp_path: Path) ->
     assert not (t.events["kind"].isin(["python", "range"])).any() and "frame_lines" not in t.meta.extra
     (note,) = [n for n in t.meta.extra.get("notes", []) if "Python backtraces" in n]
     assert note.startswith("850 Python backtraces") and "--include-json=true" in note
+    assert read_sources(t).note == note  # (`tracer lines` says that, not "record with --stacks")

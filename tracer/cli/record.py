@@ -131,9 +131,10 @@ def record(
                                                             "(default: SCRIPT-YYYYmmdd-HHMMSS).")] = None,
     stacks: Annotated[
         bool | None,
-        typer.Option("--stacks/--no-stacks", help="Record Python stacks (torch.profiler's with_stack=True), so that "
-                     "`tracer lines` and the findings name the lines of your code; off by default (it slows a "
-                     "Python-heavy step: docs/lines.md). Default: $TRACER_STACKS (1 or 0), else off."),
+        typer.Option("--stacks/--no-stacks", help="Record Python stacks (torch.profiler's with_stack=True; with "
+                     "--backend nsys, nsys' Python backtraces with CPU sampling), so that `tracer lines` and the "
+                     "findings name the lines of your code; off by default (it slows a launch-bound step by a "
+                     "quarter: docs/lines.md). Default: $TRACER_STACKS (1 or 0), else off."),
     ] = None,
 ) -> None:
     """Run SCENARIO, or your own command, under a profiler and write a run directory: trace, Parquet timeline,

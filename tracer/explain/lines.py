@@ -134,7 +134,9 @@ def read_sources(timeline: Timeline, rule: SourceRule | None = None, files: Sour
     ev = timeline.events
     a = attribute(ev, rule)
     s = sites(a, ev, files, timeline.meta.extra.get("frame_lines") == FRAME_LINES_CURRENT)
-    note = None if not s.calls.empty else (NO_STACKS if not a.has_stacks else NO_USER_FRAMES)
+    # (an nsys export whose backtraces were left out says so in the parser's notes: that, not "record with stacks")
+    left_out = [n for n in timeline.meta.extra.get("notes") or [] if "Python backtraces" in n]
+    note = None if not s.calls.empty else (NO_USER_FRAMES if a.has_stacks else left_out[0] if left_out else NO_STACKS)
     links = launch_links(ev)
     call_of = pd.Series(links["call_row"].to_numpy(np.int64), index=links["work_row"].to_numpy(np.int64))
     return Sources(a, s, note, call_of)
