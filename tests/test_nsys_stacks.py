@@ -104,18 +104,19 @@ def test_consecutive_calls_share_the_frames_they_have_in_common() -> None:
     stacks = [("main", "step:28"), ("main", "step:28"), ("main", "step:29"), ("other",), ("x", "y")]
     s, e, pos, names = frame_rows(start, end, thread, stacks)
     rows = sorted(zip(pos.tolist(), names, s.tolist(), e.tolist(), strict=True))
-    assert rows == [(0, "main", 0, 25), (0, "step:28", 0, 15), (2, "step:29", 20, 25), (3, "other", 30, 35),
+    # (a frame is held until the next call that leaves it: step:28 until 20, main until "other" at 30)
+    assert rows == [(0, "main", 0, 30), (0, "step:28", 0, 20), (2, "step:29", 20, 30), (3, "other", 30, 35),
                     (4, "x", 5, 6), (4, "y", 5, 6)]
     # outer frames come before the frames they hold, so that equal intervals nest in that order
     assert names.index("x") < names.index("y") and names.index("main") < names.index("step:28")
 
 
-def test_a_call_without_a_backtrace_ends_the_frames_unless_it_is_inside_the_call_before() -> None:
-    # 0-10 backtraced; 2-4 inside it (a driver call); 20-30 no backtrace: main's line is unknown there; 40-50 again
-    start, end = np.array([0, 2, 20, 40]), np.array([10, 4, 30, 50])
-    s, e, pos, names = frame_rows(start, end, np.zeros(4), [("main", "f"), (), (), ("main", "f")])
-    assert list(zip(names, s.tolist(), e.tolist(), strict=True)) == [("main", 0, 10), ("f", 0, 10), ("main", 40, 50),
-                                                                     ("f", 40, 50)]
+def test_a_call_without_a_backtrace_belongs_to_the_frames_open_around_it() -> None:
+    # 0-10 backtraced; 2-4 inside it (a driver call), 20-30 none (another thread's, or one nsys took no backtrace
+    # of): main and f hold through them until the thread's next backtraced call, 40-50, shares them
+    start, end = np.array([0, 2, 20, 40, 60]), np.array([10, 4, 30, 50, 70])
+    s, e, pos, names = frame_rows(start, end, np.zeros(5), [("main", "f"), (), (), ("main", "f"), ("main", "g")])
+    assert list(zip(names, s.tolist(), e.tolist(), strict=True)) == [("main", 0, 70), ("f", 0, 60), ("g", 60, 70)]
 
 
 def test_frames_do_not_run_across_threads_or_out_of_order_input() -> None:

@@ -5,10 +5,11 @@ instant, each with its file, the line it was at and its function. tracer's sourc
 nested ``python`` rows on their thread (what torch.profiler's ``with_stack=True`` gives:
 :mod:`tracer.analysis.source`), so :func:`frame_rows` turns the backtraces into such rows: each thread's calls in
 time order, a frame opened at the first call of a run of consecutive calls that share it (the same frames from
-the outermost down to it) and closed at the last one's end. A frame is then named ``FILE(LINE): FUNC`` as
-torch.profiler names one, but LINE is the line the call was made from, not the function's first line: the
-timeline's ``meta.extra["frame_lines"]`` (:data:`tracer.timeline.meta.FRAME_LINES_CURRENT`) says so, and
-:func:`tracer.analysis.source_code.sites` then takes it as the exact line instead of finding it in the source.
+the outermost down to it) and held until the thread's next backtraced call that does not. A frame is then named
+``FILE(LINE): FUNC`` as torch.profiler names one, but LINE is the line the call was made from, not the
+function's first line: the timeline's ``meta.extra["frame_lines"]`` (:data:`tracer.timeline.meta.FRAME_LINES_CURRENT`)
+says so, and :func:`tracer.analysis.source_code.sites` then takes it as the exact line instead of finding it in
+the source.
 
 :func:`python_frames` reads them from an export for :mod:`tracer.parsers.nsys`: nsys (2025.3) writes each
 backtrace as an NVTX mark of its own domain, at the start of the call's backtrace record (a row of the RUNTIME
@@ -46,14 +47,15 @@ def frame_rows(
     start: np.ndarray, end: np.ndarray, thread: np.ndarray, stacks: Sequence[tuple[str, ...]]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
     """The frame rows of calls ``start``/``end`` (ns) on ``thread`` (any integer key), each with its stack
-    (frame names, outermost first). A call with an empty stack (no backtrace) ends the frames open on its thread,
-    whose line is no longer known, unless it lies inside the call before it (a driver call inside a runtime call).
+    (frame names, outermost first; empty: the call has no backtrace, and belongs to the frames open around it).
 
-    Returns (start_ns, end_ns, call position of the thread's run: the row's thread is ``thread[pos]``, names),
-    outer frames before the inner ones they hold (a frame and the frame it calls can share both ends when one
-    call is all of the run: the row order then says which holds which, as :func:`np.lexsort` keeps it stable).
+    A frame opens at the first call of a run of backtraced calls that share it and stays open until the next
+    backtraced call of its thread that does not (the line it names was where its thread stood until then: a
+    ``loss.backward()`` whose kernels other threads launch holds its line while they run), the last ones until the
+    thread's last backtraced call ends. Returns (start_ns, end_ns, position of the call that opened the row: its
+    thread is ``thread[pos]``, names), outer frames before the inner ones they hold (a frame and the one it calls
+    can share both ends: the row order then says which holds which, as :func:`np.lexsort` keeps it stable).
     """
-    n = len(stacks)
     order = np.lexsort((start, thread))
     out_start: list[int] = []
     out_end: list[int] = []
@@ -63,7 +65,7 @@ def frame_rows(
     open_names: list[str] = []
     open_rows: list[int] = []
     prev_thread: int | None = None
-    prev_end = 0
+    last_end = 0
 
     def close(depth: int, at: int) -> None:
         while len(open_rows) > depth:
@@ -71,21 +73,19 @@ def frame_rows(
             open_names.pop()
 
     for i in order.tolist():
+        stack = stacks[i]
+        if not stack:
+            continue
         t = int(thread[i])
         if t != prev_thread:
-            close(0, prev_end)
-            prev_thread, prev_end = t, 0
-        stack = stacks[i]
+            close(0, last_end)
+            prev_thread, last_end = t, 0
         s, e = int(start[i]), int(end[i])
-        if not stack:
-            if s >= prev_end:
-                close(0, prev_end)
-            continue
         k = 0
         limit = min(len(stack), len(open_names))
         while k < limit and stack[k] == open_names[k]:
             k += 1
-        close(k, prev_end)
+        close(k, s)
         for name in stack[k:]:
             open_names.append(name)
             open_rows.append(len(out_start))
@@ -93,11 +93,10 @@ def frame_rows(
             out_end.append(e)
             out_pos.append(i)
             out_name.append(name)
-        # (a call inside a longer one of the same thread, a driver call in a runtime call: a run ends at the later)
-        prev_end = max(prev_end, e)
-    close(0, prev_end)
+        last_end = max(last_end, e)
+    close(0, last_end)
     return (np.asarray(out_start, dtype=np.int64), np.asarray(out_end, dtype=np.int64),
-            np.asarray(out_pos, dtype=np.int64) if n else np.zeros(0, dtype=np.int64), out_name)
+            np.asarray(out_pos, dtype=np.int64), out_name)
 
 
 # -- reading them from an export ---------------------------------------------------------------------------------
@@ -167,7 +166,6 @@ def python_frames(con: sqlite3.Connection, strings: dict[int, str], domains: lis
     if not any(call_stacks):
         return Backtraces(None, notes)
     gtid_all = frame["globalTid"].fillna(0).to_numpy(np.int64)
-    # (every call, those without a backtrace too: a frame's line is known only at its own calls)
     start_ns, end_ns, pos, names = frame_rows(frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64),
                                               gtid_all, call_stacks)
     pid, tid = split_global_id(gtid_all[pos])
