@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from dash import html
 
-from tracer.analysis.source_code import SourceFiles, candidates
+from tracer.analysis.source_code import SourceFiles, candidates, short_names
 from tracer.dashboard import ids, row_table
 from tracer.dashboard.figures import fmt_duration
 from tracer.dashboard.model import TimelineView
@@ -76,7 +76,8 @@ class Lines:
         """Table row ``i`` as the page names it: ``train.py:7`` (``*``: the function's first line), or
         ``(no line)``; with its rank in a job."""
         r = self.table.iloc[i]
-        where = f"{r['file']}:{r['line']}" + ("" if r["exact"] else "*") if r["file"] else "(no line)"
+        file = short_names(self.table["file"].tolist()).get(r["file"], r["file"])
+        where = f"{file}:{r['line']}" + ("" if r["exact"] else "*") if r["file"] else "(no line)"
         return f"rank {int(r['rank'])} · {where}" if self.table["rank"].nunique() > 1 else where
 
 
@@ -198,11 +199,12 @@ def table_rows(lines: Lines, multi_rank: bool, limit: int = MAX_ROWS) -> list[di
     """The first ``limit`` lines in the table's order, times in ms; ``id`` is the row's position in
     :attr:`Lines.table`."""
     out = []
+    short = short_names(lines.table["file"].tolist())
     for i, r in enumerate(lines.table.head(limit).itertuples(index=False)):
         mine = bool(r.file)
         row: dict[str, Any] = {
             "id": i,
-            "where": f"{r.file}:{r.line}" + ("" if r.exact else "*") if mine else "(no line)",
+            "where": f"{short.get(r.file, r.file)}:{r.line}" + ("" if r.exact else "*") if mine else "(no line)",
             "function": f"{r.function}()" if mine and r.function else "",
             "code": (r.text or "") if mine else NO_LINE,
             "path_ms": round(r.path_ns / 1e6, 3),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tracer.analysis.source import SourceRule, attribute
-from tracer.analysis.source_code import SourceFiles, candidates, sites
+from tracer.analysis.source_code import SourceFiles, candidates, short_names, sites
 from tracer.explain.lines import read_sources
 from tracer.exporters import export_timeline
 from tracer.parsers import load_trace
@@ -256,3 +256,18 @@ def test_exported_backtrace_frames_keep_their_lines(tmp_path: Path, fmt: str, na
     assert back.meta.extra.get("frame_lines") == "current"
     lines = [sorted(read_sources(x).sites.calls["line"].tolist()) for x in (t, back)]
     assert lines[0] == lines[1] and set(lines[0]) == {20, 21, 22}
+
+
+def test_tables_show_absolute_paths_without_the_folders_they_share() -> None:
+    assert short_names(["/job/repo/tests/train.py"]) == {"/job/repo/tests/train.py": "train.py"}
+    got = short_names(["/job/repo/train.py", "/job/repo/pkg/model.py", "util.py", ""])
+    assert got == {"/job/repo/train.py": "train.py", "/job/repo/pkg/model.py": "pkg/model.py", "util.py": "util.py"}
+    assert short_names(["/a.py", "/b/c.py"]) == {"/a.py": "/a.py", "/b/c.py": "/b/c.py"}  # (only / in common)
+
+
+def test_tracer_lines_shows_an_nsys_script_by_its_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.cli import main
+
+    assert main(["lines", str(DATA / "planted_nsys_h100.sqlite.gz"), "--source-root", str(DATA)]) == 0
+    out = capsys.readouterr().out
+    assert "planted_train.py:33" in out and "/tests/data/planted_train.py" not in out

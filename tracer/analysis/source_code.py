@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -284,6 +284,20 @@ class SourceIndex:
 
     def line_text(self, line: int) -> str:
         return self.text[line - 1].strip() if 0 < line <= len(self.text) else ""
+
+
+def short_names(files: Iterable[str]) -> dict[str, str]:
+    """How each file is shown in a table: an absolute path without the folders all absolute paths given share
+    (nsys names a script by its absolute path on the machine that ran it: ``/job/repo/tests/train.py`` alone is
+    ``train.py``), keeping at least the file's name; a relative path (torch.profiler's) as it is."""
+    names = [f for f in dict.fromkeys(files) if f]
+    absolute = [f for f in names if os.path.isabs(f)]
+    out = {f: f for f in names}
+    if absolute:
+        common = os.path.commonpath([os.path.dirname(f) for f in absolute])
+        for f in absolute:
+            out[f] = os.path.relpath(f, common) if common not in ("", os.sep) else f
+    return out
 
 
 def candidates(file: Path, roots: Sequence[Path]) -> list[Path]:

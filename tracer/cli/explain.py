@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tracer.analysis.source import SourceRule
-from tracer.analysis.source_code import SourceFiles
+from tracer.analysis.source_code import SourceFiles, short_names
 from tracer.cli import TracerCommand, app
 from tracer.cli._job import parse_ranks
 from tracer.cli._read import read_large_job_window, read_timeline
@@ -125,10 +125,12 @@ def render_by_line(explained: Any, *, top: int) -> list[Any]:
     by = explained.by_line()
     groups = explained.groups()
     out: list[Any] = [Text("Findings by source line (ranked by time on the critical path)", style="bold")]
-    for r in by.head(max(top, 0)).itertuples():
-        out.append(Text(f"  {line_summary(r, explained.gains, groups)}"))
+    shown = by.head(max(top, 0))
+    short = short_names([*shown["file"], *(c["file"] for chain in shown["chain"] for c in chain)])
+    for r in shown.itertuples():
+        out.append(Text(f"  {line_summary(r._replace(file=short.get(r.file, r.file)), explained.gains, groups)}"))
         if r.chain:
-            callers = " ← ".join(f"{c['function']}() {c['file']}:{c['line']}" for c in r.chain)
+            callers = " ← ".join(f"{c['function']}() {short.get(c['file'], c['file'])}:{c['line']}" for c in r.chain)
             out.append(Text(f"      in {r.function}() ← {callers}", style="dim"))
     if len(by) > top:
         out.append(Text(f"  ({len(by) - top:,} more line(s): --top N, or --json's findings.by_line)", style="dim"))

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from tracer.analysis.source import SourceRule
-from tracer.analysis.source_code import SourceFiles
+from tracer.analysis.source_code import SourceFiles, short_names
 from tracer.cli import TracerCommand, app
 from tracer.cli._job import parse_ranks
 from tracer.cli._read import read_timeline
@@ -65,12 +65,13 @@ def render_lines(report: Any, *, top: int, width: int = 120) -> list[Any]:
         cols = [("line", False), *((c, True) for c in (("GPU ms", "share") if gpu else ())),
                 ("path ms", True), *((c, True) for c in (("sync ms", "copy ms") if gpu else ())), ("code", False)]
         shown = mine.head(max(top, 0))
+        short = short_names(shown["file"].tolist())
         body = []
         for r in shown.itertuples():
             nums = [_ms(r.gpu_ns), f"{100 * r.gpu_share:.1f}%"] if gpu else []
             nums.append(_ms(r.path_ns))
             nums += [_ms(r.sync_ns), _ms(r.exposed_copy_ns)] if gpu else []
-            body.append([cut_name(f"{r.file}:{r.line}" + ("" if r.exact else "*"), 28), *nums,
+            body.append([cut_name(f"{short[r.file]}:{r.line}" + ("" if r.exact else "*"), 28), *nums,
                          r.text or f"{r.function}()"])
         # the figures and the line keep their width; the code takes what is left, cut with an ellipsis
         fixed = [max([len(c), 9 if i == 0 and len(rest) else 0, *(len(b[i]) for b in body)])
