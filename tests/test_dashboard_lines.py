@@ -373,17 +373,23 @@ def test_the_page_reads_no_file_outside_the_trace_s_folder_and_working_directory
     inside.mkdir()
     outside.mkdir()
     path = write_planted(inside)
-    (outside / "train.py").write_text((inside / "train.py").read_text())
+    # the file outside says so on every line: its text must never reach the page
+    (outside / "train.py").write_text((inside / "train.py").read_text().replace("out = model(x)",
+                                                                              "secret = model(x)"))
     raw = path.read_text()
     for name, where in (("far.json", f"{outside}/train.py("), ("up.json", "../elsewhere/train.py(")):
         (inside / name).write_text(raw.replace("train.py(", where))
-        t = load_trace(inside / name, cache=False)
-        # (tracer lines, the user's own command, reads it: the file is there)
-        assert "out = model(x)" in set(read_sources(t, files=SourceFiles([inside])).sites.calls["text"])
         store = RunStore([inside / name], examples=False, runs_dir=None)
         lines = explain_view.explained(store.view(store.runs()[0].key)).lines
         mine = lines.table[lines.table["file"] != ""]
-        assert len(mine) and (mine["text"] == "").all() and not mine["exact"].any(), name
+        assert len(mine) and not mine["text"].str.contains("secret").any(), name
+        if name == "up.json":  # (a relative path that leaves the folder: not read at all)
+            assert (mine["text"] == "").all() and not mine["exact"].any()
+        else:  # (an absolute path elsewhere: the copy beside the trace, found by its name, as from another machine)
+            assert "out = model(x)" in set(mine["text"])
+    # (tracer lines, the user's own command, reads what the trace names)
+    t = load_trace(inside / "far.json", cache=False)
+    assert "secret = model(x)" in set(read_sources(t, files=SourceFiles([inside])).sites.calls["text"])
     # a file under the trace's folder is read, by an absolute path too
     (inside / "near.json").write_text(raw.replace("train.py(", f"{inside}/train.py("))
     store = RunStore([inside / "near.json"], examples=False, runs_dir=None)
@@ -391,7 +397,9 @@ def test_the_page_reads_no_file_outside_the_trace_s_folder_and_working_directory
     assert "out = model(x)" in set(lines.table["text"])
     files = lines_view.ConfinedSourceFiles([inside])
     assert files.find("train.py") == (inside / "train.py").resolve() and files.find("/etc/passwd") is None
-    assert files.find("../elsewhere/train.py") is None and files.find(str(outside / "train.py")) is None
+    assert files.find("../elsewhere/train.py") is None
+    assert files.find(str(outside / "train.py")) == (inside / "train.py").resolve()  # (the copy inside, by its name)
+    assert files.find(str(outside / "other.py")) is None
 
 
 def test_a_click_made_with_the_line_s_change_still_draws_the_whole_chart(planted):

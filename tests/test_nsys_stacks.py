@@ -161,7 +161,7 @@ def test_an_absolute_path_from_another_machine_is_found_by_its_trailing_parts(tm
     assert files.find("/no/such/checkout/tests/train.py") == tmp_path / "tests" / "train.py"
     assert files.find("/no/such/checkout/other.py") is None
     here = tmp_path / "tests" / "train.py"
-    assert candidates(here, [tmp_path / "elsewhere"]) == [here]  # (a file that exists is that file, nothing else)
+    assert candidates(here, [tmp_path / "elsewhere"])[0] == here  # (the path as named first)
     assert candidates(Path("a/b.py"), [tmp_path]) == [tmp_path / "a" / "b.py"]
 
 
@@ -186,9 +186,11 @@ def _with_backtraces(tmp_path: Path, every: int = 3) -> tuple[Path, list[tuple[i
             strings[text], next_id = next_id, next_id + 1
         return strings[text]
 
-    con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId) VALUES (0, 75, ?, 7)", (BACKTRACE_DOMAIN,))
     calls = con.execute("SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
                         "WHERE eventClass = 0 ORDER BY start").fetchall()
+    # (the domain is its process's: nsys numbers domains per process)
+    con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId, globalTid) VALUES (0, 75, ?, 7, ?)",
+                (BACKTRACE_DOMAIN, calls[0][2]))
     made = []
     for i, (start, end, gtid, corr, name) in enumerate(calls[::every]):
         line = 20 + i % 3
@@ -213,7 +215,7 @@ def test_backtrace_records_are_not_calls_and_their_frames_nest_over_the_calls(tm
     ev = t.events
     host_calls = ev["kind"].isin(["runtime", "driver"])
     assert host_calls.sum() == plain["kind"].isin(["runtime", "driver"]).sum()  # (no call counted twice)
-    assert (ev[~ev["kind"].eq("python")].drop(columns=[]).shape[0]) == len(plain)
+    assert (ev["kind"] != "python").sum() == len(plain)  # (no mark read as a range, no record as a call)
     frames = ev[ev["kind"] == "python"]
     assert set(frames["name"].astype(str)) == {"/job/checkout/train.py(44): <module>", "/job/checkout/train.py(40): main",
                                                *(f"/job/checkout/train.py({n}): step" for n in (20, 21, 22))}
@@ -225,7 +227,7 @@ def test_backtrace_records_are_not_calls_and_their_frames_nest_over_the_calls(tm
     by_corr = dict(zip(runtime["correlation"].astype("int64"), runtime.index, strict=True))
     lines = {corr: int(s.at[by_corr[corr], "line"]) for _, corr, _ in made if by_corr.get(corr) in s.index}
     assert lines == {corr: line for _, corr, line in made}
-    assert (s.loc[list(lines.values()) and [by_corr[c] for c in lines], "function"] == "step").all()
+    assert (s.loc[[by_corr[c] for c in lines], "function"] == "step").all()
 
 
 def test_an_export_without_backtraces_keeps_its_calls_and_has_no_frames() -> None:
@@ -271,3 +273,72 @@ def test_tracer_lines_shows_an_nsys_script_by_its_name(tmp_path: Path, capsys: p
     assert main(["lines", str(DATA / "planted_nsys_h100.sqlite.gz"), "--source-root", str(DATA)]) == 0
     out = capsys.readouterr().out
     assert "planted_train.py:33" in out and "/tests/data/planted_train.py" not in out
+
+
+# ---- odd and hostile exports -------------------------------------------------------------------------------------
+
+
+def _first_backtraced(path: Path) -> tuple[int, int]:
+    """(globalTid, start) of the first backtrace mark."""
+    with sqlite3.connect(path) as con:
+        row = con.execute("SELECT globalTid, start FROM NVTX_EVENTS WHERE eventType = 34 ORDER BY start").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def test_a_domain_of_the_same_number_in_another_process_keeps_its_ranges(tmp_path: Path) -> None:
+    """nsys numbers NVTX domains per process: another process's domain 7 is not the backtraces' domain 7."""
+    path, _ = _with_backtraces(tmp_path)
+    gtid, start = _first_backtraced(path)
+    other = gtid + (1 << 24)  # (the next pid)
+    with sqlite3.connect(path) as con:
+        con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, domainId, globalTid) VALUES (0, 75, "
+                    "'my_domain', 7, ?)", (other,))
+        con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, domainId, globalTid) VALUES (?, ?, 59, "
+                    "'user range', 7, ?)", (start, start + 1000, other))
+    ev = load_trace(path, cache=False).events
+    assert (ev["name"].astype(str) == "user range").sum() == 1 and (ev["kind"] == "python").any()
+
+
+def test_a_mark_without_its_record_or_call_matches_nothing(tmp_path: Path) -> None:
+    path, made = _with_backtraces(tmp_path)
+    gtid, start = _first_backtraced(path)
+    with sqlite3.connect(path) as con:
+        # a mark no record starts with, and calls whose correlation id is missing
+        payload = con.execute("SELECT jsonText FROM NVTX_EVENTS WHERE eventType = 34 LIMIT 1").fetchone()[0]
+        con.execute("INSERT INTO NVTX_EVENTS (start, eventType, globalTid, domainId, jsonText) VALUES (?, 34, ?, 7, "
+                    "?)", (start + 1, gtid, payload))
+        con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = NULL WHERE eventClass = 0 AND "
+                    "correlationId NOT IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE eventClass = 67)")
+    t = load_trace(path, cache=False)
+    (note,) = [n for n in t.meta.extra["notes"] if "matched no CUDA call" in n]
+    assert note.startswith("1 Python backtraces")
+    got = read_sources(t).sites.calls
+    assert set(got["line"]) == {20, 21, 22}
+
+
+def test_an_export_without_the_payload_column_says_so(tmp_path: Path) -> None:
+    path, made = _with_backtraces(tmp_path)
+    with sqlite3.connect(path) as con:
+        con.execute("ALTER TABLE NVTX_EVENTS DROP COLUMN jsonText")
+    t = load_trace(path, cache=False)
+    assert not (t.events["kind"] == "python").any()
+    assert any(n.startswith(f"{len(made):,} Python backtraces are in the report") for n in t.meta.extra["notes"])
+
+
+def test_hostile_payloads_cost_little_and_refuse_nothing(tmp_path: Path) -> None:
+    """A payload nested past Python's limit is no backtrace (the file still reads); one of thousands of frames
+    keeps its innermost 512; a name of megabytes is cut."""
+    path, made = _with_backtraces(tmp_path)
+    with sqlite3.connect(path) as con:
+        marks = con.execute("SELECT rowid FROM NVTX_EVENTS WHERE eventType = 34 ORDER BY start").fetchall()
+        huge = con.execute("INSERT INTO StringIds (value) VALUES (?)", ("x" * 3_000_000 + ".py",)).lastrowid
+        deep = "[" * 100_000 + "]" * 100_000
+        wide = json.dumps({BACKTRACE_DOMAIN: {"Frames": [{"Function": huge, "File": huge, "Line": i}
+                                                         for i in range(2000)]}})
+        con.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = ?", (deep, marks[0][0]))
+        con.execute("UPDATE NVTX_EVENTS SET jsonText = ? WHERE rowid = ?", (wide, marks[1][0]))
+    t = load_trace(path, cache=False)
+    frames = t.events[t.events["kind"] == "python"]
+    assert any("deeper than 512 frames" in n for n in t.meta.extra["notes"])
+    assert frames["name"].astype(str).str.len().max() < 2 * 4096 + 40
+    assert len(frames) < 2000  # (512 frames of the wide one at most, and the others')

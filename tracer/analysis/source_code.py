@@ -301,19 +301,15 @@ def short_names(files: Iterable[str]) -> dict[str, str]:
 
 
 def candidates(file: Path, roots: Sequence[Path]) -> list[Path]:
-    """Where a frame's ``file`` may be, in order: a relative path under each root; an absolute one as it is where
-    it exists, else (a trace recorded on another machine: nsys names the script by its absolute path there) its
-    trailing parts under each root, the longest first (``/job/repo/tests/train.py`` →
-    ``ROOT/job/repo/tests/train.py`` … ``ROOT/train.py``)."""
+    """Where a frame's ``file`` may be, in order: a relative path under each root; an absolute one as it is, then
+    (a trace recorded on another machine: nsys names the script by its absolute path there) its trailing parts
+    under each root, the longest first (``/job/repo/tests/train.py`` → ``ROOT/job/repo/tests/train.py`` …
+    ``ROOT/train.py``). The same list whether the absolute path exists or not: a reader confined to its roots
+    then tells nothing of files outside them."""
     if not file.is_absolute():
         return [r / file for r in roots]
-    try:
-        if file.exists():
-            return [file]
-    except OSError:
-        pass
     parts = file.parts[1:]
-    return [r / Path(*parts[k:]) for k in range(len(parts)) for r in roots]
+    return [file, *(r / Path(*parts[k:]) for k in range(len(parts)) for r in roots)]
 
 
 @dataclass

@@ -32,7 +32,7 @@ from tracer.files.nsys_enums import (
 )
 from tracer.files.sqlite_bounds import open_bounded, schema_objects
 from tracer.parsers import unpacked_sqlite
-from tracer.parsers.nsys_stacks import backtrace_domains, python_frames, split_global_id
+from tracer.parsers.nsys_stacks import backtrace_domains, domain_filter, python_frames, split_global_id
 from tracer.timeline import (
     CLOCK_NSYS_SESSION,
     COPY_KINDS,
@@ -337,10 +337,14 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             parts.append(part)
 
     # nsys' Python backtraces: NVTX marks of their own domain (not ranges), matched to the calls
-    domains = backtrace_domains(con, strings) if "NVTX_EVENTS" in tables else []
-    stacks = python_frames(con, strings, domains, calls, backtraces)
-    if stacks.part is not None:
-        parts.append(stacks.part)
+    nvtx_columns = _columns(con, "NVTX_EVENTS") if "NVTX_EVENTS" in tables else set()
+    domains = backtrace_domains(con, strings, nvtx_columns)
+    all_calls = pd.concat(calls, ignore_index=True) if calls else pd.DataFrame()
+    stacks = python_frames(con, strings, domains, nvtx_columns, all_calls,
+                           pd.concat(backtraces, ignore_index=True) if backtraces else all_calls.iloc[:0])
+    if stacks.names:
+        parts.append(_host_part(pd.DataFrame({"start": stacks.start_ns, "end": stacks.end_ns}), "python",
+                                stacks.names, stacks.pid, stacks.tid, None))
     notes += stacks.notes
 
     if "TRACER_EVENTS" in tables:
@@ -389,7 +393,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
             {"start": ('"start"', TIME), "end": ('COALESCE("end", "start")', TIME), "text": ('"text"', ANY),
              "textId": ('"textId"', OPT), "globalTid": ('"globalTid"', OPT)},
             skipped, where=f'"eventType" IN ({NVTX_PUSHPOP}, {NVTX_STARTEND}, {NVTX_MARK})' + (
-                f' AND COALESCE("domainId", -1) NOT IN ({",".join(str(d) for d in domains)})' if domains else ""),
+                f' AND NOT COALESCE({domain_filter(domains)}, 0)' if domains else ""),
         )
         label = [
             _text(t) if isinstance(t, (str, bytes)) else (strings.get(int(i), "") if pd.notna(i) else "")
@@ -400,7 +404,7 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
 
     meta = TraceMeta(format="nsys", source=source)
     _read_meta(con, tables, strings, meta)
-    if stacks.part is not None:
+    if stacks.names:
         meta.extra["frame_lines"] = FRAME_LINES_CURRENT
     nsys_rows = [part for part in parts if part.get("from_tracer_events") is None]
     if not _restore_ranks(con, tables, nsys_rows) and not _own_rank(meta, nsys_rows):

@@ -29,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from tracer.files.nsys_enums import NVTX_MARK
-from tracer.timeline import HOST_DEVICE, HOST_STREAM
 
 
 def split_global_id(gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,92 +106,135 @@ def frame_rows(
 #: "Line": 1370}, ...]}}`` (nsys 2025.3).
 BACKTRACE_DOMAIN = "Python Backtrace on CUDA"
 NVTX_DOMAIN_CREATE = 75  # ENUM_NSYS_EVENT_TYPE NvtxDomainCreate
+#: A backtrace's frames kept (the innermost), and a file's or function's name: what one crafted payload can cost.
+MAX_FRAMES = 512
+MAX_NAME = 4096
+#: A domain of one process: nsys numbers NVTX domains per process (its own reports join on the globalTid's pid).
+Domain = tuple[int, int]
 
 
-def backtrace_domains(con: sqlite3.Connection, strings: dict[int, str]) -> list[int]:
-    """The NVTX domain ids of nsys' Python backtraces in this export (none: no backtraces)."""
-    rows = con.execute('SELECT "domainId", "text", "textId" FROM NVTX_EVENTS WHERE "eventType" = ?',
+def backtrace_domains(con: sqlite3.Connection, strings: dict[int, str], columns: set[str]) -> set[Domain]:
+    """The (pid, NVTX domain id) of nsys' Python backtraces in this export, one per process that had them (none:
+    no backtraces; ``columns``: NVTX_EVENTS's)."""
+    if not {"domainId", "globalTid", "eventType"} <= columns:
+        return set()
+    text = '"text"' if "text" in columns else "NULL"
+    text_id = '"textId"' if "textId" in columns else "NULL"
+    rows = con.execute(f'SELECT "domainId", "globalTid", {text}, {text_id} FROM NVTX_EVENTS WHERE "eventType" = ? '
+                       "AND typeof(\"domainId\") = 'integer' AND typeof(\"globalTid\") = 'integer'",
                        (NVTX_DOMAIN_CREATE,)).fetchall()
-    return [d for d, text, tid in rows if type(d) is int and
-            (text if isinstance(text, str) else strings.get(tid, "") if type(tid) is int else "") == BACKTRACE_DOMAIN]
+    return {(int(split_global_id(np.array([g]))[0][0]), d) for d, g, t, tid in rows
+            if (t if isinstance(t, str) else strings.get(tid, "") if type(tid) is int else "") == BACKTRACE_DOMAIN}
+
+
+def domain_filter(domains: set[Domain]) -> str:
+    """An SQL condition over NVTX_EVENTS that holds for the rows of ``domains`` (``0`` for none)."""
+    pairs = [f'((("globalTid" >> 24) & 16777215) = {p} AND "domainId" = {d})' for p, d in sorted(domains)]
+    return "(" + " OR ".join(pairs) + ")" if pairs else "0"
 
 
 @dataclass
 class Backtraces:
-    """What :func:`python_frames` found: the ``python`` rows (a part of :mod:`tracer.parsers.nsys`'s frame,
-    None for none) and what a reader must be told (backtraces the export left out, marks matched to no call)."""
+    """What :func:`python_frames` found: the frames as rows (``start_ns``, ``end_ns``, ``pid``, ``tid``,
+    ``names``; empty for none) and what a reader must be told (backtraces the export left out, marks matched
+    to no call, frames cut)."""
 
-    part: dict[str, object] | None
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    names: list[str]
     notes: list[str]
 
 
-def python_frames(con: sqlite3.Connection, strings: dict[int, str], domains: list[int], calls: list[pd.DataFrame],
-                  records: list[pd.DataFrame]) -> Backtraces:
-    """The ``python`` rows of the CUDA ``calls`` that nsys took a Python backtrace of: each mark of the backtrace
-    ``domains`` starts where the call's backtrace record (``records``, of the same thread) starts, and the record
-    carries the call's correlation id."""
-    if not domains or not calls:
-        return Backtraces(None, [])
-    marks = con.execute(f'SELECT "start", "globalTid", "jsonText" FROM NVTX_EVENTS WHERE "eventType" = {NVTX_MARK} '
-                        f'AND "domainId" IN ({",".join(str(d) for d in domains)})').fetchall()
-    if not marks:
-        return Backtraces(None, [])
-    payloads = [m for m in marks if isinstance(m[2], str)]
+def python_frames(con: sqlite3.Connection, strings: dict[int, str], domains: set[Domain], columns: set[str],
+                  calls: pd.DataFrame, records: pd.DataFrame) -> Backtraces:
+    """The frames of the CUDA ``calls`` (``start``, ``end``, ``globalTid``, ``correlationId``) that nsys took a
+    Python backtrace of: each mark of the backtrace ``domains`` starts where the call's backtrace record (of
+    ``records``, on the same thread) starts, and the record carries the call's correlation id. ``columns``:
+    NVTX_EVENTS's."""
+    none = np.zeros(0, dtype=np.int64)
+    if not domains or calls.empty:
+        return Backtraces(none, none, none, none, [], [])
+    payload = '"jsonText"' if "jsonText" in columns else "NULL"
+    marks = pd.DataFrame(con.execute(
+        f'SELECT "start", "globalTid", {payload} FROM NVTX_EVENTS WHERE "eventType" = {NVTX_MARK} AND '
+        f"{domain_filter(domains)} AND typeof(\"start\") = 'integer' AND typeof(\"globalTid\") = 'integer'"
+    ).fetchall(), columns=["start", "globalTid", "text"])
     notes = []
-    if len(payloads) < len(marks):
-        notes.append(f"{len(marks) - len(payloads):,} Python backtraces are in the report but not in this export "
-                     "(exported without their payloads): `nsys export --type sqlite --include-json=true` keeps them")
-    frame = pd.concat(calls, ignore_index=True)
-    rec = pd.concat(records, ignore_index=True) if records else frame.iloc[:0]
-    # mark (thread, start) -> the record's correlation id -> the call
-    corr_at = {(int(g), int(s)): int(c) for g, s, c in
-               zip(rec["globalTid"].fillna(-1), rec["start"], rec["correlationId"].fillna(-1), strict=True)}
-    call_at = {(int(g), int(c)): i for i, (g, c) in
-               enumerate(zip(frame["globalTid"].fillna(-1), frame["correlationId"].fillna(-1), strict=True))}
-    call_stacks: list[tuple[str, ...]] = [()] * len(frame)
-    cache: dict[str, tuple[str, ...]] = {}
-    unmatched = 0
-    for start, gtid, text in payloads:
-        i = call_at.get((int(gtid), corr_at.get((int(gtid), int(start)), -1))) if type(gtid) is int else None
-        if i is None:
-            unmatched += 1
-            continue
-        stack = cache.get(text)
-        if stack is None:
-            stack = cache[text] = _frames_of(text, strings)
-        call_stacks[i] = stack
+    bare = int((~marks["text"].map(lambda t: isinstance(t, str))).sum()) if len(marks) else 0
+    if bare:
+        notes.append(f"{bare:,} Python backtraces are in the report but not in this export (exported without their "
+                     "payloads): `nsys export --type sqlite --include-json=true` keeps them")
+    marks = marks[marks["text"].map(lambda t: isinstance(t, str))] if bare else marks
+    if marks.empty:
+        return Backtraces(none, none, none, none, [], notes)
+    # mark -> its record (thread, start) -> the call (thread, correlation id); rows missing a key match nothing
+    keys = ["globalTid", "correlationId"]
+    rec = records.dropna(subset=["globalTid", "start", "correlationId"]).astype({k: np.int64 for k in keys})
+    rec = rec.drop_duplicates(["globalTid", "start"])[["globalTid", "start", "correlationId"]]
+    pos = calls.dropna(subset=keys).astype({k: np.int64 for k in keys})
+    pos = pos.assign(_pos=pos.index.to_numpy()).drop_duplicates(keys)[[*keys, "_pos"]]
+    matched = (marks.astype({"start": np.int64, "globalTid": np.int64})
+               .merge(rec, on=["globalTid", "start"], how="left")
+               .merge(pos, on=keys, how="left"))
+    unmatched = int(matched["_pos"].isna().sum())
     if unmatched:
         notes.append(f"{unmatched:,} Python backtraces matched no CUDA call of their thread and were left out")
-    if not any(call_stacks):
-        return Backtraces(None, notes)
-    gtid_all = frame["globalTid"].fillna(0).to_numpy(np.int64)
-    start_ns, end_ns, pos, names = frame_rows(frame["start"].to_numpy(np.int64), frame["end"].to_numpy(np.int64),
-                                              gtid_all, call_stacks)
-    pid, tid = split_global_id(gtid_all[pos])
-    n = len(names)
-    part: dict[str, object] = {
-        "start_ns": start_ns, "end_ns": end_ns, "kind": ["python"] * n, "copy_kind": [""] * n, "name": names,
-        "device": np.full(n, HOST_DEVICE), "stream": np.full(n, HOST_STREAM), "pid": pid, "tid": tid,
-        "rank": np.zeros(n, dtype=np.int64), "bytes": pd.array([pd.NA] * n, dtype="Int64"),
-        "correlation": pd.array([pd.NA] * n, dtype="Int64"), "src_mem": [""] * n, "dst_mem": [""] * n,
-    }
-    return Backtraces(part, notes)
+    matched = matched.dropna(subset=["_pos"])
+    frames_of = _FrameNames(strings)
+    stacks = [frames_of(t) for t in matched["text"].tolist()]
+    if frames_of.cut:
+        notes.append(f"{frames_of.cut:,} Python backtraces deeper than {MAX_FRAMES} frames: their outermost frames "
+                     "were left out")
+    at = matched["_pos"].to_numpy(np.int64)
+    call_start = calls["start"].to_numpy(np.int64)[at]
+    gtid = calls["globalTid"].to_numpy(np.int64)[at]
+    start_ns, end_ns, row_pos, names = frame_rows(call_start, calls["end"].to_numpy(np.int64)[at], gtid, stacks)
+    pid, tid = split_global_id(gtid[row_pos])
+    return Backtraces(start_ns, end_ns, pid, tid, names, notes)
 
 
-def _frames_of(text: str, strings: dict[int, str]) -> tuple[str, ...]:
-    """A backtrace payload's frames as row names, outermost first; () for a payload that is not one."""
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return ()
-    frames = doc.get(BACKTRACE_DOMAIN, {}).get("Frames") if isinstance(doc, dict) else None
-    out = []
-    for f in frames if isinstance(frames, list) else ():
-        if not isinstance(f, dict):
+class _FrameNames:
+    """A backtrace payload's frames as row names, outermost first (() for a payload that is not one), each
+    payload decoded once and each frame's name made once (many backtraces share frames: the strings are shared)."""
+
+    def __init__(self, strings: dict[int, str]) -> None:
+        self.strings = strings
+        self.payloads: dict[str, tuple[str, ...]] = {}
+        self.names: dict[tuple[int, int, int], str] = {}
+        self.cut = 0
+
+    def __call__(self, text: str) -> tuple[str, ...]:
+        got = self.payloads.get(text)
+        if got is None:
+            got = self.payloads[text] = self._decode(text)
+        return got
+
+    def _decode(self, text: str) -> tuple[str, ...]:
+        try:
+            doc = json.loads(text)
+        except (ValueError, RecursionError):  # (a payload nested past Python's limit is as broken as bad JSON)
             return ()
-        func, file, line = f.get("Function"), f.get("File"), f.get("Line")
-        if type(func) is not int or type(file) is not int or type(line) is not int:
+        body = doc.get(BACKTRACE_DOMAIN) if isinstance(doc, dict) else None
+        frames = body.get("Frames") if isinstance(body, dict) else None
+        if not isinstance(frames, list):
             return ()
-        # (nsys writes a function's name HTML-escaped: &lt;module&gt;)
-        out.append(frame_name(strings.get(file, "?"), line, html.unescape(strings.get(func, "?"))))
-    return tuple(reversed(out))
+        if len(frames) > MAX_FRAMES:
+            self.cut += 1
+            frames = frames[:MAX_FRAMES]  # (innermost first: the outermost go)
+        out = []
+        for f in frames:
+            if not isinstance(f, dict):
+                return ()
+            file, line, func = f.get("File"), f.get("Line"), f.get("Function")
+            if type(file) is not int or type(line) is not int or type(func) is not int:
+                return ()
+            key = (file, line, func)
+            name = self.names.get(key)
+            if name is None:
+                # (nsys writes a function's name HTML-escaped: &lt;module&gt;)
+                name = self.names[key] = frame_name(self.strings.get(file, "?")[:MAX_NAME], line,
+                                                    html.unescape(self.strings.get(func, "?")[:MAX_NAME]))
+            out.append(name)
+        return tuple(reversed(out))
