@@ -45,6 +45,24 @@ def sort_order(groups: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.lexsort((np.asarray(starts), np.asarray(groups)))
 
 
+def _in_window(starts: np.ndarray, ends: np.ndarray, groups: np.ndarray, t0: int, t1: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The intervals touching ``[t0, t1)`` for a merge: their positions, starts and ends clipped to the window,
+    groups, and which is first of its group; None where there are none."""
+    s_all = np.asarray(starts, dtype=np.int64)
+    e_all = np.asarray(ends, dtype=np.int64)
+    if t1 <= t0 or s_all.size == 0:
+        return None
+    pos = _touching(s_all, e_all, t0, t1)
+    if pos.size == 0:
+        return None
+    g = np.asarray(groups, dtype=np.int64)[pos]
+    first_in_group = np.empty(g.size, dtype=bool)
+    first_in_group[0] = True
+    first_in_group[1:] = g[1:] != g[:-1]
+    return pos, np.clip(s_all[pos], t0, t1), np.clip(e_all[pos], t0, t1), g, first_in_group
+
+
 def _touching(starts: np.ndarray, ends: np.ndarray, t0: int, t1: int) -> np.ndarray:
     """Positions of the intervals that touch ``[t0, t1)``. Zero-length intervals (instant markers) still touch the
     window when they sit inside it."""
@@ -74,22 +92,13 @@ def merge_blocks(
     pixels and the gap between *i* and everything before it in the group is under ``gap_px`` pixels.
     Overlapping intervals (nested host ops) merge the same way; their busy time is counted once.
     """
-    s_all = np.asarray(starts, dtype=np.int64)
-    e_all = np.asarray(ends, dtype=np.int64)
-    g_all = np.asarray(groups, dtype=np.int64)
     t0, t1 = int(t0), int(t1)
-    if t1 <= t0 or s_all.size == 0:
+    window = _in_window(starts, ends, groups, t0, t1)
+    if window is None:
         return _empty_blocks()
-    pos = _touching(s_all, e_all, t0, t1)
-    if pos.size == 0:
-        return _empty_blocks()
-    s = np.clip(s_all[pos], t0, t1) - t0
-    e = np.clip(e_all[pos], t0, t1) - t0
-    g = g_all[pos]
+    pos, s, e, g, first_in_group = window
+    s, e = s - t0, e - t0
     # Within a group, how far the intervals before each one reach (the gap test must look past nested ones).
-    first_in_group = np.empty(g.size, dtype=bool)
-    first_in_group[0] = True
-    first_in_group[1:] = g[1:] != g[:-1]
     prev_reach = _prev_running_max(e, np.cumsum(first_in_group) - 1)
 
     big = (e - s) >= big_px * ns_per_px
@@ -203,25 +212,16 @@ def merge_disjoint(
 
     Merged from a level at most ``ns_per_px`` fine, the blocks are :func:`merge_blocks`' of the intervals the
     level was made of, but at the window's edges: a member cut by the window counts all of its intervals."""
-    s_all = np.asarray(starts, dtype=np.int64)
-    e_all = np.asarray(ends, dtype=np.int64)
-    g_all = np.asarray(groups, dtype=np.int64)
-    t0, t1 = int(t0), int(t1)
-    if t1 <= t0 or s_all.size == 0:
+    window = _in_window(starts, ends, groups, int(t0), int(t1))
+    if window is None:
         return _empty_blocks()
-    pos = _touching(s_all, e_all, t0, t1)
-    if pos.size == 0:
-        return _empty_blocks()
-    s = np.clip(s_all[pos], t0, t1)
-    e = np.clip(e_all[pos], t0, t1)
-    g = g_all[pos]
+    pos, s, e, g, first_in_group = window
+    s_in = np.asarray(starts, dtype=np.int64)[pos]
+    e_in = np.asarray(ends, dtype=np.int64)[pos]
     n = np.asarray(counts, dtype=np.int64)[pos]
-    width = np.maximum(e_all[pos] - s_all[pos], 1)
+    width = np.maximum(e_in - s_in, 1)
     b = np.asarray(busy, dtype=np.int64)[pos]
-    b = np.where((s > s_all[pos]) | (e < e_all[pos]), (b * ((e - s) / width)).astype(np.int64), b)
-    first_in_group = np.empty(g.size, dtype=bool)
-    first_in_group[0] = True
-    first_in_group[1:] = g[1:] != g[:-1]
+    b = np.where((s > s_in) | (e < e_in), (b * ((e - s) / width)).astype(np.int64), b)
     big = (n == 1) & ((e - s) >= big_px * ns_per_px)
     prev_big = np.empty_like(big)
     prev_big[0] = False
