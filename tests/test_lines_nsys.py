@@ -11,23 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_lines_gpu import assert_planted_findings
 from tracer.analysis.source_code import SourceFiles
 from tracer.explain import Explanation, explain, explain_lines
-from tracer.explain.lines import LOOP_FIX, line_summary, read_sources
+from tracer.explain.lines import line_summary, read_sources
 from tracer.parsers import load_trace
 from tracer.timeline import Timeline
 
 DATA = Path(__file__).parent / "data"
 TRACE = DATA / "planted_nsys_h100.sqlite.gz"
-
-#: line → (a finding kind it must have, the call its fix is written for), as tests/test_lines_gpu.py's
-EXPECTED = {
-    28: ("host_sync", "torch.cuda.synchronize()"),
-    29: ("pageable", ".to(...) from pageable memory"),
-    31: ("launch_bound", LOOP_FIX.call),
-    33: ("pageable", ".cpu()"),
-    34: ("host_sync", ".item()"),
-}
 
 
 @pytest.fixture(scope="module")
@@ -51,16 +43,9 @@ def test_the_backtraces_become_frames_and_are_no_nvtx_ranges(timeline: Timeline)
 
 
 def test_each_planted_line_is_the_source_of_a_finding_of_its_kind_with_its_fix(explained: Explanation) -> None:
-    by = explained.by_line()
-    ours = by[by["file"].str.endswith("planted_train.py")]
-    for line, (kind, call) in EXPECTED.items():
-        row = ours[ours["line"] == line]
-        assert len(row) == 1, (line, ours["line"].tolist())
-        assert kind in {k["kind"] for k in row["kinds"].item()}, line
-        assert row["call"].item() == call, (line, row["call"].item())
-        assert row["function"].item() == "step" and row["exact"].item()
+    assert_planted_findings(explained)
     # a line with no fix of its own says its kind's (it said "fix: nan")
-    assert not any("fix: nan" in line_summary(r) for r in by.itertuples())
+    assert not any("fix: nan" in line_summary(r) for r in explained.by_line().itertuples())
 
 
 def test_the_lines_table_ranks_the_large_cpu_copy_first(timeline: Timeline) -> None:
