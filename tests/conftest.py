@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +20,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA = Path(__file__).parent / "data"
+#: HTA's two-rank NCCL sample: the small real job the job tests store and read back
+HTA_RANKS = [DATA / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
+
+
+@pytest.fixture()
+def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """:data:`HTA_RANKS` in a folder of their own, stored (small as they are) beside them on their first open."""
+    monkeypatch.setattr("tracer.job.store.CACHE_MIN_BYTES", 0)
+    d = tmp_path / "job"
+    d.mkdir()
+    for p in HTA_RANKS:
+        shutil.copy(p, d / p.name)
+    return d
 
 
 def _build_each_cli_once() -> None:

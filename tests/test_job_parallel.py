@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.conftest import cli_main
+from tests.conftest import HTA_RANKS, cli_main
 from tracer.errors import TraceFormatError, TracerError, UsageError
 from tracer.files import digests
 from tracer.job import partitions, rank_tasks, scheduling, task_graph, workers
@@ -26,20 +26,6 @@ from tracer.job import store as jobstore
 from tracer.job.load import load_job
 from tracer.job.read import RankDone
 from tracer.parsers import load_trace
-
-EXTERNAL = Path(__file__).parent / "data" / "external"
-HTA_RANKS = [EXTERNAL / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
-
-
-@pytest.fixture()
-def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HTA's two rank traces in a folder of their own (the dataset is written beside them, small as they are)."""
-    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
-    d = tmp_path / "job"
-    d.mkdir()
-    for p in HTA_RANKS:
-        shutil.copy(p, d / p.name)
-    return d
 
 
 def _files(d: Path) -> list[Path]:

@@ -20,20 +20,7 @@ from tracer.job import store as jobstore
 from tracer.job.load import load_job, store_job
 from tracer.sql import Partitions, Session
 
-EXTERNAL = Path(__file__).parent / "data" / "external"
-HTA_RANKS = [EXTERNAL / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
 GLOO_RANKS = [Path(__file__).parent / "data" / "comm" / f"gloo_rank{r}.json.gz" for r in (0, 1)]
-
-
-@pytest.fixture()
-def job_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """HTA's two rank traces in a folder of their own, stored (small as they are) on their first open."""
-    monkeypatch.setattr(jobstore, "CACHE_MIN_BYTES", 0)
-    d = tmp_path / "job"
-    d.mkdir()
-    for p in HTA_RANKS:
-        shutil.copy(p, d / p.name)
-    return d
 
 
 def _files(d: Path) -> list[Path]:
