@@ -55,8 +55,7 @@ def _nsys(tmp_path: Path, version: str, help_line: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> None:
-    has_python_backtrace.cache_clear()
-    nsys_mod._export_has_json.cache_clear()
+    nsys_mod._has_option.cache_clear()
 
 
 def test_an_nsys_with_python_backtraces_is_asked_for_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +79,7 @@ def test_an_older_nsys_records_without_stacks_and_says_so(tmp_path: Path,
 
 def test_an_nsys_that_cannot_run_has_no_python_backtraces(tmp_path: Path) -> None:
     assert not has_python_backtrace(str(tmp_path / "missing-nsys"))
-    assert nsys_mod.has_python_backtrace.cache_info().currsize == 1
+    assert nsys_mod._has_option.cache_info().currsize == 1
 
 
 @pytest.mark.parametrize(("help_line", "json_asked"), [("  --include-json [true|false]", True),

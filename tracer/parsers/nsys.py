@@ -323,8 +323,8 @@ def _parse(con: sqlite3.Connection, tables: set[str], source: str) -> Timeline:
                 con, table, kind,
                 {"start": ('"start"', TIME), "end": ('"end"', TIME), "globalTid": ('"globalTid"', OPT),
                  "correlationId": ('"correlationId"', OPT), "nameId": ('"nameId"', OPT),
-                 "eventClass": ('"eventClass"', OPT), "callchainId": ('"callchainId"', OPT)},
-                skipped, missing_ok=("eventClass", "callchainId"),
+                 "eventClass": ('"eventClass"', OPT)},
+                skipped, missing_ok=("eventClass",),
             )
             backtrace = (r["eventClass"] == EVENT_CLASS_BACKTRACE).to_numpy()
             if backtrace.any():

@@ -37,14 +37,19 @@ NSYS_COMMAND_ARGS = ("profile", "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=
 PYTHON_BACKTRACE_ARGS = ("--python-backtrace=cuda", "--cudabacktrace=all", "--sample=process-tree")
 
 
-@lru_cache(maxsize=8)
-def has_python_backtrace(nsys: str) -> bool:
-    """Whether ``nsys profile`` has ``--python-backtrace`` (its help names it)."""
+@lru_cache(maxsize=16)
+def _has_option(nsys: str, command: str, option: str) -> bool:
+    """Whether ``nsys COMMAND --help`` names ``option`` (what this nsys can do; False where it cannot run)."""
     try:
-        proc = subprocess.run([nsys, "profile", "--help"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([nsys, command, "--help"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return "--python-backtrace" in proc.stdout + proc.stderr
+    return option in proc.stdout + proc.stderr
+
+
+def has_python_backtrace(nsys: str) -> bool:
+    """Whether ``nsys profile`` has ``--python-backtrace``."""
+    return _has_option(nsys, "profile", "--python-backtrace")
 
 
 def with_stacks(args: Sequence[str], nsys: str, stacks: bool) -> list[str]:
@@ -71,21 +76,11 @@ def find_nsys() -> str:
     return nsys
 
 
-@lru_cache(maxsize=8)
-def _export_has_json(nsys: str) -> bool:
-    """Whether ``nsys export`` has ``--include-json`` (2024 and later: without it, NVTX payloads such as the
-    Python backtraces are left out of an SQLite export)."""
-    try:
-        proc = subprocess.run([nsys, "export", "--help"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--include-json" in proc.stdout + proc.stderr
-
-
 def export_nsys_sqlite(nsys: str, report: Path, sqlite: Path) -> str | None:
     """``nsys export --type sqlite`` of ``report`` into ``sqlite`` (NVTX payloads as JSON where this nsys can: the
     Python backtraces); None when it worked, else why not (the tool's last line), for the caller's own error."""
-    payloads = ["--include-json", "true"] if _export_has_json(nsys) else []
+    # (without --include-json, nsys 2024+ leaves NVTX payloads such as the Python backtraces out of the export)
+    payloads = ["--include-json", "true"] if _has_option(nsys, "export", "--include-json") else []
     proc = subprocess.run(
         [nsys, "export", "--type", "sqlite", *payloads, "--force-overwrite", "true", "-o", str(sqlite), str(report)],
         capture_output=True, text=True,
