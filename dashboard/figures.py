@@ -47,10 +47,10 @@ FILL_PATTERNS: dict[str, dict[str, Any]] = {
 
 Window = tuple[int, int]
 
-#: Why the lanes' traces are built with ``_validate=False``: a figure checks every trace it is given (``go.Figure``
-#: and ``add_traces`` make each one again from its properties, validated), so checking them as they are built too
-#: did the work twice: a fifth of a zoom with thousands of hover texts (issue 39). Each is still checked once.
-TRACE_CHECKED = "by the figure that draws it"
+# Unchecked traces: the lanes' traces are built with ``_validate=False`` because a figure checks every trace it is
+# given (``go.Figure`` and ``add_traces`` make each one again from its properties, validated); checking them as
+# they are built too did the work twice, a fifth of a zoom with thousands of hover texts (issue 39). Each is
+# still checked once, by the figure that draws it.
 
 
 def fmt_duration(ns: float) -> str:
@@ -278,7 +278,7 @@ def lane_traces(
             traces.append(
                 go.Scatter(
                     x=xs,
-                    _validate=False,  # (see TRACE_CHECKED)
+                    _validate=False,  # (see "Unchecked traces" above)
                     y=ys.astype(np.float32),
                     mode="lines",
                     fill="toself",
@@ -324,7 +324,7 @@ def _fold_heatmaps(view: Any, rows: list[int], row_of: dict[int, int], window: W
         c = CLASSES[int(k)]
         r, g, b = (int(c.color[i : i + 2], 16) for i in (1, 3, 5))
         out.append(go.Heatmap(
-            _validate=False,  # (see TRACE_CHECKED)
+            _validate=False,  # (see "Unchecked traces" above)
             z=z, x=x, y=np.arange(lo, hi + 2) - 0.5, zmin=0, zmax=100, showscale=False, ygap=3,
             colorscale=[[0, f"rgba({r},{g},{b},0)"], [0.005, f"rgba({r},{g},{b},0.25)"], [1, f"rgb({r},{g},{b})"]],
             hovertemplate=f"<b>{escape_label(c.label)}</b> (a folded rank)<br>%{{x:.4f}} ms: busy %{{z}}%"
@@ -394,7 +394,7 @@ def _range_names(
         return None
     return go.Scatter(
         x=xs,
-        _validate=False,  # (see TRACE_CHECKED)
+        _validate=False,  # (see "Unchecked traces" above)
         y=ys,
         mode="text",
         text=texts,
@@ -420,7 +420,7 @@ def _hover_trace(view, blocks, src, cls, x0, x1, y, ns_per_px, xaxis, yaxis) -> 
     hx = (x0[idx] + frac * (x1[idx] - x0[idx])) / 1e6
     return go.Scatter(
         x=hx,
-        _validate=False,  # (see TRACE_CHECKED)
+        _validate=False,  # (see "Unchecked traces" above)
         y=y[idx].astype(np.float32),
         # No markers are drawn (no DOM node per point), yet plotly.js hovers and clicks on the points.
         mode="none",
