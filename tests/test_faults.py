@@ -399,7 +399,11 @@ def test_a_ctrl_c_while_the_command_starts_is_not_lost(tmp_path: Path, capsys: p
 
     pid_file = tmp_path / "script.pid"
     (tmp_path / "train.py").write_text(f"import os; open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n" + TRAIN)
-    monkeypatch.setattr(command, "_child_started", lambda: os.kill(os.getpid(), signal.SIGINT))
+    # (sent to the main thread, as a terminal's Ctrl-C reaches single-threaded tracer: os.kill lets the kernel pick
+    # any thread that does not block SIGINT, and under pytest-xdist execnet's thread took it, its Python handler
+    # running only later: the test failed once in CI that way, stderr empty)
+    monkeypatch.setattr(command, "_child_started",
+                        lambda: signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT))
     rc = main(["record", "-o", str(tmp_path / "runs"), "--", sys.executable, str(tmp_path / "train.py")])
     assert (rc, capsys.readouterr().err.splitlines()[-1]) == (130, "tracer: interrupted")
     assert not (tmp_path / "runs").exists() or list((tmp_path / "runs").iterdir()) == []
