@@ -71,3 +71,20 @@ def test_an_export_without_the_payloads_says_how_to_keep_them(tmp_path: Path) ->
     (note,) = [n for n in t.meta.extra.get("notes", []) if "Python backtraces" in n]
     assert note.startswith("850 Python backtraces") and "--include-json=true" in note
     assert read_sources(t).note == note  # (`tracer lines` says that, not "record with --stacks")
+
+
+def test_only_the_unexported_note_stands_for_missing_stacks() -> None:
+    """Where no call has a user frame, the sources' note is the parser's "exported without their payloads" one
+    where the export had it, else the plain "record with stacks" one: another note on Python backtraces (marks
+    matched to no call, frames cut) was taken for it when any note naming Python backtraces was."""
+    from tracer.analysis.source import NO_STACKS
+    from tracer.parsers.nsys_stacks import is_unexported_note, unexported_note
+
+    t = load_trace(TRACE, cache=False)
+    t.events = t.events[t.events["kind"] != "python"].reset_index(drop=True)
+    other = "3 Python backtraces matched no CUDA call of their thread and were left out"
+    t.meta.extra["notes"] = [other]
+    assert read_sources(t).note == NO_STACKS
+    t.meta.extra["notes"] = [other, unexported_note(1234)]
+    assert read_sources(t).note == unexported_note(1234) and unexported_note(1234).startswith("1,234 Python")
+    assert is_unexported_note(unexported_note(1)) and not is_unexported_note(other)

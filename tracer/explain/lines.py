@@ -27,6 +27,7 @@ from tracer.explain.critical import CriticalPath
 from tracer.explain.findings import KINDS as FINDING_KINDS
 from tracer.explain.findings import covered
 from tracer.explain.graph import Graph
+from tracer.parsers.nsys_stacks import is_unexported_note
 from tracer.timeline import GPU_WORK_KINDS, Timeline, launch_links
 from tracer.timeline.meta import FRAME_LINES_CURRENT
 
@@ -135,7 +136,7 @@ def read_sources(timeline: Timeline, rule: SourceRule | None = None, files: Sour
     a = attribute(ev, rule)
     s = sites(a, ev, files, timeline.meta.extra.get("frame_lines") == FRAME_LINES_CURRENT)
     # (an nsys export whose backtraces were left out says so in the parser's notes: that, not "record with stacks")
-    left_out = [n for n in timeline.meta.extra.get("notes") or [] if "Python backtraces" in n]
+    left_out = [n for n in timeline.meta.extra.get("notes") or [] if isinstance(n, str) and is_unexported_note(n)]
     note = None if not s.calls.empty else (NO_USER_FRAMES if a.has_stacks else left_out[0] if left_out else NO_STACKS)
     links = launch_links(ev)
     call_of = pd.Series(links["call_row"].to_numpy(np.int64), index=links["work_row"].to_numpy(np.int64))

@@ -133,6 +133,20 @@ def domain_filter(domains: set[Domain]) -> str:
     return "(" + " OR ".join(pairs) + ")" if pairs else "0"
 
 
+#: How :func:`unexported_note` ends: what tells that note from the others a reader finds in ``meta.extra["notes"]``
+_UNEXPORTED_END = "exported without their payloads): `nsys export --type sqlite --include-json=true` keeps them"
+
+
+def unexported_note(count: int) -> str:
+    """The note of an export that left out ``count`` Python backtraces' frames (exported without JSON)."""
+    return f"{count:,} Python backtraces are in the report but not in this export ({_UNEXPORTED_END}"
+
+
+def is_unexported_note(note: str) -> bool:
+    """Whether a timeline's note is :func:`unexported_note`'s (the notes outlive the parse: caches, exports)."""
+    return note.endswith(_UNEXPORTED_END)
+
+
 @dataclass
 class Backtraces:
     """What :func:`python_frames` found: the frames as rows (``start_ns``, ``end_ns``, ``pid``, ``tid``,
@@ -164,8 +178,7 @@ def python_frames(con: sqlite3.Connection, strings: dict[int, str], domains: set
     notes = []
     bare = int((~marks["text"].map(lambda t: isinstance(t, str))).sum()) if len(marks) else 0
     if bare:
-        notes.append(f"{bare:,} Python backtraces are in the report but not in this export (exported without their "
-                     "payloads): `nsys export --type sqlite --include-json=true` keeps them")
+        notes.append(unexported_note(bare))
     marks = marks[marks["text"].map(lambda t: isinstance(t, str))] if bare else marks
     if marks.empty:
         return Backtraces(none, none, none, none, [], notes)
