@@ -7,7 +7,9 @@ JSON with its own ``distributedInfo`` (:func:`multirank.make_job`, ``bench/synth
 ``--job DIR``. The steps, each in a fresh child process (the command as a user runs it, ``tracer.cli.main``):
 
     first open      ``tracer summary --job DIR`` with no stored dataset: every rank parsed, stored, analysed
-    summary         the same again: each rank's stored partition read and analysed
+    analysed        the same again with each rank's kept results removed first: its stored partition read and
+                    analysed (on a worker), the results kept again
+    summary         the same again: each rank's kept results read (tracer.job.kept_results), no partition
     sql             ``tracer sql --job DIR "SELECT rank, count(*), sum(dur_ns) FROM kernels GROUP BY rank"``
     diff            ``tracer diff DIR/rank-0.json DIR/rank-1.json``: two ranks of the job compared
     explain         ``tracer explain DIR --window A:B``: the critical path and findings of a window
@@ -46,7 +48,7 @@ from multirank import drop_stored, job_bytes, make_job
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "tests" / "data" / "mlp_train_200.json.gz"
-STEPS = ("first", "summary", "sql", "diff", "explain", "dashboard")
+STEPS = ("first", "analysed", "summary", "sql", "diff", "explain", "dashboard")
 SQL = "SELECT rank, count(*) AS kernels, sum(dur_ns) AS ns FROM kernels GROUP BY rank ORDER BY rank"
 #: The issue's bounds on the 2-core machine.
 RSS_BOUND_GB = 4.0
@@ -75,11 +77,12 @@ def child(step: str, job: Path, log: Path, window: str, zooms: int) -> dict[str,
     t_start = time.perf_counter()
     _watch_opens(job, log)
     files = sorted(job.glob("rank-*.json"), key=lambda p: int(p.stem.split("-")[1]))
-    if step in ("first", "summary", "sql", "diff", "explain"):
+    if step in ("first", "analysed", "summary", "sql", "diff", "explain"):
         from tracer import cli
 
         argv = {
             "first": ["summary", "--job", str(job)],
+            "analysed": ["summary", "--job", str(job)],
             "summary": ["summary", "--job", str(job)],
             "sql": ["sql", "--job", str(job), SQL],
             "diff": ["diff", str(files[0]), str(files[1])],
@@ -309,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     for step in steps:
         if step == "first":
             drop_stored(job)
+        if step == "analysed":
+            for kept in job.glob(".tracer-job-*/rank=*/_results.pickle"):
+                kept.unlink()
         row = measure(step, job, args)
         rows.append(row)
         print(

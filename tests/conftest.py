@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 DATA = Path(__file__).parent / "data"
 #: HTA's two-rank NCCL sample: the small real job the job tests store and read back
+# Tracer keeps a signing key (tracer.files.signed) and the SQL prompt's history under $XDG_CACHE_HOME: the tests'
+# go to a folder of their own (their subprocesses inherit it), never the home of whoever runs them.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="tracer-tests-cache-")
+
 HTA_RANKS = [DATA / "external" / f"HTA_trace_filter_sampled_rank-{r}.json.gz" for r in (0, 1)]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -88,13 +89,82 @@ def test_first_open_and_reload_equal_the_whole_jobs(job: list[Path]) -> None:
     first, meta = summarize_job(job, scheduler="processes", on_cache_write=written.append)
     assert written == [jobstore.dataset_path(job)] and "stored_as" not in meta.extra
     _assert_same(first, want)
-    # the reload analyses each stored partition on a worker
+    kept = sorted(written[0].glob(f"rank=*/{jobstore.RESULTS}"))
+    assert len(kept) == 2  # each rank's results kept beside its partition (tracer.job.kept_results)
+    for f in kept:
+        f.unlink()
+    # without them, the reload analyses each stored partition on a worker, and keeps the results again
     again, meta = summarize_job(job, scheduler="processes", on_cache_write=written.append)
     assert len(written) == 1 and meta.extra["stored_as"] == str(written[0])
     _assert_same(again, want)
+    assert sorted(written[0].glob(f"rank=*/{jobstore.RESULTS}")) == kept
+    for f in kept:
+        f.unlink()
     # and the same in this process (a small job with no scheduler named)
     here, _ = summarize_job(job)
     _assert_same(here, want)
+
+
+@pytest.mark.slow
+def test_a_reload_takes_the_kept_results_and_reads_no_partition(job: list[Path],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stored job's summary from each rank's kept results, no partition read nor analysed, equals the job read
+    whole; results signed by another user's key, or by other code, are not unpickled: the rank is analysed again."""
+    from tracer.job import kept_results, rank_tasks
+
+    want = _whole(job)
+    summarize_job(job, scheduler="sync")  # (stores the job, its ranks' results with it)
+    dataset = jobstore.dataset_path(job)
+    analysed: list[int] = []
+    analyze_stored = rank_tasks.analyze_stored
+
+    def counted(index: int, path: str, rank: int, shift_ns: int = 0) -> object:
+        analysed.append(rank)
+        return analyze_stored(index, path, rank, shift_ns)
+
+    monkeypatch.setattr(rank_tasks, "analyze_stored", counted)
+    got, meta = summarize_job(job)
+    assert analysed == [] and meta.extra["stored_as"] == str(dataset)
+    _assert_same(got, want)
+
+    # rank 1's results signed by someone else's key (a dataset copied from a colleague): analysed again
+    results_1, home = kept_results.read(dataset, 1), os.environ["XDG_CACHE_HOME"]
+    assert results_1 is not None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(dataset.parent / "another-home"))
+    kept_results.keep(dataset, 1, results_1)  # (rank 1's own results, signed by their key)
+    monkeypatch.setenv("XDG_CACHE_HOME", home)
+    assert kept_results.read(dataset, 1) is None
+    got, _ = summarize_job(job)
+    assert analysed == [1]
+    _assert_same(got, want)
+    # other code (an analysis changed since): every rank analysed again
+    monkeypatch.setattr(kept_results, "code_version", lambda: "another version")
+    got, _ = summarize_job(job)
+    assert analysed == [1, 0, 1]
+    _assert_same(got, want)
+    # and a rank's results moved under another rank's folder are not that rank's
+    kept_results.results_file(dataset, 1).write_bytes(kept_results.results_file(dataset, 0).read_bytes())
+    got, _ = summarize_job(job)
+    assert analysed == [1, 0, 1, 1]
+    _assert_same(got, want)
+
+
+@pytest.mark.slow
+def test_a_clock_fixed_summary_neither_reads_nor_keeps_results(job: list[Path],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Results made with a rank's clock moved hold moved times: a --clock-fix summary analyses the moved ranks'
+    partitions and keeps nothing of them (the unmoved rank's kept results still serve)."""
+    from tracer.job import kept_results
+
+    summarize_job(job, scheduler="sync")
+    dataset = jobstore.dataset_path(job)
+    asked: list[int] = []
+    read = kept_results.read
+    monkeypatch.setattr(kept_results, "read", lambda d, r: asked.append(r) or read(d, r))
+    kept = {r: kept_results.results_file(dataset, r).read_bytes() for r in (0, 1)}
+    summarize_job(job, shifts={1: 1_000_000})
+    assert asked == [0]
+    assert {r: kept_results.results_file(dataset, r).read_bytes() for r in (0, 1)} == kept
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from tracer.analysis import ranked, summary
 from tracer.analysis.comm import shift_ranks
 from tracer.analysis.summary import Summary
 from tracer.errors import TracerError, UsageError
-from tracer.job import partitions, rank_tasks, task_graph
+from tracer.job import kept_results, partitions, rank_tasks, task_graph
 from tracer.job import store as jobstore
 from tracer.job.checks import check_job, rank_bounds
 from tracer.job.rank_tasks import Parsed, Task
@@ -242,7 +242,8 @@ def _open(
             parts = [(p.index, jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
                                                                               groups[p.index]), tuple(p.keys or ())))
                      for r, p in zip(found, good)]
-            if jobstore.finish(building, dataset, given, parts) and on_cache_write is not None:
+            kept = _signed_results(found, items) if analyze and not shifts else None
+            if jobstore.finish(building, dataset, given, parts, kept) and on_cache_write is not None:
                 on_cache_write(dataset)
         else:
             jobstore.abandon(building)
@@ -251,18 +252,39 @@ def _open(
     return _Opened([files[i] for i in keep], [found[i] for i in keep], [items[i] for i in keep], skipped)
 
 
+def _signed_results(found: Sequence[RankTrace], items: Sequence[Any]) -> dict[int, bytes]:
+    """The ranks' results as :mod:`tracer.job.kept_results` keeps them in the dataset being stored: those of the
+    ranks whose results were made as the rank the job numbers them (else they are made again when read)."""
+    out: dict[int, bytes] = {}
+    for r, results in zip(found, items):
+        blob = kept_results.signed_results(results, r.rank) if getattr(results, "rank", None) == r.rank else None
+        if blob is not None:
+            out[r.rank] = blob
+    return out
+
+
 def _analyze_stored(dataset: Path, entries: Sequence[Any], chosen: Scheduler, total_bytes: int,
                     shifts: Mapping[int, int]) -> list[Any]:
     """The stored ranks ``entries`` analysed where they are read (each moved by ``shifts[rank]`` ns first): on the
-    scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides)."""
-    parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in entries]
-    if in_this_process(len(parts), chosen, total_bytes):
+    scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides). A rank whose results
+    the dataset keeps (:mod:`tracer.job.kept_results`) is not read at all; those made here are kept there."""
+    results: dict[int, Any] = {e.rank: kept_results.read(dataset, e.rank) for e in entries
+                               if not shifts.get(e.rank, 0)}
+    todo = [e for e in entries if results.get(e.rank) is None]
+    parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in todo]
+    if not parts:
+        done = []
+    elif in_this_process(len(parts), chosen, total_bytes * len(parts) // max(len(entries), 1)):
         done = [rank_tasks.analyze_stored(i, str(p), r, shifts.get(r, 0)) for i, (p, r) in enumerate(parts)]
     else:
         done = task_graph.analyze_partitions(parts, scheduler=chosen, shifts=dict(shifts))
     for d in done:
         d.raise_error()
-    return [d.results for d in done]
+    for e, d in zip(todo, done):
+        results[e.rank] = d.results
+        if not shifts.get(e.rank, 0):
+            kept_results.keep(dataset, e.rank, d.results)
+    return [results[e.rank] for e in entries]
 
 
 def _load_group(group: Sequence[Path], load: Callable[[Path], Timeline]) -> Timeline:

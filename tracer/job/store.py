@@ -26,7 +26,7 @@ import contextlib
 import hashlib
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -267,13 +267,17 @@ def view_file(tmp: Path, index: int, rank: int) -> Path:
 
 #: A rank's drawing layout beside its partition (tracer.job.views; "_": not part of the dataset's Parquet).
 VIEW = "_view.npz"
+#: A rank's summary results beside its partition (tracer.job.kept_results), signed by the user's key.
+RESULTS = "_results.pickle"
 
 
-def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]]) -> bool:
+def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tuple[int, RankEntry]],
+           results: Mapping[int, bytes] | None = None) -> bool:
     """Publish the dataset built in ``tmp``: each ``(group index, entry)``'s file moved to its rank's partition
-    (with its drawing layout, where one was laid out for that rank), the manifest written, the folder renamed over
-    any older ``dataset``. False (and ``tmp`` removed) where that fails, for any reason: a cache is never worth
-    failing a job that was read."""
+    (with its drawing layout, where one was laid out for that rank, and its summary results: ``results``, rank ->
+    the signed bytes :mod:`tracer.job.kept_results` made), the manifest written, the folder renamed over any older
+    ``dataset``. False (and ``tmp`` removed) where that fails, for any reason: a cache is never worth failing a job
+    that was read."""
     try:
         for index, e in parts:
             dest = partition_file(tmp, e.rank)
@@ -282,6 +286,8 @@ def finish(tmp: Path, dataset: Path, paths: Sequence[Path], parts: Sequence[tupl
             view = view_file(tmp, index, e.rank)
             if view.exists():
                 os.replace(view, dest.parent / VIEW)
+            if results and e.rank in results:
+                (dest.parent / RESULTS).write_bytes(results[e.rank])
         for stray in tmp.glob("view-*.npz"):  # (laid out as a rank the job numbered otherwise)
             stray.unlink()
         doc = {**_versions(), "files": list(job_files(paths)), "ranks": [e.to_dict() for _, e in parts]}

@@ -1,0 +1,79 @@
+"""Pickles signed with the user's own key (tracer/files/signed.py): read back only where this user's tracer wrote
+them for the same context; anything else reads as absent and is never unpickled."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+from pathlib import Path
+
+import pytest
+
+from tracer.files import signed
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+class _Boom:
+    """Unpickling this runs code: what a crafted file would do."""
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("touch pwned",))
+
+
+def test_a_signed_pickle_reads_back_and_the_key_is_the_users_alone(home: Path, tmp_path: Path) -> None:
+    blob = signed.dumps({"a": [1, 2.5, "x"]}, "ctx")
+    assert blob is not None and blob.startswith(signed.MAGIC)
+    key = signed.key_path()
+    assert key == home / "tracer" / "results.key" and len(key.read_bytes()) == 32
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    f = tmp_path / "r.pickle"
+    f.write_bytes(blob)
+    assert signed.load(f, "ctx") == {"a": [1, 2.5, "x"]}
+    first = key.read_bytes()
+    assert signed.dumps({"a": 1}, "ctx") is not None and key.read_bytes() == first  # (one key, kept)
+
+
+def test_what_was_not_signed_here_for_this_context_is_never_unpickled(home: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "r.pickle"
+    blob = signed.dumps([1, 2, 3], "ctx")
+    assert blob is not None
+    f.write_bytes(blob)
+    assert signed.load(f, "other context") is None
+    f.write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))  # one bit of the payload changed
+    assert signed.load(f, "ctx") is None
+    payload = pickle.dumps(_Boom())
+    f.write_bytes(blob[: len(signed.MAGIC) + 32] + payload)  # a crafted payload under a copied signature
+    assert signed.load(f, "ctx") is None
+    f.write_bytes(signed.MAGIC + b"\0" * 32 + payload)
+    assert signed.load(f, "ctx") is None
+    for junk in (b"", b"garbage", signed.MAGIC, payload):
+        f.write_bytes(junk)
+        assert signed.load(f, "ctx") is None
+    assert not (tmp_path / "pwned").exists()
+    # signed by another user's key (their home): not ours
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "theirs"))
+    theirs = signed.dumps([1, 2, 3], "ctx")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    assert theirs is not None and theirs != blob
+    f.write_bytes(theirs)
+    assert signed.load(f, "ctx") is None
+    assert signed.load(tmp_path / "absent", "ctx") is None
+
+
+def test_no_key_no_cache_and_reading_makes_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    f = tmp_path / "r.pickle"
+    f.write_bytes(b"whatever")
+    assert signed.load(f, "ctx") is None and not signed.key_path().exists()  # (a read makes no key)
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # (a cache folder that cannot be made)
+    assert signed.dumps([1], "ctx") is None
