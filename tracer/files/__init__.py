@@ -5,7 +5,8 @@ it is never half-written (:mod:`~tracer.files.atomic`), the content keys a cache
 (:mod:`~tracer.files.digests`), Nsight Systems' enums that both the nsys reader and
 the nsys exporter use (:mod:`~tracer.files.nsys_enums`), and the bounds on reading a file: the memory a trace may
 inflate to (:mod:`~tracer.files.memory`), bounded SQLite reads (:mod:`~tracer.files.sqlite_bounds`) and the
-limits a user sets in the environment (:mod:`~tracer.files.env_limits`).
+limits a user sets in the environment (:mod:`~tracer.files.env_limits`), and results kept on disk that only this
+user's tracer reads back (:mod:`~tracer.files.signed`).
 
 May import: :mod:`tracer.timeline` and :mod:`tracer.errors`; nothing that parses, analyses or shows.
 """

@@ -9,7 +9,8 @@ dataset beside its traces, its layout and manifest (:mod:`~tracer.job.store`).
 
 The pandas side, imported once the early scans have started: the ranks read and joined or summarised
 (:mod:`~tracer.job.read`), run as tasks on Dask (:mod:`~tracer.job.task_graph`), each task one rank's work on a
-worker (:mod:`~tracer.job.rank_tasks`), the dataset's partitions read and written (:mod:`~tracer.job.partitions`);
+worker (:mod:`~tracer.job.rank_tasks`), the dataset's partitions read and written (:mod:`~tracer.job.partitions`),
+each rank's summary results kept beside its partition (:mod:`~tracer.job.kept_results`);
 and the clock fix read from matched collectives (:mod:`~tracer.job.clocks`).
 
 May import: :mod:`tracer.analysis`, :mod:`tracer.parsers`, :mod:`tracer.files`, :mod:`tracer.timeline`, and the
