@@ -78,7 +78,7 @@ def test_only_the_unexported_note_stands_for_missing_stacks() -> None:
     where the export had it, else the plain "record with stacks" one: another note on Python backtraces (marks
     matched to no call, frames cut) was taken for it when any note naming Python backtraces was."""
     from tracer.analysis.source import NO_STACKS
-    from tracer.parsers.nsys_stacks import is_unexported_note, unexported_note
+    from tracer.timeline.meta import is_unexported_note, unexported_note
 
     t = load_trace(TRACE, cache=False)
     t.events = t.events[t.events["kind"] != "python"].reset_index(drop=True)

@@ -27,9 +27,8 @@ from tracer.explain.critical import CriticalPath
 from tracer.explain.findings import KINDS as FINDING_KINDS
 from tracer.explain.findings import covered
 from tracer.explain.graph import Graph
-from tracer.parsers.nsys_stacks import is_unexported_note
 from tracer.timeline import GPU_WORK_KINDS, Timeline, launch_links
-from tracer.timeline.meta import FRAME_LINES_CURRENT
+from tracer.timeline.meta import FRAME_LINES_CURRENT, is_unexported_note
 
 #: A finding kind in a few words, for a line's summary ("host sync ×49").
 SHORT: dict[str, str] = {

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from tracer.files.nsys_enums import NVTX_MARK
+from tracer.timeline.meta import unexported_note
 
 
 def split_global_id(gid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,20 +132,6 @@ def domain_filter(domains: set[Domain]) -> str:
     """An SQL condition over NVTX_EVENTS that holds for the rows of ``domains`` (``0`` for none)."""
     pairs = [f'((("globalTid" >> 24) & 16777215) = {p} AND "domainId" = {d})' for p, d in sorted(domains)]
     return "(" + " OR ".join(pairs) + ")" if pairs else "0"
-
-
-#: How :func:`unexported_note` ends: what tells that note from the others a reader finds in ``meta.extra["notes"]``
-_UNEXPORTED_END = "exported without their payloads): `nsys export --type sqlite --include-json=true` keeps them"
-
-
-def unexported_note(count: int) -> str:
-    """The note of an export that left out ``count`` Python backtraces' frames (exported without JSON)."""
-    return f"{count:,} Python backtraces are in the report but not in this export ({_UNEXPORTED_END}"
-
-
-def is_unexported_note(note: str) -> bool:
-    """Whether a timeline's note is :func:`unexported_note`'s (the notes outlive the parse: caches, exports)."""
-    return note.endswith(_UNEXPORTED_END)
 
 
 @dataclass

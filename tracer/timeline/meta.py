@@ -51,6 +51,19 @@ class StreamFlagTable(TypedDict):
 #: ``TraceExtra["frame_lines"]`` of a timeline whose Python frames name the line each was at.
 FRAME_LINES_CURRENT = "current"
 
+#: How :func:`unexported_note` ends: what tells that note from the others in ``TraceExtra["notes"]``
+_UNEXPORTED_END = "exported without their payloads): `nsys export --type sqlite --include-json=true` keeps them"
+
+
+def unexported_note(count: int) -> str:
+    """The note of an nsys export that left out ``count`` Python backtraces' frames (exported without JSON)."""
+    return f"{count:,} Python backtraces are in the report but not in this export ({_UNEXPORTED_END}"
+
+
+def is_unexported_note(note: str) -> bool:
+    """Whether a timeline's note is :func:`unexported_note`'s (the notes outlive the parse: caches, exports)."""
+    return note.endswith(_UNEXPORTED_END)
+
 
 class TraceExtra(TypedDict, total=False):
     """The keys of ``TraceMeta.extra``: each optional, each with its type. Grouped by who writes them; the
