@@ -97,3 +97,18 @@ def test_concurrency_of_equals_a_sweep_by_hand_on_random_gpus() -> None:
             if level and b > a:
                 want[level] = want.get(level, 0) + b - a
         assert concurrency_of(parts) == want
+
+
+def test_concurrency_of_on_the_unix_clock_and_past_a_span_of_2_62_ns() -> None:
+    """The sweep's one-key sort holds times as (t - first) * 2: on the Unix clock (~1.7e18 ns) it is exact, and a
+    span past 2**62 ns (where that key would overflow int64) takes the two-key sort, with the same figures."""
+    import numpy as np
+
+    from tracer.analysis.overlap import concurrency_of
+
+    base = 1_765_000_000_000_000_000
+    parts = [(np.array([0, 300]) + base, np.array([200, 400]) + base), (np.array([50]) + base, np.array([150]) + base)]
+    assert concurrency_of(parts) == {1: 200, 2: 100}
+    far = [(np.array([-(2**62), 0]), np.array([-(2**62) + 10, 100])), (np.array([2**62 - 50]), np.array([2**62]))]
+    assert concurrency_of(far) == {1: 160}
+    assert concurrency_of([(np.array([], np.int64), np.array([], np.int64))]) == {}

@@ -273,13 +273,28 @@ def concurrency_of(parts: list[iv.Intervals]) -> dict[int, int]:
     """:func:`concurrent_devices_ns` of the GPUs whose busy intervals are ``parts`` (:func:`busy_sets`)."""
     if not parts:
         return {}
-    pos = np.concatenate([p[0] for p in parts] + [p[1] for p in parts])
-    delta = np.concatenate(
-        [np.ones(p[0].size, np.int64) for p in parts] + [-np.ones(p[1].size, np.int64) for p in parts]
-    )
-    order = np.lexsort((delta, pos))
-    pos, delta = pos[order], delta[order]
-    level = np.cumsum(delta)[:-1]
+    starts = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+    ends = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
+    if not starts.size:
+        return {}
+    lo, hi = min(int(starts.min()), int(ends.min())), max(int(starts.max()), int(ends.max()))
+    if hi - lo < 1 << 62:
+        # One sorted int64 key per edge, (time - lo) * 2 + (1 for a start): ends before starts at one time, as the
+        # two-key lexsort orders them, at a quarter of its time (64 GPUs' busy sets of a large job: 3.4 -> 0.8 s)
+        key = np.concatenate([(ends - lo) * 2, (starts - lo) * 2 + 1])
+        key.sort()
+        delta = (key & 1).astype(np.int8)
+        delta += delta - 1  # (1 a start, -1 an end)
+        pos = np.right_shift(key, 1, out=key)
+    else:  # (a span past 2**62 ns: the key would overflow)
+        pos = np.concatenate([starts, ends])
+        delta = np.concatenate([np.ones(starts.size, np.int64), -np.ones(ends.size, np.int64)])
+        order = np.lexsort((delta, pos))
+        pos, delta = pos[order], delta[order]
+    level = np.cumsum(delta, dtype=np.int64)[:-1]
     length = np.diff(pos)
-    res = pd.Series(length).groupby(level).sum()
-    return {int(k): int(v) for k, v in res.items() if k > 0 and v > 0}
+    if level.size and int(level.min()) < 0:  # (it lasts no time: an empty interval's end before its start)
+        np.maximum(level, 0, out=level)
+    total = np.zeros(int(level.max()) + 1 if level.size else 1, dtype=np.int64)
+    np.add.at(total, level, length)
+    return {k: v for k, v in enumerate(total.tolist()) if k > 0 and v > 0}
