@@ -128,12 +128,15 @@ def test_a_reload_takes_the_kept_results_and_reads_no_partition(job: list[Path],
     _assert_same(got, want)
 
     # rank 1's results signed by someone else's key (a dataset copied from a colleague): analysed again
-    results_1, home = kept_results.read(dataset, 1), os.environ["XDG_CACHE_HOME"]
+    manifest = jobstore.read_manifest(dataset)
+    assert manifest is not None
+    entry = {e.rank: e for e in manifest.entries}
+    results_1, home = kept_results.read(dataset, entry[1]), os.environ["XDG_CACHE_HOME"]
     assert results_1 is not None
     monkeypatch.setenv("XDG_CACHE_HOME", str(dataset.parent / "another-home"))
-    kept_results.keep(dataset, 1, results_1)  # (rank 1's own results, signed by their key)
+    kept_results.keep(dataset, entry[1], results_1)  # (rank 1's own results, signed by their key)
     monkeypatch.setenv("XDG_CACHE_HOME", home)
-    assert kept_results.read(dataset, 1) is None
+    assert kept_results.read(dataset, entry[1]) is None
     got, _ = summarize_job(job)
     assert analysed == [1]
     _assert_same(got, want)
@@ -147,6 +150,17 @@ def test_a_reload_takes_the_kept_results_and_reads_no_partition(job: list[Path],
     got, _ = summarize_job(job)
     assert analysed == [1, 0, 1, 1]
     _assert_same(got, want)
+    # nor are rank 0's results of the same job stored again after a trace changed (another partition, the same
+    # code and key: the file put back into the rebuilt dataset, as a summary still running on the old one would)
+    old_results = kept_results.results_file(dataset, 0).read_bytes()
+    trace_0 = sorted(job)[0]
+    trace_0.write_bytes(gzip.compress(gzip.decompress(trace_0.read_bytes()) + b" "))
+    summarize_job(job)  # (parses again: rank 0's file changed)
+    assert analysed == [1, 0, 1, 1]
+    kept_results.results_file(dataset, 0).write_bytes(old_results)
+    got, _ = summarize_job(job)
+    assert analysed == [1, 0, 1, 1, 0]
+    _assert_same(got, want)
 
 
 @pytest.mark.slow
@@ -158,12 +172,17 @@ def test_a_clock_fixed_summary_neither_reads_nor_keeps_results(job: list[Path],
 
     summarize_job(job, scheduler="sync")
     dataset = jobstore.dataset_path(job)
-    asked: list[int] = []
+    asked: list[jobstore.RankEntry] = []
     read = kept_results.read
-    monkeypatch.setattr(kept_results, "read", lambda d, r: asked.append(r) or read(d, r))
+
+    def counted(dataset: Path, entry: jobstore.RankEntry) -> object:
+        asked.append(entry)
+        return read(dataset, entry)
+
+    monkeypatch.setattr(kept_results, "read", counted)
     kept = {r: kept_results.results_file(dataset, r).read_bytes() for r in (0, 1)}
     summarize_job(job, shifts={1: 1_000_000})
-    assert asked == [0]
+    assert [e.rank for e in asked] == [0]
     assert {r: kept_results.results_file(dataset, r).read_bytes() for r in (0, 1)} == kept
 
 

@@ -77,3 +77,41 @@ def test_no_key_no_cache_and_reading_makes_none(tmp_path: Path, monkeypatch: pyt
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # (a cache folder that cannot be made)
     assert signed.dumps([1], "ctx") is None
+
+
+def test_a_key_that_is_not_the_users_alone_signs_nothing(home: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key someone else could have written or read (readable by others, a link) is not used: with a key they
+    know, a crafted pickle would pass the check (the review ran code that way)."""
+    monkeypatch.chdir(tmp_path)
+    key = signed.key_path()
+    key.parent.mkdir(parents=True)
+    key.write_bytes(b"A" * 32)
+    key.chmod(0o644)
+    payload = pickle.dumps(_Boom())
+    import hashlib
+    import hmac
+
+    forged = signed.MAGIC + hmac.new(b"A" * 32, b"ctx\0" + payload, hashlib.sha256).digest() + payload
+    f = tmp_path / "r.pickle"
+    f.write_bytes(forged)
+    assert signed.load(f, "ctx") is None and signed.dumps([1], "ctx") is None
+    key.unlink()
+    planted = tmp_path / "planted.key"
+    planted.write_bytes(b"A" * 32)
+    planted.chmod(0o600)
+    key.symlink_to(planted)
+    assert signed.load(f, "ctx") is None and signed.dumps([1], "ctx") is None
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_a_link_a_pipe_or_a_device_in_place_of_the_file_reads_as_absent(home: Path, tmp_path: Path) -> None:
+    """A dataset from elsewhere may hold anything under the results' name: /dev/zero behind a link read until
+    memory ran out (a traceback), a pipe blocked for ever."""
+    assert signed.dumps([1], "ctx") is not None  # (a key, so the reads get as far as the file)
+    link = tmp_path / "zero.pickle"
+    link.symlink_to("/dev/zero")
+    assert signed.load(link, "ctx") is None
+    fifo = tmp_path / "fifo.pickle"
+    os.mkfifo(fifo)
+    assert signed.load(fifo, "ctx") is None

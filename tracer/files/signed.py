@@ -4,18 +4,22 @@ A job's stored dataset keeps each rank's summary results beside its partition (t
 summary of the job reads them instead of every partition. Those results are Python objects (frames, arrays,
 dataclasses), and unpickling runs code: a dataset folder that came from elsewhere (a colleague's, an archive) must
 never be unpickled. So each file carries an HMAC-SHA256 of its bytes under a key only this user can read
-(``$XDG_CACHE_HOME/tracer/results.key``, mode 0600, made on first use) and of a ``context`` that names what the
+(``$XDG_CACHE_HOME/tracer/results.key``, mode 0600 in a folder of mode 0700, made on first use; a key file or
+folder that is a link, another user's, or open to others is not used) and of a ``context`` that names what the
 bytes depend on (the version of the code that made them): a file signed elsewhere, edited, or made by other code
 reads as absent, and the caller computes the results again. Never an error: a cache is never worth failing for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
 import pickle
 import secrets
+import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -32,28 +36,80 @@ def key_path() -> Path:
     return Path(base) / "tracer" / "results.key"
 
 
+def _own_private_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder of this user's that no one else may write to (made so where missing)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _read_key(path: Path) -> bytes | None:
+    """The key at ``path`` if it is a regular file (not a link) of this user's that no one else can read or write,
+    of the right length; else None. A key another user planted, or one readable by others, signs nothing here."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return None
+        key = os.read(fd, _KEY_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return key if len(key) == _KEY_BYTES else None
+
+
 def _key(create: bool) -> bytes | None:
     """The user's key (made, readable by the user alone, where ``create`` and there is none); None where there is
-    none to be had (a home that cannot be written)."""
+    none to be had (a home that cannot be written, a key or a folder that is not this user's alone)."""
     path = key_path()
+    if create and not _own_private_dir(path.parent):
+        return None
+    key = _read_key(path)
+    if key is not None or not create or os.path.lexists(path):
+        return key
+    # Written whole under a temporary name, then linked into place: never a half-written key, and of two
+    # processes making it at once the second's link fails and it reads the first's.
     try:
-        key = path.read_bytes()
-        return key if len(key) == _KEY_BYTES else None
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results.key.")
     except OSError:
-        if not create:
-            return None
+        return None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
+        with os.fdopen(fd, "wb") as f:  # (mkstemp: 0600)
             f.write(secrets.token_bytes(_KEY_BYTES))
-        key = path.read_bytes()  # (another process may have made it first: O_EXCL refused ours, theirs is read)
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path)
     except OSError:
-        try:
-            key = path.read_bytes()
-        except OSError:
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    return _read_key(path)
+
+
+def _read_file(path: Path) -> bytes | None:
+    """``path``'s bytes if it is a regular file (not a link, a pipe or a device) of at most :data:`MAX_BYTES`."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
             return None
-    return key if len(key) == _KEY_BYTES else None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except (OSError, MemoryError):
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= MAX_BYTES else None
 
 
 def _mac(key: bytes, context: str, payload: bytes) -> bytes:
@@ -78,11 +134,8 @@ def load(path: Path, context: str) -> Any | None:
     key = _key(create=False)
     if key is None:
         return None
-    try:
-        if path.stat().st_size > MAX_BYTES:
-            return None
-        data = path.read_bytes()
-    except OSError:
+    data = _read_file(path)
+    if data is None:
         return None
     head = len(MAGIC)
     if not data.startswith(MAGIC) or len(data) < head + 32:

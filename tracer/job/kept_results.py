@@ -18,26 +18,37 @@ import hashlib
 import importlib.metadata
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
+import orjson
+
+import tracer
 from tracer.files import signed
 from tracer.job import store as jobstore
 
-#: The code a rank's results depend on, relative to the tracer package: its analyses and what they read.
-_DEPENDS_ON = ("analysis", "timeline", "vocabulary.py")
+#: The code a rank's results depend on, relative to the tracer package: its analyses, what they read, and how a
+#: stored partition becomes the timeline they are given.
+_DEPENDS_ON = ("analysis", "timeline", "vocabulary.py", "files/storage.py", "job/partitions.py", "job/rank_tasks.py")
 
 
 @functools.cache
-def code_version() -> str:
-    """A digest of the code and the libraries a rank's results were made by (see the module's docstring)."""
+def code_version() -> str | None:
+    """A digest of the code and the libraries a rank's results were made by (see the module's docstring); None
+    where tracer's sources cannot be read (an install without them: nothing is then kept or read)."""
     root = Path(__file__).resolve().parents[1]
     h = hashlib.blake2b(digest_size=16)
-    for part in _DEPENDS_ON:
-        files = [root / part] if part.endswith(".py") else sorted((root / part).rglob("*.py"))
-        for f in files:
-            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    libraries = []
+    try:
+        for part in _DEPENDS_ON:
+            files = [root / part] if part.endswith(".py") else sorted((root / part).rglob("*.py"))
+            if not files:
+                return None
+            for f in files:
+                h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    except OSError:
+        return None
+    libraries = [f"tracer={tracer.__version__}"]
     for name in ("numpy", "pandas", "pyarrow"):
         try:
             libraries.append(f"{name}={importlib.metadata.version(name)}")
@@ -47,8 +58,15 @@ def code_version() -> str:
     return h.hexdigest()
 
 
-def _context(rank: int) -> str:
-    return f"rank-results;rank={rank};code={code_version()}"
+def _context(entry: jobstore.RankEntry) -> str | None:
+    """What a rank's results are signed for: the code, and the rank's manifest entry (its rank, where that came
+    from, its files and their content keys), so that results are never read for another partition: another
+    job's, or one rebuilt in place since."""
+    code = code_version()
+    if code is None:
+        return None
+    about = hashlib.blake2b(orjson.dumps(entry.to_dict(), option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+    return f"rank-results;rank={entry.rank};entry={about};code={code}"
 
 
 def results_file(dataset: Path, rank: int) -> Path:
@@ -56,30 +74,50 @@ def results_file(dataset: Path, rank: int) -> Path:
     return jobstore.partition_file(dataset, rank).parent / jobstore.RESULTS
 
 
-def signed_results(results: Any, rank: int) -> bytes | None:
-    """``results`` (rank ``rank``'s) as the bytes :func:`read` takes back; None where they cannot be kept."""
-    return signed.dumps(results, _context(rank))
+def signed_results(results: Any, entry: jobstore.RankEntry) -> bytes | None:
+    """``results`` (of the rank of the manifest ``entry``) as the bytes :func:`read` takes back; None where they
+    cannot be kept (results of another rank, no key, no sources)."""
+    context = _context(entry)
+    if context is None or getattr(results, "rank", None) != entry.rank:
+        return None
+    return signed.dumps(results, context)
 
 
-def read(dataset: Path, rank: int) -> Any | None:
-    """Rank ``rank``'s kept results in ``dataset``; None where there are none that still hold (see the module)."""
-    results = signed.load(results_file(dataset, rank), _context(rank))
-    return results if getattr(results, "rank", None) == rank else None
+def read(dataset: Path, entry: jobstore.RankEntry) -> Any | None:
+    """The kept results of the rank of ``dataset``'s manifest ``entry``; None where there are none that still hold
+    (see the module)."""
+    context = _context(entry)
+    if context is None:
+        return None
+    results = signed.load(results_file(dataset, entry.rank), context)
+    return results if getattr(results, "rank", None) == entry.rank else None
 
 
-def keep(dataset: Path, rank: int, results: Any) -> None:
-    """Keep rank ``rank``'s ``results`` in a stored ``dataset`` (written whole under a temporary name, then renamed;
-    nothing where that fails: a cache is never worth failing a summary)."""
-    blob = signed_results(results, rank)
+def keep(dataset: Path, entry: jobstore.RankEntry, results: Any) -> None:
+    """Keep the results of the rank of the manifest ``entry`` in a stored ``dataset`` (written whole under a new
+    temporary name, then renamed; nothing where that fails: a cache is never worth failing a summary)."""
+    blob = signed_results(results, entry)
     if blob is None:
         return
-    dest = results_file(dataset, rank)
-    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    dest = results_file(dataset, entry.rank)
     try:
-        tmp.write_bytes(blob)
+        fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")  # (O_EXCL: never through a link)
+    except OSError:
+        return
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.chmod(tmp, 0o666 & ~_umask())  # (as the dataset's other files; mkstemp makes it private)
         os.replace(tmp, dest)
     except BaseException as exc:
         with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
+            tmp.unlink()
         if not isinstance(exc, OSError):
             raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -242,7 +242,7 @@ def _open(
             parts = [(p.index, jobstore.RankEntry(r.rank, r.rank_from, tuple(str(Path(f).resolve()) for f in
                                                                               groups[p.index]), tuple(p.keys or ())))
                      for r, p in zip(found, good)]
-            kept = _signed_results(found, items) if analyze and not shifts else None
+            kept = _signed_results(parts, items) if analyze and not shifts else None
             if jobstore.finish(building, dataset, given, parts, kept) and on_cache_write is not None:
                 on_cache_write(dataset)
         else:
@@ -252,14 +252,15 @@ def _open(
     return _Opened([files[i] for i in keep], [found[i] for i in keep], [items[i] for i in keep], skipped)
 
 
-def _signed_results(found: Sequence[RankTrace], items: Sequence[Any]) -> dict[int, bytes]:
-    """The ranks' results as :mod:`tracer.job.kept_results` keeps them in the dataset being stored: those of the
-    ranks whose results were made as the rank the job numbers them (else they are made again when read)."""
+def _signed_results(parts: Sequence[tuple[int, jobstore.RankEntry]], items: Sequence[Any]) -> dict[int, bytes]:
+    """The ranks' results (``items``, in the order of ``parts``: each rank's group index and manifest entry) as
+    :mod:`tracer.job.kept_results` keeps them in the dataset being stored: those made as the rank the job numbers
+    them (the others are made again when read)."""
     out: dict[int, bytes] = {}
-    for r, results in zip(found, items):
-        blob = kept_results.signed_results(results, r.rank) if getattr(results, "rank", None) == r.rank else None
+    for (_index, entry), results in zip(parts, items):
+        blob = kept_results.signed_results(results, entry)
         if blob is not None:
-            out[r.rank] = blob
+            out[entry.rank] = blob
     return out
 
 
@@ -268,8 +269,7 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], chosen: Scheduler, to
     """The stored ranks ``entries`` analysed where they are read (each moved by ``shifts[rank]`` ns first): on the
     scheduler's workers, or here for one rank or a small job (as :func:`_parse` decides). A rank whose results
     the dataset keeps (:mod:`tracer.job.kept_results`) is not read at all; those made here are kept there."""
-    results: dict[int, Any] = {e.rank: kept_results.read(dataset, e.rank) for e in entries
-                               if not shifts.get(e.rank, 0)}
+    results: dict[int, Any] = {e.rank: kept_results.read(dataset, e) for e in entries if not shifts.get(e.rank, 0)}
     todo = [e for e in entries if results.get(e.rank) is None]
     parts = [(jobstore.partition_file(dataset, e.rank), e.rank) for e in todo]
     if not parts:
@@ -283,7 +283,7 @@ def _analyze_stored(dataset: Path, entries: Sequence[Any], chosen: Scheduler, to
     for e, d in zip(todo, done):
         results[e.rank] = d.results
         if not shifts.get(e.rank, 0):
-            kept_results.keep(dataset, e.rank, d.results)
+            kept_results.keep(dataset, e, d.results)
     return [results[e.rank] for e in entries]
 
 

@@ -30,11 +30,13 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -289,10 +291,21 @@ def end_without_teardown(code: int) -> None:
     the profiler's) are destroyed in no set order, and now and then one still running aborts the process
     ("terminate called without an active exception", exit 134: a gloo rank, once in a test run on the loaded 2-core
     machine, after its trace and result were written), which failed a run that had nothing wrong with it."""
-    atexit._run_exitfuncs()  # (what sys.exit would run first; os._exit runs none)
+    # What the interpreter's exit does before its teardown, in its order: wait for the threads that are not daemons
+    # (and the thread pools' exit callbacks), run the exit handlers; then flush Python's and C's output buffers.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    else:
+        for t in threading.enumerate():
+            if t is not threading.current_thread() and not t.daemon:
+                t.join()
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)  # (C's stdio: what torch's C++ printed)
     os._exit(code)
 
 
