@@ -4,10 +4,10 @@ A job's stored dataset keeps each rank's summary results beside its partition (t
 summary of the job reads them instead of every partition. Those results are Python objects (frames, arrays,
 dataclasses), and unpickling runs code: a dataset folder that came from elsewhere (a colleague's, an archive) must
 never be unpickled. So each file carries an HMAC-SHA256 of its bytes under a key only this user can read
-(``$XDG_CACHE_HOME/tracer/results.key``, mode 0600 in a folder of mode 0700, made on first use; a key file or
-folder that is a link, another user's, or open to others is not used) and of a ``context`` that names what the
-bytes depend on (the version of the code that made them): a file signed elsewhere, edited, or made by other code
-reads as absent, and the caller computes the results again. Never an error: a cache is never worth failing for.
+(``$XDG_CACHE_HOME/tracer/signing/results.key``, mode 0600 in a folder of its own, mode 0700, made on first use; a
+key file or folder that is a link, another user's, or open to others is not used) and of a ``context`` that names
+what the bytes depend on (the version of the code that made them): a file signed elsewhere, edited, or made by other
+code reads as absent, and the caller computes the results again. Never an error: a cache is never worth failing for.
 """
 
 from __future__ import annotations
@@ -26,20 +26,28 @@ from typing import Any
 #: The first bytes of a signed file, then the 32 bytes of its HMAC, then the pickle.
 MAGIC = b"tracer-signed-pickle-1\n"
 _KEY_BYTES = 32
-#: A file read back at most this large (a result of a rank is kilobytes to a few MB; anything else is not ours).
-MAX_BYTES = 1 << 30
+#: A file read back at most this large (a rank's results are kilobytes to a few tens of MB; anything larger is not
+#: ours, and reading it would only cost memory).
+MAX_BYTES = 256 << 20
 
 
-def key_path() -> Path:
-    """Where the user's signing key lives: ``$XDG_CACHE_HOME/tracer/results.key`` (``~/.cache`` by default)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "tracer" / "results.key"
+def key_path() -> Path | None:
+    """Where the user's signing key lives: ``$XDG_CACHE_HOME/tracer/signing/results.key`` (``~/.cache`` by
+    default); None where no absolute home is known (a relative path would put the key in whatever folder tracer
+    runs in, where it could be committed and published; the XDG spec says to ignore a relative
+    ``XDG_CACHE_HOME``)."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "tracer" / "signing" / "results.key" if os.path.isabs(base) else None
 
 
-def _own_private_dir(path: Path) -> bool:
-    """Whether ``path`` is a folder of this user's that no one else may write to (made so where missing)."""
+def _own_private_dir(path: Path, create: bool) -> bool:
+    """Whether ``path`` is a folder of this user's that no one else may write to (made so where missing and
+    ``create``)."""
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if create:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(path)
     except OSError:
         return False
@@ -69,7 +77,7 @@ def _key(create: bool) -> bytes | None:
     """The user's key (made, readable by the user alone, where ``create`` and there is none); None where there is
     none to be had (a home that cannot be written, a key or a folder that is not this user's alone)."""
     path = key_path()
-    if create and not _own_private_dir(path.parent):
+    if path is None or not _own_private_dir(path.parent, create):
         return None
     key = _read_key(path)
     if key is not None or not create or os.path.lexists(path):
@@ -112,8 +120,10 @@ def _read_file(path: Path) -> bytes | None:
     return data if len(data) <= MAX_BYTES else None
 
 
-def _mac(key: bytes, context: str, payload: bytes) -> bytes:
-    return hmac.new(key, context.encode() + b"\0" + payload, hashlib.sha256).digest()
+def _mac(key: bytes, context: str, payload: bytes | memoryview) -> bytes:
+    h = hmac.new(key, context.encode("utf-8", "surrogateescape") + b"\0", hashlib.sha256)
+    h.update(payload)  # (the payload itself, not a copy of it)
+    return h.digest()
 
 
 def dumps(obj: Any, context: str) -> bytes | None:
@@ -123,9 +133,9 @@ def dumps(obj: Any, context: str) -> bytes | None:
         return None
     try:
         payload = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # noqa: BLE001 - see the module's docstring
+        return MAGIC + _mac(key, context, payload) + payload
+    except (Exception, MemoryError):  # noqa: BLE001 - see the module's docstring
         return None
-    return MAGIC + _mac(key, context, payload) + payload
 
 
 def load(path: Path, context: str) -> Any | None:
@@ -141,9 +151,9 @@ def load(path: Path, context: str) -> Any | None:
     if not data.startswith(MAGIC) or len(data) < head + 32:
         return None
     payload = memoryview(data)[head + 32:]
-    if not hmac.compare_digest(data[head:head + 32], _mac(key, context, bytes(payload))):
+    if not hmac.compare_digest(data[head:head + 32], _mac(key, context, payload)):
         return None
     try:
         return pickle.loads(payload)
-    except Exception:  # noqa: BLE001 - ours but unreadable now (a class renamed since): computed again
+    except (Exception, MemoryError):  # noqa: BLE001 - ours but unreadable now (a class renamed since): made again
         return None

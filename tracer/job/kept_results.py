@@ -77,7 +77,10 @@ def results_file(dataset: Path, rank: int) -> Path:
 def signed_results(results: Any, entry: jobstore.RankEntry) -> bytes | None:
     """``results`` (of the rank of the manifest ``entry``) as the bytes :func:`read` takes back; None where they
     cannot be kept (results of another rank, no key, no sources)."""
-    context = _context(entry)
+    try:
+        context = _context(entry)
+    except (TypeError, ValueError):  # (orjson: a path it cannot write, such as one with lone surrogates)
+        return None
     if context is None or getattr(results, "rank", None) != entry.rank:
         return None
     return signed.dumps(results, context)
@@ -86,7 +89,10 @@ def signed_results(results: Any, entry: jobstore.RankEntry) -> bytes | None:
 def read(dataset: Path, entry: jobstore.RankEntry) -> Any | None:
     """The kept results of the rank of ``dataset``'s manifest ``entry``; None where there are none that still hold
     (see the module)."""
-    context = _context(entry)
+    try:
+        context = _context(entry)
+    except (TypeError, ValueError):
+        return None
     if context is None:
         return None
     results = signed.load(results_file(dataset, entry.rank), context)
@@ -101,6 +107,8 @@ def keep(dataset: Path, entry: jobstore.RankEntry, results: Any) -> None:
         return
     dest = results_file(dataset, entry.rank)
     try:
+        # readable by whoever may read the rank's partition (mkstemp makes it private)
+        mode = jobstore.partition_file(dataset, entry.rank).stat().st_mode & 0o644
         fd, name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.")  # (O_EXCL: never through a link)
     except OSError:
         return
@@ -108,7 +116,7 @@ def keep(dataset: Path, entry: jobstore.RankEntry, results: Any) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
-        os.chmod(tmp, 0o666 & ~_umask())  # (as the dataset's other files; mkstemp makes it private)
+            os.fchmod(f.fileno(), mode)  # (by the open file: a name swapped for a link meanwhile changes nothing)
         os.replace(tmp, dest)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -116,8 +124,3 @@ def keep(dataset: Path, entry: jobstore.RankEntry, results: Any) -> None:
         if not isinstance(exc, OSError):
             raise
 
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
