@@ -291,10 +291,10 @@ def concurrency_of(parts: list[iv.Intervals]) -> dict[int, int]:
         delta = np.concatenate([np.ones(starts.size, np.int64), -np.ones(ends.size, np.int64)])
         order = np.lexsort((delta, pos))
         pos, delta = pos[order], delta[order]
-    level = np.cumsum(delta, dtype=np.int64)[:-1]
+    level = np.cumsum(delta, dtype=np.int64)[:-1]  # (one value at least: every interval gives two edges)
     length = np.diff(pos)
-    if level.size and int(level.min()) < 0:  # (it lasts no time: an empty interval's end before its start)
+    if int(level.min()) < 0:  # (it lasts no time: an empty interval's end before its start)
         np.maximum(level, 0, out=level)
-    total = np.zeros(int(level.max()) + 1 if level.size else 1, dtype=np.int64)
+    total = np.zeros(int(level.max()) + 1, dtype=np.int64)
     np.add.at(total, level, length)
     return {k: v for k, v in enumerate(total.tolist()) if k > 0 and v > 0}

@@ -57,20 +57,8 @@ def _own_private_dir(path: Path, create: bool) -> bool:
 def _read_key(path: Path) -> bytes | None:
     """The key at ``path`` if it is a regular file (not a link) of this user's that no one else can read or write,
     of the right length; else None. A key another user planted, or one readable by others, signs nothing here."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return None
-        key = os.read(fd, _KEY_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return key if len(key) == _KEY_BYTES else None
+    key = _read_regular(path, _KEY_BYTES, private=True)
+    return key if key is not None and len(key) == _KEY_BYTES else None
 
 
 def _key(create: bool) -> bytes | None:
@@ -101,23 +89,27 @@ def _key(create: bool) -> bytes | None:
     return _read_key(path)
 
 
-def _read_file(path: Path) -> bytes | None:
-    """``path``'s bytes if it is a regular file (not a link, a pipe or a device) of at most :data:`MAX_BYTES`."""
+def _read_regular(path: Path, limit: int, *, private: bool = False) -> bytes | None:
+    """``path``'s bytes if it is a regular file (not a link, a pipe or a device) of at most ``limit`` bytes, and
+    with ``private`` one of this user's that no one else can read or write; else None. Checked and read through
+    one descriptor: nothing can be swapped in between."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        if private and (st.st_uid != os.getuid() or st.st_mode & 0o077):
             return None
         with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+            data = f.read(limit + 1)
     except (OSError, MemoryError):
         return None
     finally:
         os.close(fd)
-    return data if len(data) <= MAX_BYTES else None
+    return data if len(data) <= limit else None
 
 
 def _mac(key: bytes, context: str, payload: bytes | memoryview) -> bytes:
@@ -144,7 +136,7 @@ def load(path: Path, context: str) -> Any | None:
     key = _key(create=False)
     if key is None:
         return None
-    data = _read_file(path)
+    data = _read_regular(path, MAX_BYTES)
     if data is None:
         return None
     head = len(MAGIC)

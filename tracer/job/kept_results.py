@@ -4,9 +4,11 @@ instead of reading and analysing every partition again (64 ranks × 0.5 GB: 38.6
 A rank's results (:class:`tracer.analysis.ranked.RankResults`) are written into the dataset as it is stored, or
 into a stored dataset by the first summary that had to analyse its partitions, as ``rank=N/_results.pickle``
 signed with the user's own key (:mod:`tracer.files.signed`: a dataset from elsewhere is never unpickled). They
-are read back only while they still mean what they meant: the signature covers the rank and the version of every
-module the results depend on (the analyses, the timeline model, the words they use; Python's, numpy's, pandas' and
-pyarrow's versions), so any change there reads as no results and the rank is analysed again. Results made with a
+are read back only while they still mean what they meant: the signature covers the rank's manifest entry (its
+files and their content keys) and the version of every module the results depend on (the analyses, the timeline
+model, the words they use, how a partition is read; tracer's, Python's, numpy's, pandas' and pyarrow's versions),
+so another job's results, a rebuilt dataset's or any change of code read as no results and the rank is analysed
+again. Results made with a
 rank's clock moved (``--clock-fix``) are neither kept nor read: they hold moved times.
 """
 
@@ -61,11 +63,16 @@ def code_version() -> str | None:
 def _context(entry: jobstore.RankEntry) -> str | None:
     """What a rank's results are signed for: the code, and the rank's manifest entry (its rank, where that came
     from, its files and their content keys), so that results are never read for another partition: another
-    job's, or one rebuilt in place since."""
+    job's, or one rebuilt in place since. None where there is none (no sources; a path orjson cannot write, such
+    as one with lone surrogates)."""
     code = code_version()
     if code is None:
         return None
-    about = hashlib.blake2b(orjson.dumps(entry.to_dict(), option=orjson.OPT_SORT_KEYS), digest_size=16).hexdigest()
+    try:
+        entry_json = orjson.dumps(entry.to_dict(), option=orjson.OPT_SORT_KEYS)
+    except (TypeError, ValueError):
+        return None
+    about = hashlib.blake2b(entry_json, digest_size=16).hexdigest()
     return f"rank-results;rank={entry.rank};entry={about};code={code}"
 
 
@@ -77,10 +84,7 @@ def results_file(dataset: Path, rank: int) -> Path:
 def signed_results(results: Any, entry: jobstore.RankEntry) -> bytes | None:
     """``results`` (of the rank of the manifest ``entry``) as the bytes :func:`read` takes back; None where they
     cannot be kept (results of another rank, no key, no sources)."""
-    try:
-        context = _context(entry)
-    except (TypeError, ValueError):  # (orjson: a path it cannot write, such as one with lone surrogates)
-        return None
+    context = _context(entry)
     if context is None or getattr(results, "rank", None) != entry.rank:
         return None
     return signed.dumps(results, context)
@@ -89,10 +93,7 @@ def signed_results(results: Any, entry: jobstore.RankEntry) -> bytes | None:
 def read(dataset: Path, entry: jobstore.RankEntry) -> Any | None:
     """The kept results of the rank of ``dataset``'s manifest ``entry``; None where there are none that still hold
     (see the module)."""
-    try:
-        context = _context(entry)
-    except (TypeError, ValueError):
-        return None
+    context = _context(entry)
     if context is None:
         return None
     results = signed.load(results_file(dataset, entry.rank), context)
