@@ -27,6 +27,7 @@ from typing import Any, Union
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import msgspec
+from _common import best
 from synth import scaled_trace
 
 SOURCE = Path(__file__).resolve().parents[1] / "tests" / "data" / "mlp_train_200.json.gz"
@@ -71,15 +72,6 @@ def _decoders() -> dict[str, msgspec.json.Decoder[Any]]:
     }
 
 
-def _best_cpu(fn: Any, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t)
-    return best
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--factor", type=int, default=10, help="the scale-up of the source trace (default 10: 114 MB)")
@@ -95,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     pieces = _chunks(data)
     rows: list[tuple[str, float]] = []
     for name, dec in _decoders().items():
-        rows.append((name, _best_cpu(lambda d=dec: [d.decode(p) for p in pieces], args.repeat)))
-    rows.append(("whole parse", _best_cpu(lambda: load_trace(path, cache=False), args.repeat)))
+        rows.append((name, best(lambda d=dec: [d.decode(p) for p in pieces], args.repeat, time.process_time)))
+    rows.append(("whole parse", best(lambda: load_trace(path, cache=False), args.repeat, time.process_time)))
     print(f"\n{path.name}: {mb:,.0f} MB, {len(pieces)} chunks; one process, best of {args.repeat} CPU times; "
           f"{os.cpu_count()} cores\n")
     print("| what | CPU s | MB per CPU-s | left for the rest at the target |")
